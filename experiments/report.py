@@ -1,0 +1,49 @@
+"""Tables and figures of a sweep.
+
+  python -m experiments.report infilling --sweep NAME --out DIR
+  python -m experiments.report creative-integrity (--sweep NAME | --scores FILE.jsonl) --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m experiments.report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="kind", required=True)
+    infilling = sub.add_parser("infilling", help="tables and figures of an infilling sweep, from MLflow")
+    infilling.add_argument("--sweep", required=True, help="sweep name (the parent run)")
+    infilling.add_argument("--out", required=True, help="output folder")
+    creative = sub.add_parser("creative-integrity", help="tables and figures of a FULL/SHARDED study")
+    source = creative.add_mutually_exclusive_group(required=True)
+    source.add_argument("--sweep", help="incremental-delivery sweep name, read from MLflow")
+    source.add_argument("--scores", help="score records JSONL (PRODUCT.md format)")
+    creative.add_argument("--out", required=True, help="output folder")
+    creative.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    creative.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.kind == "infilling":
+        from narrative_eval.reports.infilling import write_infilling_report
+
+        tables = write_infilling_report(args.sweep, args.out)
+    else:
+        from narrative_eval.reports.creative import creative_report_from_scores, creative_report_from_sweep
+
+        if args.scores:
+            tables = creative_report_from_scores(args.scores, args.out, n_boot=args.resamples, seed=args.seed)
+        else:
+            tables = creative_report_from_sweep(args.sweep, args.out, n_boot=args.resamples, seed=args.seed)
+    for title, markdown in tables.items():
+        print(f"## {title}\n{markdown}\n")
+    print(f"written to {args.out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""Run a sweep: `python -m experiments.sweep --config experiments/configs/quickstart.yaml`.
+
+Expands the config's grid, runs each cell as one MLflow run under one parent run, skips cells
+already finished, and writes the study's tables at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from narrative_eval import tracking
+from narrative_eval.config import load_config
+from narrative_eval.sweep import describe_grid, run_sweep
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m experiments.sweep", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="sweep config YAML (see experiments/configs/)")
+    parser.add_argument("--data", help="instances/tasks file replacing the config's data (published columns accepted)")
+    parser.add_argument("--limit", type=int, help="keep only the first N instances/tasks")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config value, YAML-parsed; dotted keys reach nested values "
+                             "(e.g. --set models=[smollm2] --set generation.temperature=0.5)")
+    parser.add_argument("--executor", help="cell executor (local or ray); default from the config")
+    parser.add_argument("--dry-run", action="store_true", help="print the grid and the counts, load no model")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    config = load_config(args.config, args.overrides, data=args.data, limit=args.limit)
+    if args.dry_run:
+        grid = describe_grid(config)
+        print(f"sweep {config.sweep!r} ({config.study}): {len(grid['cells'])} cells, seeds {config.seeds}")
+        print(f"{'model':<28} {'setting':<16} {'condition':<10} spec hash")
+        for model, setting, condition, digest in grid["cells"]:
+            print(f"{model:<28} {setting:<16} {condition:<10} {digest}")
+        print(f"generations: {grid['generations']}")
+        print(f"judge calls: {grid['judge_calls']} ({len(config.judges)} judge(s))")
+        print(f"estimated cost of hosted models: ${grid['estimated_cost_usd']:.2f}")
+        return 0
+
+    if args.no_progress:
+        from narrative_eval.studies.base import no_progress as progress
+    else:
+        from experiments.progress import tqdm_progress as progress
+    outcome = run_sweep(config, progress=progress, executor=args.executor)
+    print()
+    for title, markdown in outcome.tables.items():
+        print(f"## {title}\n{markdown}\n")
+    finished, skipped, failed = outcome.count("finished"), outcome.count("skipped"), outcome.count("failed")
+    print(f"cells: {finished} finished, {skipped} already done (skipped), {failed} failed; "
+          f"requests sent to engines: {outcome.generated}")
+    for cell in outcome.cells:
+        if cell.status == "failed":
+            print(f"FAILED {cell.cell.run_name}: {cell.error}", file=sys.stderr)
+    print(f"MLflow: {tracking.tracking_uri()} - experiment {config.study!r}, parent run {outcome.parent_run_id} "
+          f"(`mlflow ui` from the repo root shows it)")
+    if outcome.report_dir:
+        print(f"report: {outcome.report_dir}/")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

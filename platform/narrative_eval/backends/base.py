@@ -1,0 +1,44 @@
+"""The one backend interface: conversations in, replies out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+
+from narrative_eval.records import GenerationParams, Message, ModelSpec, Reply
+
+Conversation = Sequence[Message]
+
+
+class Backend(ABC):
+    """An inference engine bound to one model.
+
+    Subclasses implement `generate` for a batch of conversations; `stream` is optional
+    (used by the app's live fill). `identity` names the exact weights so the request
+    cache never serves one model's reply for another.
+    """
+
+    name: str = ""
+    supports_seed: bool = True
+    supports_json_schema: bool = False
+    per_request_params: bool = False
+    """True when generate() accepts one GenerationParams per conversation (a list); otherwise callers
+    group requests by identical params (CachedBackend does this)."""
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+
+    def identity(self) -> str:
+        """Exact model identity for the cache key (weights digest, revision or API model name)."""
+        return self.spec.weights
+
+    @abstractmethod
+    def generate(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]:
+        """Generate one reply per conversation. Failures come back as replies with `error` set."""
+
+    def stream(self, conversation: Conversation, params: GenerationParams) -> Iterator[str]:
+        """Yield the reply in pieces; engines without streaming yield it whole."""
+        yield self.generate([conversation], params)[0].text
+
+    def close(self) -> None:
+        """Release the model."""

@@ -1,0 +1,138 @@
+"""SQLite request cache shared by generators and judges.
+
+A request's key covers everything that can change its reply: the model's exact identity
+(weights digest, revision or API model), backend, quantization, chat format, the messages and
+the generation parameters including the seed. Only successful replies are stored, so a
+rerun retries failures and never pays twice for a success. Writes commit per batch, so a
+process killed with SIGKILL loses at most the batch in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from narrative_eval.backends.base import Backend, Conversation
+from narrative_eval.records import GenerationParams, Reply, stable_hash
+
+DEFAULT_CACHE_PATH = Path(".cache") / "requests.sqlite"
+
+
+def default_cache_path() -> Path:
+    return Path(os.environ.get("NARRATIVE_EVAL_CACHE", DEFAULT_CACHE_PATH))
+
+
+class RequestCache:
+    """Reply store keyed by request digest."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else default_cache_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, created REAL NOT NULL)"
+        )
+        self._conn.commit()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Reply]:
+        found: dict[str, Reply] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(f"SELECT key, reply FROM replies WHERE key IN ({marks})", chunk)
+                for key, payload in rows:
+                    found[key] = Reply.model_validate_json(payload)
+        return found
+
+    def put_many(self, items: Sequence[tuple[str, Reply]]) -> None:
+        now = time.time()
+        with self._lock:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO replies (key, reply, created) VALUES (?, ?, ?)",
+                [(key, reply.model_dump_json(exclude={"cached"}), now) for key, reply in items],
+            )
+            self._conn.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def request_key(backend: Backend, conversation: Conversation, params: GenerationParams) -> str:
+    spec = backend.spec
+    return stable_hash(
+        {
+            "identity": backend.identity(),
+            "backend": spec.backend,
+            "quantization": spec.quantization,
+            "chat_format": spec.chat_format,
+            "messages": [m.model_dump() for m in conversation],
+            "params": params.model_dump(mode="json"),
+        },
+        length=32,
+    )
+
+
+class CachedBackend:
+    """A backend seen through the request cache. Counts what it really generated."""
+
+    def __init__(self, backend: Backend, cache: RequestCache | None):
+        self.backend = backend
+        self.cache = cache
+        self.generated = 0
+        """Requests actually sent to the engine by this wrapper."""
+        self.hits = 0
+        """Requests served from the cache."""
+
+    @property
+    def spec(self):
+        return self.backend.spec
+
+    def generate(
+        self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]
+    ) -> list[Reply]:
+        """Replies for a batch; `params` is shared or one per conversation (e.g. per-instance seeds)."""
+        per_request = [params] * len(conversations) if isinstance(params, GenerationParams) else list(params)
+        if len(per_request) != len(conversations):
+            raise ValueError("one GenerationParams per conversation is required when a list is given")
+        keys = [request_key(self.backend, c, p) for c, p in zip(conversations, per_request)]
+        found = self.cache.get_many(keys) if self.cache is not None else {}
+        replies = {i: found[k].model_copy(update={"cached": True}) for i, k in enumerate(keys) if k in found}
+        missing = [i for i in range(len(conversations)) if i not in replies]
+        for group in self._groups(missing, per_request):
+            fresh = self._call([conversations[i] for i in group], [per_request[i] for i in group])
+            self.generated += len(group)
+            if self.cache is not None:
+                self.cache.put_many([(keys[i], r) for i, r in zip(group, fresh) if r.ok])
+            replies.update(zip(group, fresh))
+        self.hits += len(conversations) - len(missing)
+        return [replies[i] for i in range(len(conversations))]
+
+    def _groups(self, indices: list[int], per_request: list[GenerationParams]) -> list[list[int]]:
+        if self.backend.per_request_params:
+            return [indices] if indices else []
+        groups: dict[str, list[int]] = {}
+        for i in indices:
+            groups.setdefault(per_request[i].digest(), []).append(i)
+        return list(groups.values())
+
+    def _call(self, conversations: list[Conversation], params: list[GenerationParams]) -> list[Reply]:
+        if self.backend.per_request_params:
+            return self.backend.generate(conversations, params)
+        return self.backend.generate(conversations, params[0])
+
+    def stream(self, conversation: Conversation, params: GenerationParams) -> Iterator[str]:
+        return self.backend.stream(conversation, params)

@@ -1,0 +1,110 @@
+"""GGUF models through llama.cpp (the embedded default), with grammar-constrained JSON for judges."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import time
+from collections.abc import Iterator, Sequence
+from functools import cache
+from pathlib import Path
+
+from narrative_eval.backends.base import Backend, Conversation
+from narrative_eval.embedded import default_chat_format, resolve_weights
+from narrative_eval.records import GenerationParams, ModelSpec, Reply
+
+
+@cache
+def file_digest(path: str, size: int, mtime: float) -> str:
+    """sha256 of a weights file (memoised on path, size and mtime)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class LlamaCppBackend(Backend):
+    name = "llama_cpp"
+    supports_json_schema = True
+    per_request_params = True
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__(spec)
+        from llama_cpp import Llama
+
+        self.path = resolve_weights(spec.weights)
+        if not Path(self.path).is_file():
+            raise FileNotFoundError(f"GGUF file not found for model {spec.id!r}: {self.path}")
+        options = dict(spec.options)
+        self.n_ctx = int(options.pop("n_ctx", 4096))
+        threads = int(options.pop("n_threads", os.cpu_count() or 1))
+        chat_format = spec.chat_format or default_chat_format(spec.weights)
+        # llama.cpp prints its load log on stderr; keep the terminal readable.
+        with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
+            self.llm = Llama(
+                model_path=self.path,
+                n_ctx=self.n_ctx,
+                n_threads=threads,
+                n_batch=min(512, self.n_ctx),
+                chat_format=chat_format,
+                verbose=False,
+                **options,
+            )
+
+    def identity(self) -> str:
+        stat = os.stat(self.path)
+        return "sha256:" + file_digest(self.path, stat.st_size, stat.st_mtime)
+
+    def _kwargs(self, params: GenerationParams) -> dict:
+        kwargs = dict(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_new_tokens,
+            stop=list(params.stop) or None,
+        )
+        if params.seed is not None:
+            kwargs["seed"] = params.seed
+        if params.json_schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": params.json_schema}
+        return kwargs
+
+    def generate(
+        self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]
+    ) -> list[Reply]:
+        per_request = [params] * len(conversations) if isinstance(params, GenerationParams) else list(params)
+        replies = []
+        # llama.cpp serves one sequence at a time; a batch is a loop with per-request settings.
+        for conversation, params in zip(conversations, per_request):
+            messages = [m.model_dump() for m in conversation]
+            start = time.perf_counter()
+            try:
+                out = self.llm.create_chat_completion(messages=messages, **self._kwargs(params))
+            except ValueError as error:  # prompt longer than the context window
+                replies.append(Reply(text="", finish_reason="length", error=f"{type(error).__name__}: {error}"))
+                continue
+            choice = out["choices"][0]
+            usage = out.get("usage") or {}
+            replies.append(
+                Reply(
+                    text=choice["message"].get("content") or "",
+                    finish_reason=choice.get("finish_reason") or "stop",
+                    prompt_tokens=usage.get("prompt_tokens", 0),
+                    completion_tokens=usage.get("completion_tokens", 0),
+                    seconds=time.perf_counter() - start,
+                )
+            )
+        return replies
+
+    def stream(self, conversation: Conversation, params: GenerationParams) -> Iterator[str]:
+        messages = [m.model_dump() for m in conversation]
+        for chunk in self.llm.create_chat_completion(messages=messages, stream=True, **self._kwargs(params)):
+            piece = chunk["choices"][0]["delta"].get("content")
+            if piece:
+                yield piece
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception), contextlib.redirect_stderr(io.StringIO()):
+            self.llm.close()

@@ -1,0 +1,328 @@
+"""torch inference through Hugging Face transformers, with quantization.
+
+The model's own chat template renders each conversation; a batch is left-padded and
+generated in one `generate` call with a `GenerationConfig`. Weights may be a model
+directory, a hub id already in the local cache, or a GGUF file (loaded with `gguf_file=`
+and dequantized; the tokenizer comes from the GGUF unless `options.tokenizer` names one).
+`ModelSpec.quantization` selects:
+
+- None or 'gguf-*': plain weights in `options.dtype` (default bfloat16);
+- 'bnb-nf4' / 'bnb-8bit': bitsandbytes through `BitsAndBytesConfig`;
+- 'gptq-4bit' / 'awq-4bit': a pre-quantized checkpoint directory (see
+  `make_gptq_checkpoint`), run by gptqmodel's kernels through transformers' integration;
+- 'torchao-int8': torchao int8 weight-only quantization at load.
+
+Other options: `batch_size` (default 8), `n_threads` (torch threads), `device` ('cpu' or
+'cuda', default: cuda when available), `max_context` (overrides the model's limit).
+There is no constrained decoding here: `json_schema` is left to the prompt and the caller's
+validation (`supports_json_schema` is False).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from narrative_eval.backends.base import Backend, Conversation
+from narrative_eval.embedded import resolve_weights
+from narrative_eval.records import GenerationParams, ModelSpec, Reply
+
+QUANTIZATIONS = (None, "bnb-nf4", "bnb-8bit", "gptq-4bit", "awq-4bit", "torchao-int8")
+# Bytes read from each end of a large weights file for its fingerprint: hashing a 140 GB
+# checkpoint in full on every start would cost minutes, while sizes plus both ends plus the
+# small files (config, tokenizer, index) pin a checkpoint in practice.
+FINGERPRINT_EDGE = 1 << 20
+SMALL_FILE = 16 << 20
+
+
+def _file_fingerprint(path: Path) -> str:
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as handle:
+        if size <= SMALL_FILE:
+            digest.update(handle.read())
+        else:
+            digest.update(handle.read(FINGERPRINT_EDGE))
+            handle.seek(size - FINGERPRINT_EDGE)
+            digest.update(handle.read(FINGERPRINT_EDGE))
+    return digest.hexdigest()
+
+
+def weights_identity(path: str, revision: str | None = None) -> str:
+    """Cache identity of local weights (a file or a directory), or of a hub id at a revision."""
+    local = Path(path)
+    if local.is_file():
+        if local.stat().st_size <= SMALL_FILE or local.suffix == ".gguf":
+            from narrative_eval.backends.llama_cpp import file_digest
+
+            stat = local.stat()
+            return "sha256:" + file_digest(str(local), stat.st_size, stat.st_mtime)
+        return "fingerprint:" + _file_fingerprint(local)
+    if local.is_dir():
+        digest = hashlib.sha256()
+        for file in sorted(p for p in local.rglob("*") if p.is_file() and not p.name.startswith(".")):
+            digest.update(str(file.relative_to(local)).encode())
+            digest.update(_file_fingerprint(file).encode())
+        return "fingerprint:" + digest.hexdigest()
+    return f"hub:{path}@{revision or 'main'}"
+
+
+def split_gguf(path: str) -> tuple[str, str | None]:
+    """(directory or model id, gguf file name or None) for `from_pretrained`."""
+    if path.endswith(".gguf") and Path(path).is_file():
+        return str(Path(path).parent), Path(path).name
+    return path, None
+
+
+def quantization_config(quantization: str | None, dtype: Any) -> Any:
+    """The transformers quantization config for a ModelSpec.quantization label (None: load as is)."""
+    if quantization is None or quantization.startswith("gguf"):
+        return None
+    if quantization in ("bnb-nf4", "bnb-8bit"):
+        from transformers import BitsAndBytesConfig
+
+        if quantization == "bnb-8bit":
+            return BitsAndBytesConfig(load_in_8bit=True)
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
+    if quantization == "torchao-int8":
+        from transformers import TorchAoConfig
+
+        try:
+            from torchao.quantization import Int8WeightOnlyConfig
+        except ImportError:  # older torchao spells the method by name
+            return TorchAoConfig("int8_weight_only")
+        return TorchAoConfig(Int8WeightOnlyConfig())
+    if quantization in ("gptq-4bit", "awq-4bit"):
+        return None  # a pre-quantized checkpoint's config.json carries its settings
+    raise ValueError(f"unsupported quantization {quantization!r} for the transformers backend; known: {QUANTIZATIONS}")
+
+
+def load_tokenizer(path: str, tokenizer_source: str | None = None):
+    """Tokenizer for weights at `path` (GGUF file or directory), left-padded for batched generation."""
+    from transformers import AutoTokenizer
+
+    source, gguf_file = split_gguf(path)
+    if tokenizer_source:
+        tokenizer = AutoTokenizer.from_pretrained(resolve_weights(tokenizer_source))
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file) if gguf_file else AutoTokenizer.from_pretrained(source)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(path: str, quantization: str | None = None, dtype: str = "bfloat16", device: str | None = None):
+    """A causal LM from a directory, cached hub id or GGUF file, quantized as asked, in eval mode."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch_dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    source, gguf_file = split_gguf(path)
+    kwargs: dict[str, Any] = {"dtype": torch_dtype}
+    if gguf_file:
+        kwargs["gguf_file"] = gguf_file
+    config = quantization_config(quantization, torch_dtype)
+    if config is not None:
+        kwargs["quantization_config"] = config
+    if quantization is not None and not quantization.startswith("gguf"):
+        # Quantized weights are placed at load time; moving them afterwards is not supported.
+        kwargs["device_map"] = device
+    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    if "device_map" not in kwargs:
+        model = model.to(device)
+    model.eval()
+    return model
+
+
+def render_chat(tokenizer: Any, conversation: Conversation) -> str:
+    """The prompt text of a conversation under the model's chat template, ready for the reply."""
+    messages = [{"role": m.role, "content": m.content} for m in conversation]
+    # tokenize=False gives the rendered string in every transformers release (transformers 5
+    # returns a BatchEncoding dict by default when tokenizing).
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    positions = [text.find(stop) for stop in stops if stop and stop in text]
+    if not positions:
+        return text, False
+    return text[: min(positions)], True
+
+
+class TransformersBackend(Backend):
+    name = "transformers"
+    supports_json_schema = False
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__(spec)
+        import torch
+
+        options = spec.options
+        if options.get("n_threads"):
+            torch.set_num_threads(int(options["n_threads"]))
+        self.path = resolve_weights(spec.weights)
+        self.batch_size = int(options.get("batch_size", 8))
+        self.tokenizer = load_tokenizer(self.path, options.get("tokenizer"))
+        self.model = load_model(self.path, spec.quantization, str(options.get("dtype", "bfloat16")), options.get("device"))
+        self.device = next(self.model.parameters()).device
+        config_limit = getattr(self.model.config, "max_position_embeddings", None) or 1 << 30
+        self.max_context = int(options.get("max_context", config_limit))
+        # generate() is not re-entrant on one model: the app and a sweep may share it.
+        self._lock = threading.Lock()
+
+    def identity(self) -> str:
+        return weights_identity(self.path, self.spec.options.get("revision"))
+
+    def generation_config(self, params: GenerationParams):
+        from transformers import GenerationConfig
+
+        sampling = params.temperature > 0
+        config = GenerationConfig(
+            max_new_tokens=params.max_new_tokens,
+            do_sample=sampling,
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=self.model.generation_config.eos_token_id or self.tokenizer.eos_token_id,
+        )
+        if sampling:
+            config.temperature = params.temperature
+            config.top_p = params.top_p
+            config.top_k = 0  # no hidden top-k cut: temperature and top_p are the whole recipe
+        if params.stop:
+            config.stop_strings = list(params.stop)
+        return config
+
+    def _eos_ids(self, config) -> set[int]:
+        eos = config.eos_token_id
+        return set(eos if isinstance(eos, list) else [eos]) - {None}
+
+    def _generate_batch(self, prompts: list[str], params: GenerationParams) -> list[Reply]:
+        import torch
+
+        encoded = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        config = self.generation_config(params)
+        if params.seed is not None:
+            torch.manual_seed(params.seed)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            output = self.model.generate(**encoded, generation_config=config, tokenizer=self.tokenizer)
+        share = (time.perf_counter() - start) / len(prompts)
+        eos_ids = self._eos_ids(config)
+        prompt_width = encoded["input_ids"].shape[1]
+        replies = []
+        for row, mask in zip(output, encoded["attention_mask"]):
+            new_tokens = row[prompt_width:].tolist()
+            ended = False
+            for count, token in enumerate(new_tokens):
+                if token in eos_ids:
+                    new_tokens, ended = new_tokens[: count + 1], True
+                    break
+            text = self.tokenizer.decode(new_tokens, skip_special_tokens=True)
+            text, stopped = _cut_at_stop(text, params.stop)
+            finish = "stop" if ended or stopped or len(new_tokens) < params.max_new_tokens else "length"
+            replies.append(
+                Reply(
+                    text=text,
+                    finish_reason=finish,
+                    prompt_tokens=int(mask.sum()),
+                    completion_tokens=len(new_tokens),
+                    seconds=share,
+                )
+            )
+        return replies
+
+    def generate(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]:
+        prompts = [render_chat(self.tokenizer, c) for c in conversations]
+        replies: list[Reply | None] = [None] * len(prompts)
+        runnable = []
+        for index, prompt in enumerate(prompts):
+            length = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+            if length + params.max_new_tokens > self.max_context:
+                replies[index] = Reply(
+                    text="",
+                    finish_reason="length",
+                    prompt_tokens=length,
+                    error=f"prompt of {length} tokens + {params.max_new_tokens} new exceeds the context of {self.max_context}",
+                )
+            else:
+                runnable.append(index)
+        with self._lock:
+            for start in range(0, len(runnable), self.batch_size):
+                chunk = runnable[start : start + self.batch_size]
+                for index, reply in zip(chunk, self._generate_batch([prompts[i] for i in chunk], params)):
+                    replies[index] = reply
+        return [reply for reply in replies if reply is not None]
+
+    def stream(self, conversation: Conversation, params: GenerationParams) -> Iterator[str]:
+        import torch
+        from transformers import TextIteratorStreamer
+
+        prompt = render_chat(self.tokenizer, conversation)
+        encoded = self.tokenizer([prompt], return_tensors="pt", add_special_tokens=False).to(self.device)
+        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
+        config = self.generation_config(params)
+
+        def run() -> None:
+            with self._lock, torch.inference_mode():
+                if params.seed is not None:
+                    torch.manual_seed(params.seed)
+                self.model.generate(**encoded, generation_config=config, tokenizer=self.tokenizer, streamer=streamer)
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        yield from streamer
+        worker.join()
+
+    def close(self) -> None:
+        import gc
+
+        del self.model
+        gc.collect()
+
+
+# --------------------------------------------------------------------------- GPTQ checkpoints
+
+
+def export_hf_checkpoint(weights: str, out_dir: str | Path, tokenizer_source: str | None = None, dtype: str = "float32") -> Path:
+    """Write weights (a GGUF file is dequantized) as a plain transformers checkpoint directory."""
+    out = Path(out_dir)
+    path = resolve_weights(weights)
+    model = load_model(path, None, dtype, "cpu")
+    model.save_pretrained(out)
+    load_tokenizer(path, tokenizer_source).save_pretrained(out)
+    return out
+
+
+def make_gptq_checkpoint(
+    weights: str,
+    out_dir: str | Path,
+    calibration_texts: Sequence[str],
+    bits: int = 4,
+    group_size: int = 64,
+    tokenizer_source: str | None = None,
+) -> Path:
+    """Quantize a model to a GPTQ checkpoint with gptqmodel (runs on CPU; slow for big models).
+
+    `weights` may be a GGUF file, a model directory or 'embedded:<name>'; a GGUF is first
+    exported to a float32 directory next to `out_dir`. `group_size` must divide the model's
+    hidden sizes (64 does for SmolLM2's 576).
+    """
+    # gptqmodel sizes its CPU worker pool from this variable; on small machines the default
+    # over-subscribes the cores.
+    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(os.cpu_count() or 1))
+    from gptqmodel import GPTQModel, QuantizeConfig
+
+    out = Path(out_dir)
+    source = Path(resolve_weights(weights))
+    if source.is_file():
+        source = export_hf_checkpoint(weights, out.parent / (out.name + "-source"), tokenizer_source)
+    model = GPTQModel.load(str(source), QuantizeConfig(bits=bits, group_size=group_size), device="cpu")
+    model.quantize(list(calibration_texts), batch_size=1)
+    model.save(str(out))
+    return out

@@ -1,0 +1,210 @@
+"""Deliver a creative-writing brief to a model: FULL, SHARDED, and the replanning conditions.
+
+- full: system prompt + one user turn holding the full instruction.
+- sharded: system prompt + one user turn per shard, in order; every assistant reply stays in
+  the history before the next shard.
+- recap: sharded, then one more user turn restating every shard and asking for the final story.
+- snowball: like sharded, but each user turn repeats every earlier shard before the new one.
+
+Only the last reply of a conversation is judged. Tasks are driven turn by turn: turn k of every
+task still in play goes out in one backend call, so batched engines see whole batches. A reply
+that stops on the length/context limit or fails ends its conversation there and flags the
+trajectory truncated; the caller decides whether to regenerate it (never to score it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from narrative_eval.backends.cache import CachedBackend
+from narrative_eval.prompts.render import PROMPTS_DIR, fill
+from narrative_eval.records import GenerationParams, Message, Reply, Trajectory, Turn, WritingTask, stable_hash
+
+CONDITIONS: tuple[str, ...] = ("full", "sharded", "recap", "snowball")
+"""Delivery conditions; 'full' is the reference every other condition is compared with."""
+
+CREATIVE_PROMPTS_DIR = PROMPTS_DIR / "creative"
+"""Where the study's prompt files live."""
+
+DEFAULT_SYSTEM_PROMPTS_FILE = CREATIVE_PROMPTS_DIR / "system_prompts.yaml"
+"""Named system prompts ('default' is the published study's)."""
+
+DEFAULT_TURNS_FILE = CREATIVE_PROMPTS_DIR / "turns.yaml"
+"""Templates of the recap and snowball user turns."""
+
+class GeneratesReplies(Protocol):
+    """Anything with the backend call signature (a Backend or a CachedBackend)."""
+
+    def generate(self, conversations: Sequence[Sequence[Message]], params: GenerationParams) -> list[Reply]: ...
+
+
+@dataclass(frozen=True)
+class TurnTemplates:
+    """The user-turn templates of the replanning conditions, read from a prompt file."""
+
+    item: str
+    """How one shard is listed inside a recap or snowball turn ({{number}}, {{shard}})."""
+    recap: str
+    """The extra final turn of 'recap' ({{requirements}})."""
+    snowball: str
+    """A later turn of 'snowball' ({{previous}}, {{current}})."""
+    path: str
+    """File the templates came from."""
+    sha256: str
+    """Digest of that file (logged with the run)."""
+
+
+@cache
+def load_turn_templates(path: str | Path = DEFAULT_TURNS_FILE) -> TurnTemplates:
+    """Read the recap/snowball templates from a YAML file."""
+    raw = Path(path).read_bytes()
+    data = yaml.safe_load(raw)
+    return TurnTemplates(
+        item=data["item"], recap=data["recap"], snowball=data["snowball"], path=str(path), sha256=hashlib.sha256(raw).hexdigest()
+    )
+
+
+def load_system_prompt(name: str = "default", path: str | Path = DEFAULT_SYSTEM_PROMPTS_FILE) -> str:
+    """The system prompt called `name` in the prompts file; a path to a .txt/.md file is read as the prompt itself."""
+    candidate = Path(name)
+    if candidate.suffix in (".txt", ".md") and candidate.is_file():
+        return candidate.read_text(encoding="utf-8").strip()
+    prompts = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    if name not in prompts:
+        raise KeyError(f"unknown system prompt {name!r}; known: {', '.join(prompts)} (or give a .txt/.md file)")
+    return str(prompts[name] or "")
+
+
+def _listing(shards: Sequence[str], templates: TurnTemplates) -> str:
+    return "\n".join(fill(templates.item, {"number": k + 1, "shard": shard}) for k, shard in enumerate(shards))
+
+
+def conversation_turns(task: WritingTask, condition: str, templates: TurnTemplates | None = None) -> list[str]:
+    """The user turns a condition sends for a task, in order."""
+    templates = templates or load_turn_templates()
+    shards = list(task.shards)
+    if condition == "full":
+        return [task.full_instruction]
+    if condition == "sharded":
+        return shards
+    if condition == "recap":
+        return shards + [fill(templates.recap, {"requirements": _listing(shards, templates)})]
+    if condition == "snowball":
+        return [shards[0]] + [
+            fill(templates.snowball, {"previous": _listing(shards[:k], templates), "current": shards[k]})
+            for k in range(1, len(shards))
+        ]
+    raise ValueError(f"unknown condition {condition!r}; expected one of {', '.join(CONDITIONS)}")
+
+
+def request_seed(cell_seed: int, story_id: str, attempt: int, turn_index: int) -> int:
+    """Engine seed of one request: stable across runs and independent of which other tasks share the batch."""
+    return int(stable_hash([cell_seed, story_id, attempt, turn_index], 8), 16) & 0x7FFFFFFF
+
+
+def is_truncated(reply: Reply) -> bool:
+    """A reply that hit the length/context limit or failed cannot stand as a finished turn."""
+    return reply.error is not None or reply.finish_reason in ("length", "error")
+
+
+def generate_grouped(
+    backend: GeneratesReplies, conversations: Sequence[Sequence[Message]], params: Sequence[GenerationParams]
+) -> list[Reply]:
+    """Generate with per-request params in as few backend calls as the backend allows.
+
+    The cached backend (and any engine with per_request_params) takes the whole list in one
+    call; a bare engine gets one call per distinct params. Replies come back in input order.
+    """
+    if isinstance(backend, CachedBackend) or getattr(backend, "per_request_params", False):
+        return backend.generate(conversations, list(params))
+    groups: dict[str, list[int]] = {}
+    for i, p in enumerate(params):
+        groups.setdefault(p.digest(), []).append(i)
+    replies: list[Reply | None] = [None] * len(conversations)
+    for members in groups.values():
+        for i, reply in zip(members, backend.generate([conversations[i] for i in members], params[members[0]])):
+            replies[i] = reply
+    return [r for r in replies if r is not None]
+
+
+def deliver(
+    backend: GeneratesReplies,
+    tasks: Sequence[WritingTask],
+    condition: str,
+    system_prompt: str,
+    params: GenerationParams,
+    seed: int,
+    *,
+    attempt: int = 0,
+    templates: TurnTemplates | None = None,
+    progress: Callable[[Iterable[Any], str, int | None], Iterable[Any]] | None = None,
+    observe: Callable[[str, int, Reply], None] | None = None,
+) -> list[Trajectory]:
+    """Run every task's conversation under `condition` and return one trajectory per task, in task order.
+
+    Turn k of every task still in play goes out in one backend call. Each request is seeded
+    from (seed, story_id, attempt, turn), so a task's replies do not depend on which other tasks
+    run with it; `attempt` > 0 gives a regeneration fresh seeds. `observe(story_id, turn, reply)`
+    sees every raw reply (for timing and cache accounting the Turn record does not carry).
+    """
+    turn_texts = [conversation_turns(task, condition, templates) for task in tasks]
+    base: list[Message] = [Message(role="system", content=system_prompt)] if system_prompt else []
+    histories: list[list[Message]] = [list(base) for _ in tasks]
+    turns: list[list[Turn]] = [[] for _ in tasks]
+    truncated = [False] * len(tasks)
+    errors: list[str | None] = [None] * len(tasks)
+    n_turns = max((len(t) for t in turn_texts), default=0)
+    steps: Iterable[int] = range(n_turns)
+    if progress is not None:
+        steps = progress(steps, f"{condition} turns", n_turns)
+    for k in steps:
+        batch = [i for i in range(len(tasks)) if k < len(turn_texts[i]) and not truncated[i]]
+        if not batch:
+            continue
+        for i in batch:
+            histories[i].append(Message(role="user", content=turn_texts[i][k]))
+        request_params = [
+            params.model_copy(
+                update={"seed": request_seed(seed, tasks[i].story_id, attempt, k)}
+            )
+            for i in batch
+        ]
+        replies = generate_grouped(backend, [list(histories[i]) for i in batch], request_params)
+        for i, reply in zip(batch, replies):
+            if observe is not None:
+                observe(tasks[i].story_id, k, reply)
+            turns[i].append(
+                Turn(
+                    index=k,
+                    final=k == len(turn_texts[i]) - 1 and not is_truncated(reply),
+                    user=turn_texts[i][k],
+                    text=reply.text,
+                    prompt_tokens=reply.prompt_tokens,
+                    completion_tokens=reply.completion_tokens,
+                    finish_reason="error" if reply.error and reply.finish_reason == "stop" else reply.finish_reason,
+                )
+            )
+            histories[i].append(Message(role="assistant", content=reply.text))
+            if is_truncated(reply):
+                truncated[i] = True
+                errors[i] = reply.error or f"turn {k} stopped on the length limit ({reply.completion_tokens} tokens)"
+    return [
+        Trajectory(story_id=task.story_id, condition=condition, seed=seed, turns=turns[i], truncated=truncated[i], error=errors[i])
+        for i, task in enumerate(tasks)
+    ]
+
+
+def messages_of(trajectory: Trajectory, system_prompt: str) -> list[Message]:
+    """The whole conversation of a trajectory as chat messages (system, then user/assistant pairs)."""
+    messages = [Message(role="system", content=system_prompt)] if system_prompt else []
+    for turn in trajectory.turns:
+        messages.append(Message(role="user", content=turn.user))
+        messages.append(Message(role="assistant", content=turn.text))
+    return messages

@@ -1,0 +1,257 @@
+"""Running judges: batched, structured, validated, retried, and failures recorded — never scored.
+
+`judge_many` renders blinded prompts, sends them in batches with the rubric's JSON schema
+(constrained decoding where the backend supports it), validates every reply, and retries
+the ones that fail with seed = judge.seed + attempt, so a retry is a new request and is
+never served the same cached reply. Items that never validate come back as
+JudgeResult(ok=False) with every raw reply and the last validation error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from narrative_eval.backends.base import Conversation
+from narrative_eval.judges.render import Requirement, normalize_requirements, render_item
+from narrative_eval.judges.rubric import Rubric, answer_schema, load_rubric
+from narrative_eval.judges.validate import JudgeReplyError, parse_reply
+from narrative_eval.records import GenerationParams, JudgeResult, JudgeSpec, Reply, stable_hash
+
+INFILLING_RUBRIC = "infilling_narrative"
+CHECKLIST_RUBRIC = "creative_checklist"
+QUALITY_RUBRIC = "creative_quality"
+PAIRWISE_RUBRIC = "pairwise"
+
+INFILLING_DIMENSIONS = ("fluency", "faithfulness", "coherence", "consistency", "informativeness")
+"""The five infilling judge dimensions; QAvg is their mean."""
+HIGH_QUALITY_THRESHOLD = 4.0
+"""An infill is high-quality when its QAvg is strictly above this."""
+
+
+class GeneratingBackend(Protocol):
+    """Anything that turns conversations into replies: a Backend or a CachedBackend."""
+
+    def generate(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]: ...
+
+
+def backend_for(judge: JudgeSpec, cache=None):
+    """The judge's model loaded once per process, seen through the request cache when one is given."""
+    from narrative_eval.backends import CachedBackend, get_backend
+
+    return CachedBackend(get_backend(judge.model), cache)
+
+
+def judge_params(judge: JudgeSpec, schema: dict[str, Any] | None, attempt: int) -> GenerationParams:
+    """Sampling settings of one judging attempt: the judge's temperature, its seed moved on per attempt."""
+    return GenerationParams(
+        temperature=judge.temperature,
+        seed=judge.seed + attempt,
+        max_new_tokens=judge.max_new_tokens,
+        json_schema=schema,
+    )
+
+
+def _requirement_ids(rubric: Rubric, item: Mapping) -> list[str]:
+    if rubric.kind != "checklist":
+        return []
+    return [r.id for r in normalize_requirements(item["requirements"])]
+
+
+def judge_many(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items: Sequence[Mapping]) -> list[JudgeResult]:
+    """Judge every item under one rubric; one JudgeResult per item, in order.
+
+    Items carry the rubric's inputs (e.g. {problem, candidate}); other fields are ignored and
+    never reach the judge. Attempts are batched: each round sends every still-failing item,
+    grouped by answer schema (checklists differ per task).
+    """
+    spec = getattr(backend, "spec", None)
+    if spec is not None and spec != judge.model:
+        raise ValueError(f"judge {judge.id!r} is configured with model {judge.model.id!r}, but the backend runs {spec.id!r}")
+    loaded = load_rubric(rubric)
+    conversations = [render_item(loaded, item) for item in items]
+    requirement_ids = [_requirement_ids(loaded, item) for item in items]
+    schemas = [answer_schema(loaded, ids) for ids in requirement_ids]
+
+    raw: list[list[str]] = [[] for _ in items]
+    errors: list[str | None] = [None] * len(items)
+    done: dict[int, tuple[dict, dict]] = {}
+    pending = list(range(len(items)))
+    for attempt in range(judge.max_retries + 1):
+        if not pending:
+            break
+        groups: dict[str, list[int]] = defaultdict(list)
+        for index in pending:
+            groups[stable_hash(schemas[index])].append(index)
+        for indices in groups.values():
+            params = judge_params(judge, schemas[indices[0]], attempt)
+            replies = backend.generate([conversations[i] for i in indices], params)
+            for index, reply in zip(indices, replies, strict=True):
+                raw[index].append(reply.text)
+                if reply.error is not None:
+                    errors[index] = f"attempt {attempt + 1}: request failed: {reply.error}"
+                    continue
+                try:
+                    done[index] = parse_reply(loaded, reply.text, requirement_ids[index])
+                except JudgeReplyError as error:
+                    truncated = " (reply hit the token limit)" if reply.finish_reason == "length" else ""
+                    errors[index] = f"attempt {attempt + 1}: {error}{truncated}"
+        pending = [i for i in pending if i not in done]
+
+    results = []
+    for index in range(len(items)):
+        common = dict(judge_id=judge.id, rubric=loaded.name, rubric_hash=loaded.hash, attempts=len(raw[index]))
+        if index in done:
+            scores, details = done[index]
+            results.append(JudgeResult(ok=True, scores=scores, details=details, raw_replies=raw[index], **common))
+        else:
+            results.append(JudgeResult(ok=False, raw_replies=raw[index], error=errors[index], **common))
+    return results
+
+
+# --------------------------------------------------------------------------- per-rubric wrappers
+
+
+def judge_infills(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
+    """Score infills on the five narrative dimensions; items are {problem, candidate}."""
+    return judge_many(backend, judge, INFILLING_RUBRIC, items)
+
+
+def judge_checklist(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
+    """Score requirement adherence; items are {task, requirements, response}.
+
+    scores['adherence'] is the mean item score (A); details['items'] lists
+    {constraint_id, score, reason} in requirement order.
+    """
+    return judge_many(backend, judge, CHECKLIST_RUBRIC, items)
+
+
+def judge_quality(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
+    """Score writing quality on five dimensions (characterization may be None); items are {task, requirements, response}."""
+    return judge_many(backend, judge, QUALITY_RUBRIC, items)
+
+
+def judge_pairwise(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
+    """Pairwise preference judged in both presentation orders; items are {task, requirements, response_a, response_b}.
+
+    Scores are signed preferences for response_a (+2 A clearly better ... -2 B clearly better),
+    averaged over the forward order and the order-restored reversed one. details holds both
+    verdicts and, per dimension, whether the two orders agree in direction.
+    """
+    forward = [
+        {"task": it["task"], "requirements": it["requirements"], "response_a": it["response_a"], "response_b": it["response_b"]}
+        for it in items
+    ]
+    reversed_ = [{**f, "response_a": f["response_b"], "response_b": f["response_a"]} for f in forward]
+    both = judge_many(backend, judge, PAIRWISE_RUBRIC, forward + reversed_)
+    return [_combine_orders(first, second) for first, second in zip(both[: len(items)], both[len(items) :], strict=True)]
+
+
+def _sign(value: float) -> int:
+    return (value > 0) - (value < 0)
+
+
+def _combine_orders(first: JudgeResult, second: JudgeResult) -> JudgeResult:
+    common = dict(
+        judge_id=first.judge_id,
+        rubric=first.rubric,
+        rubric_hash=first.rubric_hash,
+        attempts=first.attempts + second.attempts,
+        raw_replies=first.raw_replies + second.raw_replies,
+    )
+    if not (first.ok and second.ok):
+        problems = [f"{name} order: {r.error}" for name, r in (("forward", first), ("reversed", second)) if not r.ok]
+        return JudgeResult(ok=False, error="; ".join(problems), **common)
+    restored = {key: -value for key, value in second.scores.items()}
+    scores = {key: (first.scores[key] + restored[key]) / 2 for key in first.scores}
+    details = {
+        "forward": first.details["verdicts"],
+        "reversed": second.details["verdicts"],
+        "forward_scores": dict(first.scores),
+        "restored_scores": restored,
+        "consistent": {key: _sign(first.scores[key]) == _sign(restored[key]) for key in first.scores},
+    }
+    return JudgeResult(ok=True, scores=scores, details=details, **common)
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def qavg(scores: Mapping[str, float | None]) -> float:
+    """QAvg: the mean of the five infilling dimensions (all five must be present)."""
+    missing = [key for key in INFILLING_DIMENSIONS if scores.get(key) is None]
+    if missing:
+        raise KeyError(f"QAvg needs all five infilling dimensions; missing {missing}")
+    return sum(float(scores[key]) for key in INFILLING_DIMENSIONS) / len(INFILLING_DIMENSIONS)
+
+
+def is_high_quality(scores: Mapping[str, float | None]) -> bool:
+    """True when the infill's QAvg is strictly above 4."""
+    return qavg(scores) > HIGH_QUALITY_THRESHOLD
+
+
+def failure_rate(results: Sequence[JudgeResult]) -> float:
+    """Share of judgments that never validated (NaN when there are none)."""
+    if not results:
+        return math.nan
+    return sum(not r.ok for r in results) / len(results)
+
+
+def pairwise_consistency(results: Sequence[JudgeResult], dimension: str | None = None) -> float:
+    """Order-restored directional consistency: share of (pair, dimension) verdicts whose direction
+    (A better / tie / B better) survives swapping the presentation order. Failed pairs are left out;
+    NaN when nothing is left."""
+    flags = []
+    for result in results:
+        if not result.ok:
+            continue
+        for key, consistent in result.details["consistent"].items():
+            if dimension is None or key == dimension:
+                flags.append(bool(consistent))
+    return sum(flags) / len(flags) if flags else math.nan
+
+
+def summarize(results: Sequence[JudgeResult]) -> dict[str, float]:
+    """Per-judge metrics to log: mean of each dimension over valid judgments, failure rate, and
+    for infilling QAvg and High% (share of valid judgments with QAvg > 4, in percent), for
+    pairwise the order consistency. All results must come from one judge and one rubric."""
+    if not results:
+        return {"failure_rate": math.nan, "n_judged": 0.0}
+    judges = {(r.judge_id, r.rubric) for r in results}
+    if len(judges) != 1:
+        raise ValueError(f"summarize one judge and rubric at a time, got {sorted(judges)}")
+    valid = [r for r in results if r.ok]
+    metrics: dict[str, float] = {"failure_rate": failure_rate(results), "n_judged": float(len(results))}
+    keys = list(dict.fromkeys(key for r in valid for key in r.scores))
+    for key in keys:
+        values = [r.scores[key] for r in valid if r.scores.get(key) is not None]
+        metrics[key] = sum(values) / len(values) if values else math.nan
+    rubric = results[0].rubric
+    if rubric == INFILLING_RUBRIC:
+        per_item = [qavg(r.scores) for r in valid]
+        metrics["qavg"] = sum(per_item) / len(per_item) if per_item else math.nan
+        metrics["high_pct"] = 100 * sum(q > HIGH_QUALITY_THRESHOLD for q in per_item) / len(per_item) if per_item else math.nan
+    if rubric == PAIRWISE_RUBRIC and valid and "consistent" in valid[0].details:
+        metrics["order_consistency"] = pairwise_consistency(valid)
+        for key in valid[0].details["consistent"]:
+            metrics[f"{key}_order_consistency"] = pairwise_consistency(valid, key)
+    return metrics
+
+
+__all__ = [
+    "Requirement",
+    "backend_for",
+    "failure_rate",
+    "is_high_quality",
+    "judge_checklist",
+    "judge_infills",
+    "judge_many",
+    "judge_pairwise",
+    "judge_params",
+    "judge_quality",
+    "pairwise_consistency",
+    "qavg",
+    "summarize",
+]

@@ -1,0 +1,206 @@
+"""Judge rubrics as versioned data files, and the JSON schema of the answer each one expects.
+
+A rubric file (YAML) holds the system and user templates with {{slot}} placeholders, the
+dimensions to score, and the version. Its hash (sha256 of the file bytes) is logged with
+every judged run, so a changed rubric can never pass for the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+RUBRIC_DIR = Path(__file__).parent / "rubrics"
+SLOT_PATTERN = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+RubricKind = Literal["scores", "checklist", "pairwise"]
+
+
+class RubricError(ValueError):
+    """A rubric file is malformed, or a template was rendered with missing or unknown slots."""
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One scored dimension of a rubric."""
+
+    key: str
+    """JSON key of the score in the judge's answer."""
+    label: str
+    """Human-readable name used in tables."""
+    nullable: bool = False
+    """True when the judge may answer null (not applicable)."""
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """A loaded rubric file."""
+
+    name: str
+    """Rubric name (the file stem)."""
+    version: int | str
+    """The file's `version:` field; bumped whenever the texts change."""
+    hash: str
+    """sha256 of the file bytes, first 16 hex digits."""
+    kind: RubricKind
+    """scores: fixed dimensions on an integer scale; checklist: one entry per requirement; pairwise: A/B verdicts."""
+    inputs: tuple[str, ...]
+    """The slots a prompt is built from (and nothing else)."""
+    system: str
+    """System message template."""
+    user: str
+    """User message template."""
+    dimensions: tuple[Dimension, ...] = ()
+    """Scored dimensions (scores and pairwise rubrics)."""
+    scale: tuple[int, ...] = ()
+    """Allowed integer scores (scores rubrics)."""
+    item_scores: tuple[float, ...] = ()
+    """Allowed per-requirement scores (checklist rubrics)."""
+    reason_max_chars: int = 160
+    """Longest reason asked for in the answer schema (checklist rubrics); bounds small judges' rambling."""
+    verdicts: Mapping[str, int] = field(default_factory=dict, hash=False, compare=False)
+    """Verdict label -> signed preference for response A (pairwise rubrics)."""
+    path: Path | None = field(default=None, compare=False)
+    """Where the file was loaded from."""
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(d.key for d in self.dimensions)
+
+
+def rubric_path(name: str | Path) -> Path:
+    """The file behind a rubric name ('infilling_narrative') or an explicit path to a YAML file."""
+    candidate = Path(name)
+    if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
+        return candidate
+    path = RUBRIC_DIR / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(available_rubrics())
+        raise RubricError(f"unknown rubric {str(name)!r}; shipped rubrics: {known}")
+    return path
+
+
+def available_rubrics() -> list[str]:
+    """Names of the shipped rubric files."""
+    return sorted(p.stem for p in RUBRIC_DIR.glob("*.yaml"))
+
+
+def rubric_hash(name: str | Path) -> str:
+    """sha256 of the rubric file's bytes, truncated to 16 hex digits."""
+    return hashlib.sha256(rubric_path(name).read_bytes()).hexdigest()[:16]
+
+
+def load_rubric(name: str | Path) -> Rubric:
+    """Load and check a rubric by name or path (re-read when the file changes)."""
+    path = rubric_path(name)
+    stat = path.stat()
+    return _load(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@cache
+def _load(path_text: str, size: int, mtime_ns: int) -> Rubric:
+    path = Path(path_text)
+    raw = path.read_bytes()
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        raise RubricError(f"{path}: not valid YAML: {error}") from error
+    if not isinstance(data, dict):
+        raise RubricError(f"{path}: a rubric file must be a mapping")
+    for required in ("name", "version", "kind", "inputs", "system", "user"):
+        if required not in data:
+            raise RubricError(f"{path}: missing field {required!r}")
+    kind = data["kind"]
+    if kind not in ("scores", "checklist", "pairwise"):
+        raise RubricError(f"{path}: kind must be scores, checklist or pairwise, not {kind!r}")
+    dimensions = tuple(
+        Dimension(key=d["key"], label=d.get("label", d["key"]), nullable=bool(d.get("nullable", False)))
+        for d in data.get("dimensions") or ()
+    )
+    rubric = Rubric(
+        name=str(data["name"]),
+        version=data["version"],
+        hash=hashlib.sha256(raw).hexdigest()[:16],
+        kind=kind,
+        inputs=tuple(data["inputs"]),
+        system=str(data["system"]),
+        user=str(data["user"]),
+        dimensions=dimensions,
+        scale=tuple(int(v) for v in data.get("scale") or ()),
+        item_scores=tuple(float(v) for v in data.get("item_scores") or ()),
+        reason_max_chars=int(data.get("reason_max_chars", 160)),
+        verdicts={str(k): int(v) for k, v in (data.get("verdicts") or {}).items()},
+        path=path,
+    )
+    slots = template_slots(rubric.system) | template_slots(rubric.user)
+    if slots != set(rubric.inputs):
+        raise RubricError(f"{path}: template slots {sorted(slots)} differ from declared inputs {list(rubric.inputs)}")
+    if kind in ("scores", "pairwise") and not dimensions:
+        raise RubricError(f"{path}: a {kind} rubric needs dimensions")
+    if kind == "scores" and not rubric.scale:
+        raise RubricError(f"{path}: a scores rubric needs a scale")
+    if kind == "checklist" and not rubric.item_scores:
+        raise RubricError(f"{path}: a checklist rubric needs item_scores")
+    if kind == "pairwise" and not rubric.verdicts:
+        raise RubricError(f"{path}: a pairwise rubric needs verdicts")
+    return rubric
+
+
+def template_slots(template: str) -> set[str]:
+    """The {{slot}} names a template uses."""
+    return set(SLOT_PATTERN.findall(template))
+
+
+def fill_template(template: str, values: Mapping[str, str]) -> str:
+    """Substitute every {{slot}}; raise when a slot has no value or a value has no slot.
+
+    Substitution is one pass over the template, so braces inside the inserted texts
+    (a story may contain '{{') are never taken for slots.
+    """
+    slots = template_slots(template)
+    missing = slots - set(values)
+    if missing:
+        raise RubricError(f"template slots left unfilled: {sorted(missing)}")
+    empty = sorted(k for k in slots if values[k] is None)
+    if empty:
+        raise RubricError(f"template slots given no text: {empty}")
+    return SLOT_PATTERN.sub(lambda match: str(values[match.group(1)]), template)
+
+
+def answer_schema(rubric: Rubric, requirement_ids: Sequence[str] = ()) -> dict[str, Any]:
+    """JSON schema of the judge's answer (per task for checklists: exactly the requirement ids)."""
+    if rubric.kind == "scores":
+        properties = {}
+        for dim in rubric.dimensions:
+            score = {"type": "integer", "enum": list(rubric.scale)}
+            # anyOf rather than a type list: llama.cpp's grammar builder would drop the enum for a type list.
+            properties[dim.key] = {"anyOf": [score, {"type": "null"}]} if dim.nullable else score
+        return _object(properties)
+    if rubric.kind == "pairwise":
+        labels = list(rubric.verdicts)
+        return _object({dim.key: {"type": "string", "enum": labels} for dim in rubric.dimensions})
+    if not requirement_ids:
+        raise RubricError("a checklist answer schema needs the requirement ids")
+    item = _object(
+        {
+            "score": {"type": "number", "enum": [_plain_number(v) for v in rubric.item_scores]},
+            "reason": {"type": "string", "maxLength": rubric.reason_max_chars},
+        }
+    )
+    return _object({rid: item for rid in requirement_ids})
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    # Every key required, nothing else allowed: the form strict structured-output modes accept.
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+def _plain_number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value

@@ -1,0 +1,60 @@
+"""METEOR via NLTK (exact, Porter-stem and WordNet-synonym matching) on regex-tokenised lower-cased words.
+
+NLTK's behaviour is kept as is, since it is what published evaluations ran: the synonym stage looks up
+the Porter stems left over from the stem stage (so "car"/"auto" match but "car"/"automobile" do not),
+and a repeated word aligns to its last occurrence.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from narrative_eval.metrics.base import Metric, cached_model
+from narrative_eval.metrics.text import tokenize_words
+
+ALPHA = 0.9
+"""Precision/recall weight in the F-mean (NLTK's and the original METEOR's default)."""
+BETA = 3.0
+"""Fragmentation penalty exponent."""
+GAMMA = 0.5
+"""Fragmentation penalty weight."""
+
+
+def _meteor_resources():
+    def load():
+        # Imported here so `python -m narrative_eval.metrics.wordnet` runs a fresh module.
+        from narrative_eval.metrics.wordnet import ensure_wordnet
+
+        ensure_wordnet()
+        from nltk.corpus import wordnet
+        from nltk.stem.porter import PorterStemmer
+
+        # Touch the corpus now so a broken WordNet fails here, not inside the first score.
+        wordnet.ensure_loaded()
+        return PorterStemmer(), wordnet
+
+    return cached_model(("meteor", "wordnet"), load)
+
+
+class Meteor(Metric):
+    """NLTK's meteor_score with one reference per candidate."""
+
+    name: ClassVar[str] = "meteor"
+
+    def _score_nonblank(self, candidates: list[str], references: list[str]) -> list[float]:
+        from nltk.translate.meteor_score import meteor_score
+
+        stemmer, wordnet = _meteor_resources()
+        scores = []
+        for cand, ref in zip(candidates, references):
+            cand_tokens, ref_tokens = tokenize_words(cand), tokenize_words(ref)
+            if not cand_tokens or not ref_tokens:
+                # Defensive: the tokenizer keeps every non-space character, so this only guards odd input.
+                scores.append(0.0)
+                continue
+            scores.append(
+                meteor_score(
+                    [ref_tokens], cand_tokens, stemmer=stemmer, wordnet=wordnet, alpha=ALPHA, beta=BETA, gamma=GAMMA
+                )
+            )
+        return scores

@@ -1,0 +1,12 @@
+"""Prompt templates as data files, and the one renderer."""
+
+from narrative_eval.prompts.render import (
+    DEFAULT_INFILLING_FILE,
+    PromptSettings,
+    UnfilledSlotError,
+    fill,
+    load_prompt_file,
+    render_infilling,
+)
+
+__all__ = ["DEFAULT_INFILLING_FILE", "PromptSettings", "UnfilledSlotError", "fill", "load_prompt_file", "render_infilling"]

@@ -1,0 +1,358 @@
+"""The incremental-delivery study: the same brief delivered FULL, SHARDED, or with replanning turns.
+
+One cell = one model x system prompt x condition. For each seed, every task's conversation is
+driven turn by turn (delivery.deliver); trajectories that hit the length/context limit are
+regenerated with fresh seeds up to extra['max_regenerations'] times (default 1) and, if still
+truncated, kept in the logs but never scored. Each final reply is judged by every judge twice:
+the requirement checklist (adherence) and the five writing-quality dimensions; a response with
+both verdicts valid becomes one ScoreRecord (the published format).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from narrative_eval.data.tasks import load_tasks
+from narrative_eval.delivery import (
+    DEFAULT_SYSTEM_PROMPTS_FILE,
+    DEFAULT_TURNS_FILE,
+    conversation_turns,
+    deliver,
+    load_system_prompt,
+    load_turn_templates,
+)
+from narrative_eval.records import CellSpec, JudgeResult, Reply, ScoreRecord, Trajectory, WritingTask, stable_hash
+from narrative_eval.scores import QUALITY_FIELDS
+from narrative_eval.studies.base import CellResult, Runtime
+
+SCORE_DIMENSIONS: tuple[str, ...] = ("adherence", *QUALITY_FIELDS, "ci")
+"""Per-judge dimensions logged as metrics (ci = Creative Integrity)."""
+
+JUDGE_BATCH = 8
+"""Final replies judged per progress step."""
+
+DEFAULT_MAX_REGENERATIONS = 1
+"""Fresh attempts given to a truncated trajectory before it is left unscored."""
+
+
+def select_tasks(cell: CellSpec) -> list[WritingTask]:
+    """The cell's tasks: the tasks file with its constraints (extra['constraints'] or the sibling constraints.jsonl), then the limit."""
+    tasks = load_tasks(cell.data_path, cell.extra.get("constraints"))
+    return tasks[: cell.limit] if cell.limit is not None else tasks
+
+
+def model_label(cell: CellSpec) -> str:
+    """The model name score records carry: the model id, plus the system prompt when it is not the default."""
+    return cell.model.id if cell.prompt_setting in ("", "default") else f"{cell.model.id} [{cell.prompt_setting}]"
+
+
+def score_record(
+    cell: CellSpec, task: WritingTask, seed: int, judge_id: str, checklist: JudgeResult, quality: JudgeResult
+) -> ScoreRecord:
+    """A ScoreRecord from one judge's two valid verdicts on one final reply."""
+    return ScoreRecord(
+        record_id=f"{model_label(cell)}/{cell.condition}/{task.story_id}/seed{seed}/{judge_id}",
+        story_id=task.story_id,
+        genre=task.domain,
+        model=model_label(cell),
+        condition=cell.condition,
+        judge=judge_id,
+        adherence=[{"constraint_id": item["constraint_id"], "score": float(item["score"])} for item in checklist.details["items"]],
+        quality={
+            dim: (int(round(quality.scores[dim])) if quality.scores.get(dim) is not None else None) for dim in QUALITY_FIELDS
+        },
+    )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+class IncrementalDeliveryStudy:
+    name = "incremental-delivery"
+    experiment = "incremental-delivery"
+
+    def count_requests(self, cell: CellSpec) -> int:
+        """Generation requests of one seed (one per user turn, regenerations not counted)."""
+        templates = load_turn_templates(cell.extra.get("turns_file", DEFAULT_TURNS_FILE))
+        return sum(len(conversation_turns(task, cell.condition, templates)) for task in select_tasks(cell))
+
+    def count_judged(self, cell: CellSpec) -> int:
+        """Judge requests of one seed and judge (checklist and quality per task)."""
+        return 2 * len(select_tasks(cell))
+
+    # ------------------------------------------------------------------ running a cell
+
+    def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
+        tasks = select_tasks(cell)
+        by_id = {task.story_id: task for task in tasks}
+        system_prompt = load_system_prompt(
+            cell.prompt_setting or "default", cell.extra.get("system_prompts_file", DEFAULT_SYSTEM_PROMPTS_FILE)
+        )
+        templates = load_turn_templates(cell.extra.get("turns_file", DEFAULT_TURNS_FILE))
+        max_regenerations = int(cell.extra.get("max_regenerations", DEFAULT_MAX_REGENERATIONS))
+        generator = runtime.backend_for(cell.model)
+        backends = {id(generator): generator}
+        for judge in cell.judges:
+            backend = runtime.backend_for(judge.model)
+            backends[id(backend)] = backend
+        generated_before = {key: getattr(b, "generated", 0) for key, b in backends.items()}
+
+        summaries: dict[int, dict[str, float]] = {}
+        conversation_rows: list[dict[str, Any]] = []
+        trajectory_log: list[dict[str, Any]] = []
+        records: list[ScoreRecord] = []
+        judgments: list[dict[str, Any]] = []
+
+        for seed in cell.seeds:
+            seconds = {"total": 0.0}
+
+            def observe(story_id: str, turn: int, reply: Reply) -> None:
+                seconds["total"] += reply.seconds
+
+            final, attempts_log = self._deliver_with_regeneration(
+                cell, runtime, generator, tasks, system_prompt, templates, seed, max_regenerations, observe
+            )
+            trajectory_log.extend(attempts_log)
+            scored = [t for t in final if not t.truncated]
+            verdicts = self._judge(cell, runtime, by_id, scored)
+            seed_records: dict[str, list[ScoreRecord]] = {j.id: [] for j in cell.judges}
+            failures: dict[str, dict[str, int]] = {j.id: {"any": 0, "checklist": 0, "quality": 0} for j in cell.judges}
+            for trajectory in scored:
+                task = by_id[trajectory.story_id]
+                for judge in cell.judges:
+                    checklist, quality = verdicts[(trajectory.story_id, judge.id)]
+                    judgments.append(
+                        {
+                            "story_id": task.story_id, "seed": seed, "judge": judge.id,
+                            "checklist": checklist.model_dump(mode="json"), "quality": quality.model_dump(mode="json"),
+                        }
+                    )
+                    failures[judge.id]["checklist"] += not checklist.ok
+                    failures[judge.id]["quality"] += not quality.ok
+                    if checklist.ok and quality.ok:
+                        seed_records[judge.id].append(score_record(cell, task, seed, judge.id, checklist, quality))
+                    else:
+                        failures[judge.id]["any"] += 1
+            for judge_records in seed_records.values():
+                records.extend(judge_records)
+            summaries[seed] = self._seed_summary(final, attempts_log, seed_records, failures, len(scored), seconds["total"])
+            conversation_rows.extend(self._conversation_rows(final, attempts_log, by_id, seed_records))
+
+        metrics = self._aggregate(summaries)
+        metrics["n_tasks"] = float(len(tasks))
+        metrics["n_seeds"] = float(len(cell.seeds))
+        generated = sum(getattr(b, "generated", 0) - generated_before[key] for key, b in backends.items())
+        params: dict[str, Any] = {
+            "system_prompt_sha256": stable_hash(system_prompt, 64),
+            "turn_templates_sha256": templates.sha256,
+            "max_regenerations": max_regenerations,
+            "n_tasks": len(tasks),
+            "constraints_path": cell.extra.get("constraints", "constraints.jsonl next to the tasks file"),
+        }
+        if cell.judges:
+            from narrative_eval.judges import CHECKLIST_RUBRIC, QUALITY_RUBRIC, rubric_hash
+
+            params["rubrics"] = f"{CHECKLIST_RUBRIC},{QUALITY_RUBRIC}"
+            params["checklist_rubric_sha256"] = rubric_hash(CHECKLIST_RUBRIC)
+            params["quality_rubric_sha256"] = rubric_hash(QUALITY_RUBRIC)
+        return CellResult(
+            metrics=metrics,
+            params=params,
+            tables={"conversations.json": conversation_rows},
+            artifacts={
+                "trajectories.json": trajectory_log,
+                "score_records.json": [r.model_dump(mode="json") for r in records],
+                "judgments.json": judgments,
+            },
+            generated=generated,
+        )
+
+    def _deliver_with_regeneration(
+        self, cell, runtime, generator, tasks, system_prompt, templates, seed, max_regenerations, observe
+    ) -> tuple[list[Trajectory], list[dict[str, Any]]]:
+        """Deliver every task; regenerate truncated trajectories with fresh seeds. Returns the kept
+        trajectories (task order) and a log of every attempt (kept or discarded)."""
+
+        def run(subset: list[WritingTask], attempt: int) -> list[Trajectory]:
+            return deliver(
+                generator, subset, cell.condition, system_prompt, cell.generation, seed,
+                attempt=attempt, templates=templates, observe=observe,
+                progress=lambda items, label, total: runtime.progress(
+                    items, f"{cell.run_name} seed {seed}{' retry ' + str(attempt) if attempt else ''}: {label}", total
+                ),
+            )
+
+        current = {t.story_id: (t, 0) for t in run(list(tasks), 0)}
+        log: list[dict[str, Any]] = []
+        for attempt in range(1, max_regenerations + 1):
+            redo = [task for task in tasks if current[task.story_id][0].truncated]
+            if not redo:
+                break
+            for task in redo:
+                old, old_attempt = current[task.story_id]
+                log.append({"model": cell.model.id, "attempt": old_attempt, "kept": False, **old.model_dump(mode="json")})
+            for trajectory in run(redo, attempt):
+                current[trajectory.story_id] = (trajectory, attempt)
+        for task in tasks:
+            trajectory, attempt = current[task.story_id]
+            log.append({"model": cell.model.id, "attempt": attempt, "kept": True, **trajectory.model_dump(mode="json")})
+        return [current[task.story_id][0] for task in tasks], log
+
+    def _judge(
+        self, cell: CellSpec, runtime: Runtime, by_id: dict[str, WritingTask], scored: list[Trajectory]
+    ) -> dict[tuple[str, str], tuple[JudgeResult, JudgeResult]]:
+        """Every judge's checklist and quality verdicts on every final reply.
+
+        Blinding: the judge sees the full brief, its checklist and the final story only, never the
+        model, the condition or the conversation.
+        """
+        from narrative_eval.judges import judge_checklist, judge_quality
+
+        verdicts: dict[tuple[str, str], tuple[JudgeResult, JudgeResult]] = {}
+        for judge in cell.judges:
+            backend = runtime.backend_for(judge.model)
+            batches = _chunks(scored, JUDGE_BATCH)
+            for batch in runtime.progress(batches, f"{cell.run_name}: judge {judge.id}", len(batches)):
+                items = [
+                    {
+                        "task": by_id[t.story_id].full_instruction,
+                        "requirements": list(by_id[t.story_id].constraints),
+                        "response": t.final_text,
+                    }
+                    for t in batch
+                ]
+                checklists = judge_checklist(backend, judge, items)
+                qualities = judge_quality(backend, judge, items)
+                for trajectory, checklist, quality in zip(batch, checklists, qualities):
+                    verdicts[(trajectory.story_id, judge.id)] = (checklist, quality)
+        return verdicts
+
+    # ------------------------------------------------------------------ what a cell logs
+
+    @staticmethod
+    def _seed_summary(
+        final: list[Trajectory],
+        attempts_log: list[dict[str, Any]],
+        seed_records: dict[str, list[ScoreRecord]],
+        failures: dict[str, dict[str, int]],
+        n_scored: int,
+        generation_seconds: float,
+    ) -> dict[str, float]:
+        summary: dict[str, float] = {}
+        n = len(final) or 1
+        summary["truncated_rate"] = sum(t.truncated for t in final) / n
+        summary["regenerated_rate"] = sum(not entry["kept"] for entry in attempts_log) / n
+        all_turns = [turn for entry in attempts_log for turn in entry["turns"]]
+        summary["prompt_tokens"] = float(sum(turn["prompt_tokens"] for turn in all_turns))
+        summary["completion_tokens"] = float(sum(turn["completion_tokens"] for turn in all_turns))
+        summary["generation_seconds"] = float(generation_seconds)
+        finals = [t.turns[-1] for t in final if not t.truncated and t.turns]
+        summary["final_completion_tokens"] = _mean([turn.completion_tokens for turn in finals])
+        summary["final_prompt_tokens"] = _mean([turn.prompt_tokens for turn in finals])
+        for judge_id, judge_records in seed_records.items():
+            for dim in SCORE_DIMENSIONS:
+                values = [value for value in (_record_value(r, dim) for r in judge_records) if value is not None]
+                summary[f"{judge_id}/{dim}"] = _mean(values)
+            counts = failures[judge_id]
+            summary[f"judge/{judge_id}/failure_rate"] = counts["any"] / n_scored if n_scored else float("nan")
+            summary[f"judge/{judge_id}/checklist_failure_rate"] = counts["checklist"] / n_scored if n_scored else float("nan")
+            summary[f"judge/{judge_id}/quality_failure_rate"] = counts["quality"] / n_scored if n_scored else float("nan")
+        return summary
+
+    @staticmethod
+    def _aggregate(summaries: dict[int, dict[str, float]]) -> dict[str, float]:
+        """Per-seed values as 'seed<k>/<key>', plus their mean '<key>' and SD '<key>_sd' across seeds."""
+        metrics: dict[str, float] = {}
+        for key in sorted({k for s in summaries.values() for k in s}):
+            for seed, summary in summaries.items():
+                if key in summary:
+                    metrics[f"seed{seed}/{key}"] = summary[key]
+            values = [s[key] for s in summaries.values() if key in s and s[key] == s[key]]
+            if values:
+                metrics[key] = statistics.fmean(values)
+                metrics[f"{key}_sd"] = statistics.stdev(values) if len(values) > 1 else 0.0
+        return metrics
+
+    @staticmethod
+    def _conversation_rows(
+        final: list[Trajectory],
+        attempts_log: list[dict[str, Any]],
+        by_id: dict[str, WritingTask],
+        seed_records: dict[str, list[ScoreRecord]],
+    ) -> list[dict[str, Any]]:
+        """One row per task x turn of the kept trajectories; the final row carries each judge's scores."""
+        attempt_of = {(e["story_id"], e["seed"]): e["attempt"] for e in attempts_log if e["kept"]}
+        scores = {(r.story_id, r.judge): r for records in seed_records.values() for r in records}
+        judge_ids = list(seed_records)
+        rows = []
+        for trajectory in final:
+            for turn in trajectory.turns:
+                row: dict[str, Any] = {
+                    "story_id": trajectory.story_id,
+                    "genre": by_id[trajectory.story_id].domain,
+                    "condition": trajectory.condition,
+                    "seed": trajectory.seed,
+                    "attempt": attempt_of.get((trajectory.story_id, trajectory.seed), 0),
+                    "turn": turn.index,
+                    "final": turn.final,
+                    "user": turn.user,
+                    "reply": turn.text,
+                    "prompt_tokens": turn.prompt_tokens,
+                    "completion_tokens": turn.completion_tokens,
+                    "finish_reason": turn.finish_reason,
+                    "truncated": trajectory.truncated,
+                }
+                if turn.final:
+                    for judge_id in judge_ids:
+                        record = scores.get((trajectory.story_id, judge_id))
+                        for dim in SCORE_DIMENSIONS:
+                            row[f"{judge_id}/{dim}"] = _record_value(record, dim) if record else None
+                rows.append(row)
+        return rows
+
+    # ------------------------------------------------------------------ the sweep's report
+
+    def summarise(self, sweep: str, out_dir: Path, tracking_uri: str | None = None) -> dict[str, str]:
+        """Read every cell run's score records from MLflow, export them, and write the creative-integrity report."""
+        import os
+
+        from narrative_eval import tracking
+        from narrative_eval.reports.creative import write_creative_report
+        from narrative_eval.scores import save_score_records
+
+        if tracking_uri:
+            os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
+        runs = tracking.sweep_cell_runs(self.experiment, sweep)
+        if runs.empty:
+            raise ValueError(f"no finished cell runs for sweep {sweep!r} in experiment {self.experiment!r}")
+        records: list[ScoreRecord] = []
+        for run_id in runs["run_id"]:
+            records.extend(ScoreRecord(**payload) for payload in tracking.load_json_artifact(run_id, "score_records.json"))
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        save_score_records(records, out_dir / "score_records.jsonl")
+        return write_creative_report(records, out_dir)
+
+
+def _record_value(record: ScoreRecord, dim: str) -> float | None:
+    """One dimension of a score record: adherence (item mean), a quality score, or ci."""
+    if dim == "adherence" or dim == "ci":
+        items = [float(item["score"]) for item in record.adherence]
+        adherence = sum(items) / len(items) if items else None
+        if dim == "adherence" or adherence is None:
+            return adherence
+        structure = record.quality.get("structure_coherence")
+        return adherence * (structure - 1) / 4 if structure is not None else None
+    value = record.quality.get(dim)
+    return float(value) if value is not None else None
+
+
+__all__ = ["IncrementalDeliveryStudy", "model_label", "score_record", "select_tasks"]

@@ -1,0 +1,213 @@
+"""Grid expansion and the executors that run cells, each as one MLflow child run under the sweep's parent."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from narrative_eval import tracking
+from narrative_eval.backends.cache import CachedBackend, RequestCache
+from narrative_eval.backends.registry import get_backend
+from narrative_eval.config import SweepConfig
+from narrative_eval.data.infilling import file_sha256
+from narrative_eval.records import CellSpec, ModelSpec
+from narrative_eval.studies.base import CellResult, ProgressFactory, Runtime, Study, no_progress
+
+log = logging.getLogger(__name__)
+
+# study name -> "module:Class"; adding a study is one file plus one line here.
+STUDIES: dict[str, str] = {
+    "infilling": "narrative_eval.studies.infilling:InfillingStudy",
+    "incremental-delivery": "narrative_eval.studies.incremental:IncrementalDeliveryStudy",
+}
+
+# executor name -> "module:function(cells, config, parent_run_id, progress) -> list[CellOutcome]"
+EXECUTORS: dict[str, str] = {
+    "local": "narrative_eval.sweep:run_local",
+}
+
+
+def load_study(name: str) -> Study:
+    module_name, _, class_name = STUDIES[name].partition(":")
+    return getattr(importlib.import_module(module_name), class_name)()
+
+
+def expand_grid(config: SweepConfig) -> list[CellSpec]:
+    """One frozen CellSpec per model x prompt setting x condition."""
+    data_sha = file_sha256(config.data)
+    extra = dict(config.extra)
+    if config.constraints:
+        extra["constraints"] = config.constraints
+        extra["constraints_sha256"] = file_sha256(config.constraints)
+    if config.prompt_file:
+        extra["prompt_file"] = config.prompt_file
+        extra["prompt_file_sha256"] = file_sha256(config.prompt_file)
+    return [
+        CellSpec(
+            study=config.study,
+            sweep=config.sweep,
+            model=model,
+            prompt_setting=setting,
+            condition=condition,
+            seeds=tuple(config.seeds),
+            generation=config.generation,
+            judges=tuple(config.judges),
+            data_path=config.data,
+            data_sha256=data_sha,
+            limit=config.limit,
+            subset=config.subset,
+            metrics=config.metrics,
+            extra=extra,
+        )
+        for model in config.models
+        for setting in config.prompt_settings
+        for condition in config.conditions
+    ]
+
+
+class BackendPool:
+    """Backends behind one shared request cache, loaded once per process, with request counters."""
+
+    def __init__(self, cache_path: str | None = None):
+        self.cache = RequestCache(cache_path)
+        self._wrapped: dict[str, CachedBackend] = {}
+
+    def __call__(self, spec: ModelSpec) -> CachedBackend:
+        key = spec.digest()
+        if key not in self._wrapped:
+            self._wrapped[key] = CachedBackend(get_backend(spec), self.cache)
+        return self._wrapped[key]
+
+    @property
+    def generated(self) -> int:
+        return sum(b.generated for b in self._wrapped.values())
+
+
+@dataclass
+class CellOutcome:
+    """What happened to one cell in this invocation."""
+
+    cell: CellSpec
+    """The cell."""
+    status: str
+    """finished, skipped (already finished earlier) or failed."""
+    run_id: str | None = None
+    """The cell's MLflow run."""
+    generated: int = 0
+    """Requests sent to engines for this cell (cache misses)."""
+    seconds: float = 0.0
+    """Wall time spent on the cell."""
+    error: str | None = None
+    """Traceback tail when the cell failed."""
+
+
+def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, generated: Callable[[], int]) -> CellOutcome:
+    """Run one cell into its MLflow run unless that run already finished."""
+    study = load_study(cell.study)
+    existing = tracking.find_cell_run(study.experiment, cell)
+    if existing is not None and existing[1] == "FINISHED":
+        return CellOutcome(cell, "skipped", run_id=existing[0])
+    run_id = tracking.start_cell_run(study.experiment, cell, parent_run_id)
+    before, start = generated(), time.perf_counter()
+    try:
+        result: CellResult = study.run_cell(cell, runtime)
+        result.generated = generated() - before
+        tracking.log_cell(run_id, cell, result)
+    except Exception as error:  # a broken cell is recorded and the sweep goes on
+        tracking.end_run(run_id, "FAILED")
+        tracking.client().set_tag(run_id, "narrative_eval.error", f"{type(error).__name__}: {error}"[:5000])
+        log.error("cell %s failed: %s", cell.run_name, error)
+        return CellOutcome(cell, "failed", run_id, generated() - before, time.perf_counter() - start,
+                           traceback.format_exc(limit=8))
+    return CellOutcome(cell, "finished", run_id, result.generated, time.perf_counter() - start)
+
+
+def run_local(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, progress: ProgressFactory) -> list[CellOutcome]:
+    pool = BackendPool(config.cache)
+    runtime = Runtime(backend_for=pool, progress=progress)
+    return [run_cell_tracked(cell, parent_run_id, runtime, lambda: pool.generated)
+            for cell in progress(cells, "cells", len(cells))]
+
+
+@dataclass
+class SweepOutcome:
+    """The result of one `run_sweep` call."""
+
+    parent_run_id: str
+    """The sweep's parent MLflow run."""
+    cells: list[CellOutcome]
+    """Per-cell outcomes, in grid order."""
+    tables: dict[str, str] = field(default_factory=dict)
+    """Title -> markdown table of the sweep's report."""
+    report_dir: Path | None = None
+    """Where the report files were written."""
+
+    @property
+    def generated(self) -> int:
+        return sum(c.generated for c in self.cells)
+
+    def count(self, status: str) -> int:
+        return sum(c.status == status for c in self.cells)
+
+
+def run_sweep(
+    config: SweepConfig,
+    *,
+    progress: ProgressFactory = no_progress,
+    executor: str | None = None,
+    write_report: bool = True,
+) -> SweepOutcome:
+    """Expand the grid, run every unfinished cell, then write the study's tables."""
+    study = load_study(config.study)
+    cells = expand_grid(config)
+    parent = tracking.start_sweep_run(study.experiment, config.sweep, config.model_dump(mode="json"))
+    name = executor or config.executor
+    if name not in EXECUTORS:
+        raise ValueError(f"unknown executor {name!r}; known: {', '.join(EXECUTORS)}")
+    module_name, _, function = EXECUTORS[name].partition(":")
+    run = getattr(importlib.import_module(module_name), function)
+    try:
+        outcomes = run(cells, config, parent, progress)
+    except BaseException:
+        tracking.end_run(parent, "KILLED")
+        raise
+    outcome = SweepOutcome(parent, outcomes)
+    if write_report and any(o.status != "failed" for o in outcomes):
+        out_dir = config.resolved_report_dir()
+        outcome.tables = study.summarise(config.sweep, out_dir)
+        outcome.report_dir = out_dir
+        tracking.log_sweep_outputs(parent, outcome.tables, sorted(p for p in out_dir.glob("*") if p.is_file()))
+    tracking.end_run(parent, "FAILED" if outcome.count("failed") else "FINISHED")
+    return outcome
+
+
+def describe_grid(config: SweepConfig) -> dict[str, Any]:
+    """Counts for a dry run: cells, generations and judge calls, and the estimated cost, loading no model."""
+    study = load_study(config.study)
+    cells = expand_grid(config)
+    units = study.count_requests(cells[0]) if cells and hasattr(study, "count_requests") else 0
+    generations = units * len(cells) * len(config.seeds)
+    judge_calls = study.count_judged(cells[0]) * len(cells) * len(config.seeds) * len(config.judges) if cells and hasattr(
+        study, "count_judged") else 0
+    cost = 0.0
+    for cell in cells:
+        cost += _price(cell.model, units * len(config.seeds), config.generation.max_new_tokens)
+        for judge in config.judges:
+            cost += _price(judge.model, units * len(config.seeds), judge.max_new_tokens)
+    return {
+        "cells": [(c.model.id, c.prompt_setting, c.condition, c.spec_hash) for c in cells],
+        "generations": generations,
+        "judge_calls": judge_calls,
+        "estimated_cost_usd": cost,
+    }
+
+
+def _price(model: ModelSpec, requests: int, max_new_tokens: int, prompt_tokens: int = 400) -> float:
+    prices = model.options.get("prices") or {}
+    return requests * (prompt_tokens * prices.get("input_per_mtok", 0.0) + max_new_tokens * prices.get("output_per_mtok", 0.0)) / 1e6

@@ -1,0 +1,336 @@
+"""Everything MLflow: sweep (parent) runs, cell (child) runs, logging, finding finished cells, reading back.
+
+Layout (PRODUCT.md): one experiment per study, one parent run per sweep, one child run per cell.
+All logging goes through `MlflowClient` with explicit run ids, never the global active run, so
+cells can run in threads, Ray workers or the app's background jobs without stepping on each other.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.tracking import MlflowClient
+
+from narrative_eval.records import CellSpec
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+TAG_KIND = "narrative_eval.kind"
+TAG_SWEEP = "narrative_eval.sweep"
+TAG_SPEC_HASH = "narrative_eval.spec_hash"
+TAG_PARENT = "mlflow.parentRunId"
+SECRET_WORDS = re.compile(r"(key|token|secret|password|authorization)", re.IGNORECASE)
+MAX_PARAM_LENGTH = 6000
+
+
+def tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI if set, else the project default (sqlite file in the working directory)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+
+
+def client() -> MlflowClient:
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(name: str) -> str:
+    c = client()
+    experiment = c.get_experiment_by_name(name)
+    if experiment is not None:
+        if experiment.lifecycle_stage == "deleted":
+            c.restore_experiment(experiment.experiment_id)
+        return experiment.experiment_id
+    # NARRATIVE_EVAL_ARTIFACT_ROOT keeps artifacts of a throwaway store (tests) out of the repo's mlruns/.
+    root = os.environ.get("NARRATIVE_EVAL_ARTIFACT_ROOT")
+    location = f"{Path(root).resolve().as_uri()}/{name}" if root else None
+    try:
+        return c.create_experiment(name, artifact_location=location)
+    except mlflow.exceptions.MlflowException:
+        # Another process created it in the meantime.
+        return c.get_experiment_by_name(name).experiment_id
+
+
+@cache
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("narrative-eval")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@cache
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def redact(value: Any) -> Any:
+    """Drop secret-looking entries from nested dicts before anything is logged."""
+    if isinstance(value, dict):
+        return {k: ("<redacted>" if SECRET_WORDS.search(str(k)) and not str(k).endswith("_env") else redact(v))
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
+
+
+def _param_text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= MAX_PARAM_LENGTH else text[: MAX_PARAM_LENGTH - 3] + "..."
+
+
+def _find_runs(experiment: str, filter_string: str) -> list:
+    c = client()
+    exp = c.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    return c.search_runs([exp.experiment_id], filter_string=filter_string, max_results=5000)
+
+
+# --------------------------------------------------------------------------- sweeps
+
+
+def start_sweep_run(experiment: str, sweep: str, config: dict[str, Any]) -> str:
+    """The sweep's parent run: reused when the sweep ran before (a rerun resumes it), else created."""
+    c = client()
+    runs = _find_runs(experiment, f"tags.`{TAG_KIND}` = 'sweep' and tags.`{TAG_SWEEP}` = '{sweep}'")
+    if runs:
+        run_id = runs[0].info.run_id
+        c.update_run(run_id, status="RUNNING")
+    else:
+        run = c.create_run(
+            experiment_id(experiment),
+            run_name=sweep,
+            tags={TAG_KIND: "sweep", TAG_SWEEP: sweep, "narrative_eval.version": package_version()},
+        )
+        run_id = run.info.run_id
+    c.log_dict(run_id, redact(config), "sweep_config.json")
+    return run_id
+
+
+def end_run(run_id: str, status: str = "FINISHED") -> None:
+    client().set_terminated(run_id, status=status)
+
+
+def find_sweep_run(experiment: str, sweep: str) -> str | None:
+    runs = _find_runs(experiment, f"tags.`{TAG_KIND}` = 'sweep' and tags.`{TAG_SWEEP}` = '{sweep}'")
+    return runs[0].info.run_id if runs else None
+
+
+def list_sweeps(experiment: str) -> list[str]:
+    runs = _find_runs(experiment, f"tags.`{TAG_KIND}` = 'sweep'")
+    return [r.data.tags[TAG_SWEEP] for r in runs]
+
+
+# --------------------------------------------------------------------------- cells
+
+
+def find_cell_run(experiment: str, cell: CellSpec) -> tuple[str, str] | None:
+    """(run_id, status) of this cell's run in its sweep, if one exists; a finished one wins."""
+    runs = _find_runs(
+        experiment,
+        f"tags.`{TAG_KIND}` = 'cell' and tags.`{TAG_SWEEP}` = '{cell.sweep}' and tags.`{TAG_SPEC_HASH}` = '{cell.spec_hash}'",
+    )
+    if not runs:
+        return None
+    runs.sort(key=lambda r: (r.info.status != "FINISHED", r.info.start_time))
+    return runs[0].info.run_id, runs[0].info.status
+
+
+def start_cell_run(experiment: str, cell: CellSpec, parent_run_id: str) -> str:
+    """The cell's run: an unfinished earlier attempt is resumed (never duplicated), else a new child run."""
+    existing = find_cell_run(experiment, cell)
+    c = client()
+    if existing is not None:
+        run_id, _ = existing
+        c.update_run(run_id, status="RUNNING")
+        return run_id
+    run = c.create_run(
+        experiment_id(experiment),
+        run_name=cell.run_name,
+        tags={
+            TAG_KIND: "cell",
+            TAG_SWEEP: cell.sweep,
+            TAG_SPEC_HASH: cell.spec_hash,
+            TAG_PARENT: parent_run_id,
+            "narrative_eval.model": cell.model.id,
+            "narrative_eval.prompt_setting": cell.prompt_setting,
+            "narrative_eval.condition": cell.condition,
+        },
+    )
+    return run.info.run_id
+
+
+def cell_params(cell: CellSpec) -> dict[str, str]:
+    """The params every cell run logs (PRODUCT.md), flattened for `mlflow ui` columns."""
+    model = cell.model
+    params: dict[str, Any] = {
+        "study": cell.study,
+        "sweep": cell.sweep,
+        "model_id": model.id,
+        "backend": model.backend,
+        "weights": model.weights,
+        "quantization": model.quantization or "none",
+        "prompt_setting": cell.prompt_setting,
+        "condition": cell.condition,
+        "seeds": list(cell.seeds),
+        "temperature": cell.generation.temperature,
+        "top_p": cell.generation.top_p,
+        "max_new_tokens": cell.generation.max_new_tokens,
+        "judges": [j.id for j in cell.judges],
+        "judge_models": {j.id: j.model.weights for j in cell.judges},
+        "judge_temperature": {j.id: j.temperature for j in cell.judges},
+        "data_path": cell.data_path,
+        "data_sha256": cell.data_sha256,
+        "limit": cell.limit if cell.limit is not None else "none",
+        "subset": cell.subset.model_dump() if cell.subset else "none",
+        "spec_hash": cell.spec_hash,
+        "package_version": package_version(),
+        "git_commit": git_commit(),
+    }
+    return {k: _param_text(redact(v)) for k, v in params.items()}
+
+
+def log_cell(run_id: str, cell: CellSpec, result: Any) -> None:
+    """Log a finished cell's params, metrics, tables, artifacts and figures, then mark it FINISHED."""
+    c = client()
+    params = cell_params(cell)
+    params.update({k: _param_text(redact(v)) for k, v in result.params.items()})
+    existing = c.get_run(run_id).data.params
+    now = int(time.time() * 1000)
+    # A resumed run may already carry some params from an attempt killed while logging; params are immutable.
+    new_params = [Param(k, v) for k, v in params.items() if k not in existing]
+    metrics = [Metric(k, float(v), now, 0) for k, v in result.metrics.items() if _finite(v)]
+    # MLflow caps a batch at 100 params and 1000 metrics.
+    for start in range(0, len(new_params), 100):
+        c.log_batch(run_id, params=new_params[start : start + 100])
+    for start in range(0, len(metrics), 1000):
+        c.log_batch(run_id, metrics=metrics[start : start + 1000])
+    c.log_dict(run_id, redact(cell.model_dump(mode="json")), "cell_spec.json")
+    for name, rows in result.tables.items():
+        c.log_table(run_id, data=_table_frame(rows), artifact_file=name)
+    for name, payload in result.artifacts.items():
+        if name.endswith(".json"):
+            c.log_dict(run_id, payload, name)
+        else:
+            c.log_text(run_id, payload if isinstance(payload, str) else json.dumps(payload, default=str), name)
+    for name, figure in result.figures.items():
+        c.log_figure(run_id, figure, name)
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+    c.set_tag(run_id, "narrative_eval.generated", str(result.generated))
+    c.set_terminated(run_id, status="FINISHED")
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _table_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    # MLflow tables need scalar cells: nested values (messages, judge details) become JSON text.
+    flat = [
+        {k: (json.dumps(v, ensure_ascii=False, default=str) if isinstance(v, dict | list | tuple) else v) for k, v in row.items()}
+        for row in rows
+    ]
+    return pd.DataFrame(flat)
+
+
+def log_sweep_outputs(run_id: str, tables: dict[str, str], files: Iterable[Path], metrics: dict[str, float] | None = None) -> None:
+    """Attach the sweep's report (markdown tables and files) to its parent run."""
+    c = client()
+    for title, markdown in tables.items():
+        c.log_text(run_id, markdown, f"report/{_slug(title)}.md")
+    for path in files:
+        c.log_artifact(run_id, str(path), artifact_path="report")
+    if metrics:
+        now = int(time.time() * 1000)
+        c.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if _finite(v)])
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_").lower() or "table"
+
+
+# --------------------------------------------------------------------------- reading back
+
+
+def sweep_cell_runs(experiment: str, sweep: str, finished_only: bool = True) -> pd.DataFrame:
+    """The sweep's cell runs as mlflow.search_runs returns them (params.*, metrics.*, tags.* columns)."""
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    exp = client().get_experiment_by_name(experiment)
+    if exp is None:
+        return pd.DataFrame()
+    query = f"tags.`{TAG_KIND}` = 'cell' and tags.`{TAG_SWEEP}` = '{sweep}'"
+    if finished_only:
+        query += " and attributes.status = 'FINISHED'"
+    return mlflow.search_runs([exp.experiment_id], filter_string=query, max_results=10000)
+
+
+def load_table(run_id: str, name: str = "generations.json") -> pd.DataFrame:
+    """A table logged with log_table, as a DataFrame."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = client().download_artifacts(run_id, name, tmp)
+        payload = json.loads(Path(path).read_text())
+    return pd.DataFrame(payload["data"], columns=payload["columns"])
+
+
+def load_json_artifact(run_id: str, name: str) -> Any:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = client().download_artifacts(run_id, name, tmp)
+        return json.loads(Path(path).read_text())
+
+
+def run_status_counts(experiment: str, sweep: str) -> dict[str, int]:
+    runs = sweep_cell_runs(experiment, sweep, finished_only=False)
+    if runs.empty:
+        return {}
+    return runs["status"].value_counts().to_dict()
+
+
+__all__ = [
+    "DEFAULT_TRACKING_URI",
+    "RunStatus",
+    "RunTag",
+    "cell_params",
+    "client",
+    "end_run",
+    "experiment_id",
+    "find_cell_run",
+    "find_sweep_run",
+    "list_sweeps",
+    "load_json_artifact",
+    "load_table",
+    "log_cell",
+    "log_sweep_outputs",
+    "redact",
+    "run_status_counts",
+    "start_cell_run",
+    "start_sweep_run",
+    "sweep_cell_runs",
+    "tracking_uri",
+]

@@ -1,0 +1,55 @@
+"""Shared fixtures for the backend tests: the embedded SmolLM2 GGUF and engines loaded once."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+# api_server.py sits beside the tests; make it importable without a tests package.
+sys.path.insert(0, str(Path(__file__).parent))
+
+from narrative_eval.embedded import resolve_weights  # noqa: E402
+from narrative_eval.records import Message, ModelSpec  # noqa: E402
+
+SMOLLM = "embedded:smollm2-135m-instruct"
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="session")
+def smollm_path() -> str:
+    return resolve_weights(SMOLLM)
+
+
+@pytest.fixture(scope="session")
+def conversations() -> list[list[Message]]:
+    """Three short conversations, one of them multi-turn, read from the test data file."""
+    import yaml
+
+    raw = yaml.safe_load((DATA / "conversations.yaml").read_text())
+    return [[Message(**m) for m in conversation] for conversation in raw["conversations"]]
+
+
+@pytest.fixture(scope="session")
+def judge_schema() -> dict:
+    import yaml
+
+    return yaml.safe_load((DATA / "conversations.yaml").read_text())["judge_schema"]
+
+
+@pytest.fixture(scope="session")
+def llama_backend():
+    from narrative_eval.backends.llama_cpp import LlamaCppBackend
+
+    backend = LlamaCppBackend(ModelSpec(id="smollm2", weights=SMOLLM, options={"n_ctx": 1024}))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
+def api_server(smollm_path):
+    from api_server import ApiServer
+
+    with ApiServer(smollm_path, api_key="test-key-123") as server:
+        yield server

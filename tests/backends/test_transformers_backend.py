@@ -1,0 +1,138 @@
+"""The transformers backend on SmolLM2 loaded from the embedded GGUF (dequantized), plain and quantized."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from narrative_eval.records import GenerationParams, Message, ModelSpec
+
+pytest.importorskip("transformers")
+pytest.importorskip("gguf", reason="transformers needs the gguf package to read GGUF files")
+
+SMOLLM = "embedded:smollm2-135m-instruct"
+DATA = Path(__file__).parent / "data"
+
+
+def spec(quantization: str | None = None, weights: str = SMOLLM, **options) -> ModelSpec:
+    return ModelSpec(id=f"smollm2-{quantization or 'bf16'}", backend="transformers", weights=weights,
+                     quantization=quantization, options={"batch_size": 4, **options})
+
+
+@pytest.fixture(scope="module")
+def plain():
+    from narrative_eval.backends.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(spec())
+    yield backend
+    backend.close()
+
+
+def test_batch_of_conversations(plain, conversations):
+    replies = plain.generate(conversations, GenerationParams(temperature=0.0, max_new_tokens=20))
+    assert len(replies) == 3 and all(r.ok and r.text.strip() for r in replies)
+    assert all(r.prompt_tokens > 0 and 0 < r.completion_tokens <= 20 for r in replies)
+    assert replies[2].prompt_tokens > replies[1].prompt_tokens
+    # Left padding must not change a greedy reply: the same conversation alone gives the same text.
+    alone = plain.generate([conversations[1]], GenerationParams(temperature=0.0, max_new_tokens=20))[0]
+    assert alone.text[:20] == replies[1].text[:20]
+
+
+def test_chat_template_is_the_models(plain, conversations):
+    from narrative_eval.backends.transformers_backend import render_chat
+
+    prompt = render_chat(plain.tokenizer, conversations[0])
+    assert isinstance(prompt, str)
+    assert conversations[0][0].content in prompt and conversations[0][1].content in prompt
+    assert prompt.rstrip().endswith("assistant")  # SmolLM2's template opens the assistant turn
+
+
+def test_length_finish_and_stop_strings(plain, conversations):
+    cut = plain.generate(conversations[:1], GenerationParams(temperature=0.0, max_new_tokens=4))[0]
+    assert cut.finish_reason == "length" and cut.completion_tokens == 4
+    full = plain.generate(conversations[:1], GenerationParams(temperature=0.0, max_new_tokens=30))[0]
+    word = full.text.split()[2]
+    stopped = plain.generate(conversations[:1], GenerationParams(temperature=0.0, max_new_tokens=30, stop=(word,)))[0]
+    assert word not in stopped.text and full.text.startswith(stopped.text) and stopped.finish_reason == "stop"
+
+
+def test_seed_reproducible_at_positive_temperature(plain, conversations):
+    def sample(seed: int) -> list[str]:
+        return [r.text for r in plain.generate(conversations[:2], GenerationParams(temperature=1.0, max_new_tokens=16, seed=seed))]
+
+    assert sample(4) == sample(4)
+    assert sample(4) != sample(5)
+
+
+def test_context_overflow_is_a_length_error(plain):
+    long_prompt = [Message(role="user", content="word " * 9000)]
+    reply = plain.generate([long_prompt], GenerationParams(max_new_tokens=8))[0]
+    assert reply.finish_reason == "length" and reply.error
+
+
+def test_stream_matches_greedy(plain, conversations):
+    params = GenerationParams(temperature=0.0, max_new_tokens=16)
+    pieces = list(plain.stream(conversations[1], params))
+    assert "".join(pieces).strip() == plain.generate([conversations[1]], params)[0].text.strip()
+
+
+def test_identity_is_the_gguf_digest(plain, smollm_path):
+    from narrative_eval.backends.llama_cpp import LlamaCppBackend
+
+    llama = LlamaCppBackend(ModelSpec(id="smollm2", weights=SMOLLM, options={"n_ctx": 128}))
+    assert plain.identity() == llama.identity()
+    llama.close()
+
+
+def bitsandbytes_cpu_reason() -> str | None:
+    if importlib.util.find_spec("bitsandbytes") is None:
+        return "bitsandbytes is not installed (optional extra 'quant')"
+    return None
+
+
+@pytest.mark.skipif(bitsandbytes_cpu_reason() is not None, reason=str(bitsandbytes_cpu_reason()))
+def test_bitsandbytes_nf4_on_cpu(conversations):
+    from narrative_eval.backends.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(spec("bnb-nf4"))
+    try:
+        kinds = {type(module).__name__ for module in backend.model.modules()}
+        assert "Linear4bit" in kinds
+        replies = backend.generate(conversations[:2], GenerationParams(temperature=0.0, max_new_tokens=16))
+        assert all(r.ok and r.text.strip() and r.completion_tokens > 0 for r in replies)
+    finally:
+        backend.close()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchao") is None, reason="torchao is not installed (optional extra 'quant')")
+def test_torchao_int8(conversations):
+    from narrative_eval.backends.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(spec("torchao-int8"))
+    try:
+        reply = backend.generate(conversations[1:2], GenerationParams(temperature=0.0, max_new_tokens=12))[0]
+        assert reply.ok and reply.text.strip()
+    finally:
+        backend.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("gptqmodel") is None, reason="gptqmodel is not installed (optional extra 'quant')")
+def test_gptq_checkpoint_made_from_the_gguf(conversations, tmp_path):
+    import yaml
+
+    from narrative_eval.backends.transformers_backend import TransformersBackend, make_gptq_checkpoint
+
+    texts = yaml.safe_load((DATA / "calibration.yaml").read_text())["texts"]
+    checkpoint = make_gptq_checkpoint(SMOLLM, tmp_path / "smollm2-gptq", texts, bits=4, group_size=64)
+    assert (checkpoint / "config.json").exists()
+    backend = TransformersBackend(spec("gptq-4bit", weights=str(checkpoint), dtype="float16"))
+    try:
+        kinds = {type(module).__name__ for module in backend.model.modules()}
+        assert any("QuantLinear" in kind for kind in kinds), kinds
+        replies = backend.generate(conversations[:2], GenerationParams(temperature=0.0, max_new_tokens=16))
+        assert all(r.ok and r.text.strip() for r in replies)
+    finally:
+        backend.close()

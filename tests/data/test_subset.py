@@ -1,0 +1,60 @@
+"""Stratified subsets: per-(dataset, unit_idx) sizes, seeding and order."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from narrative_eval.data import stratified_subset
+from narrative_eval.records import InfillingInstance
+
+
+def make(dataset: str, ref: int, unit_idx: int) -> InfillingInstance:
+    return InfillingInstance(
+        dataset=dataset,
+        ref_id=str(ref),
+        source_text="A. <eos> B. <eos> C. <eos> D.",
+        problem="A. ______ D.",
+        gold_answer="B.",
+        n=1,
+        unit_idx=unit_idx,
+    )
+
+
+def interleaved_instances() -> list[InfillingInstance]:
+    # Strata of many sizes (including ones where 0.1 * size rounds to 0 or sits on .5),
+    # interleaved so order preservation is actually tested.
+    sizes = {("wikipedia", 0): 1, ("wikipedia", 1): 4, ("wikipedia", 3): 5, ("sind", 0): 15,
+             ("sind", 2): 25, ("rocstories", 1): 26, ("cnn_dailymail", 4): 37}
+    instances = []
+    for ref in range(max(sizes.values())):
+        for (dataset, unit_idx), size in sizes.items():
+            if ref < size:
+                instances.append(make(dataset, ref, unit_idx))
+    return instances
+
+
+def test_each_stratum_keeps_max_one_or_rounded_tenth() -> None:
+    instances = interleaved_instances()
+    sizes = Counter((i.dataset, i.unit_idx) for i in instances)
+    subset = stratified_subset(instances, fraction=0.1, seed=42)
+    kept = Counter((i.dataset, i.unit_idx) for i in subset)
+    assert kept == {stratum: max(1, round(0.1 * size)) for stratum, size in sizes.items()}
+
+
+def test_subset_is_seeded_and_keeps_original_order() -> None:
+    instances = interleaved_instances()
+    subset = stratified_subset(instances, seed=42)
+    assert stratified_subset(instances, seed=42) == subset
+    assert stratified_subset(instances, seed=7) != subset
+    positions = [instances.index(i) for i in subset]
+    assert positions == sorted(positions)
+
+
+def test_full_fraction_keeps_everything_and_bad_fraction_fails() -> None:
+    instances = interleaved_instances()
+    assert stratified_subset(instances, fraction=1.0) == instances
+    with pytest.raises(ValueError):
+        stratified_subset(instances, fraction=0.0)
+    assert stratified_subset([], fraction=0.1) == []

@@ -1,0 +1,110 @@
+"""Real judging through llama.cpp with the embedded SmolLM2 and grammar-constrained JSON.
+
+A 135M judge gives poor judgments; what must hold is that they are schema-valid, recorded
+with the rubric hash and the judge's settings, deterministic, and blind.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from narrative_eval.backends import CachedBackend, RequestCache
+from narrative_eval.judges import (
+    INFILLING_DIMENSIONS,
+    failure_rate,
+    judge_checklist,
+    judge_infills,
+    judge_pairwise,
+    judge_quality,
+    load_rubric,
+    pairwise_consistency,
+    summarize,
+)
+
+from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, STORY_B, TASK
+
+GENERATION_FACTS = ["qwen2.5-7b-secret", "sharded", "L2", "98765"]
+
+
+class RecordingBackend:
+    """Passes requests to a real backend and keeps a copy of every prompt sent."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.spec = backend.spec
+        self.prompts: list[str] = []
+
+    def generate(self, conversations, params):
+        self.prompts.extend("\n".join(m.content for m in c) for c in conversations)
+        return self.backend.generate(conversations, params)
+
+
+def assert_scale(result, keys, nullable=()):
+    assert set(result.scores) == set(keys)
+    for key in keys:
+        value = result.scores[key]
+        if value is None:
+            assert key in nullable
+        else:
+            assert value in (1.0, 2.0, 3.0, 4.0, 5.0)
+
+
+def test_infilling_judgment_is_schema_valid_and_blind(smollm2_backend, smollm2_judge):
+    recording = RecordingBackend(smollm2_backend)
+    record = {"problem": PROBLEM, "candidate": CANDIDATE, "model": "qwen2.5-7b-secret", "condition": "sharded", "level": "L2", "seed": 98765}
+    [result] = judge_infills(recording, smollm2_judge, [record])
+    assert result.ok, result.error
+    assert result.judge_id == "smollm2-judge"
+    assert result.rubric_hash == load_rubric("infilling_narrative").hash
+    assert_scale(result, INFILLING_DIMENSIONS)
+    assert recording.prompts and PROBLEM in recording.prompts[0]
+    for prompt in recording.prompts:
+        for fact in GENERATION_FACTS:
+            assert fact not in prompt
+
+
+@pytest.mark.slow
+def test_every_creative_rubric_gives_schema_valid_judgments(smollm2_backend, smollm2_judge):
+    item = {"task": TASK, "requirements": list(REQUIREMENTS), "response": STORY_A}
+    [checklist] = judge_checklist(smollm2_backend, smollm2_judge, [item])
+    assert checklist.ok, checklist.error
+    assert [i["constraint_id"] for i in checklist.details["items"]] == ["c1", "c2", "c3"]
+    assert all(i["score"] in (0.0, 0.5, 1.0) and isinstance(i["reason"], str) for i in checklist.details["items"])
+    expected = sum(i["score"] for i in checklist.details["items"]) / 3
+    assert checklist.scores == {"adherence": pytest.approx(expected)}
+
+    [quality] = judge_quality(smollm2_backend, smollm2_judge, [item])
+    assert quality.ok, quality.error
+    quality_keys = ("craft", "structure_coherence", "originality", "genre_effectiveness", "characterization")
+    assert_scale(quality, quality_keys, nullable=("characterization",))
+
+    pair = {"task": TASK, "requirements": list(REQUIREMENTS), "response_a": STORY_A, "response_b": STORY_B}
+    [preference] = judge_pairwise(smollm2_backend, smollm2_judge, [pair])
+    assert preference.ok, preference.error
+    assert set(preference.details["forward"]) == {"constraint_following", "overall_quality"}
+    assert all(-2 <= v <= 2 for v in preference.scores.values())
+    assert 0.0 <= pairwise_consistency([preference]) <= 1.0
+    assert preference.attempts >= 2  # both orders were asked
+
+
+@pytest.mark.slow
+def test_judging_is_deterministic_and_cached(smollm2_backend, smollm2_judge, tmp_path):
+    cache = RequestCache(tmp_path / "requests.sqlite")
+    items = [
+        {"problem": PROBLEM, "candidate": CANDIDATE},
+        {"problem": PROBLEM, "candidate": "Mara baked bread and went to sleep."},
+    ]
+    first_backend = CachedBackend(smollm2_backend, cache)
+    first = judge_infills(first_backend, smollm2_judge, items)
+    assert first_backend.generated >= 2
+    # Uncached, greedy decoding with a fixed seed reproduces the same replies.
+    direct = judge_infills(smollm2_backend, smollm2_judge, items)
+    assert [r.raw_replies for r in direct] == [r.raw_replies for r in first]
+    second_backend = CachedBackend(smollm2_backend, cache)
+    second = judge_infills(second_backend, smollm2_judge, items)
+    assert second_backend.generated == 0
+    assert [r.scores for r in second] == [r.scores for r in first]
+    metrics = summarize(first)
+    assert metrics["failure_rate"] == failure_rate(first)
+    assert set(INFILLING_DIMENSIONS) <= set(metrics) or metrics["failure_rate"] == 1.0
+    cache.close()

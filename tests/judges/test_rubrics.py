@@ -1,0 +1,167 @@
+"""Rubric files: versioned, hashed, rendered with every slot filled, and blind to who wrote what."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+
+import pytest
+import yaml
+
+from narrative_eval.judges import (
+    answer_schema,
+    available_rubrics,
+    load_rubric,
+    render_checklist,
+    render_infilling,
+    render_item,
+    render_pairwise,
+    render_quality,
+    rubric_hash,
+)
+from narrative_eval.judges.rubric import RubricError, fill_template, rubric_path, template_slots
+
+from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, STORY_B, TASK
+
+SHIPPED = ["creative_checklist", "creative_quality", "infilling_narrative", "pairwise"]
+
+# Facts about the generation that a judge must never see.
+FORBIDDEN = ["qwen2.5-7b-secret", "sharded", "snowball", "L2", "seed-98765", "98765", "recap"]
+
+
+def surrounding_record(**texts) -> dict:
+    """A record as a pipeline holds it: the judged texts plus generation facts the judge must not see."""
+    return {
+        **texts,
+        "model": "qwen2.5-7b-secret",
+        "model_id": "qwen2.5-7b-secret",
+        "condition": "sharded",
+        "delivery": "snowball",
+        "prompt_setting": "L2",
+        "level": "L2",
+        "seed": 98765,
+        "run_name": "qwen2.5-7b-secret/L2/recap/seed-98765",
+    }
+
+
+RECORDS = {
+    "infilling_narrative": surrounding_record(problem=PROBLEM, candidate=CANDIDATE),
+    "creative_checklist": surrounding_record(task=TASK, requirements=list(REQUIREMENTS), response=STORY_A),
+    "creative_quality": surrounding_record(task=TASK, requirements=list(REQUIREMENTS), response=STORY_A),
+    "pairwise": surrounding_record(task=TASK, requirements=list(REQUIREMENTS), response_a=STORY_A, response_b=STORY_B),
+}
+
+
+def test_shipped_rubrics_are_versioned_and_hashed_from_file_bytes():
+    assert available_rubrics() == SHIPPED
+    for name in SHIPPED:
+        path = rubric_path(name)
+        data = yaml.safe_load(path.read_bytes())
+        rubric = load_rubric(name)
+        assert data["version"] == rubric.version
+        assert rubric.name == name
+        assert rubric_hash(name) == hashlib.sha256(path.read_bytes()).hexdigest()[:16] == rubric.hash
+
+
+def test_infilling_rubric_has_the_five_dimensions():
+    rubric = load_rubric("infilling_narrative")
+    assert rubric.keys == ("fluency", "faithfulness", "coherence", "consistency", "informativeness")
+    assert rubric.scale == (1, 2, 3, 4, 5)
+    quality = load_rubric("creative_quality")
+    assert quality.keys == ("craft", "structure_coherence", "originality", "genre_effectiveness", "characterization")
+    assert [d.key for d in quality.dimensions if d.nullable] == ["characterization"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_rubric_renders_with_all_slots_filled_and_no_leakage(name):
+    rubric = load_rubric(name)
+    messages = render_item(rubric, RECORDS[name])
+    assert [m.role for m in messages] == ["system", "user"]
+    prompt = "\n".join(m.content for m in messages)
+    assert not template_slots(prompt), "a {{slot}} was left in the prompt"
+    assert "{{" not in prompt
+    for leaked in FORBIDDEN:
+        assert leaked not in prompt, f"{leaked!r} reached the judge prompt"
+    # What the judge must see does reach it.
+    for field in rubric.inputs:
+        value = RECORDS[name][field]
+        if isinstance(value, str):
+            assert value in prompt
+    if "requirements" in rubric.inputs:
+        for requirement in REQUIREMENTS:
+            assert f"[{requirement.constraint_id}] {requirement.requirement}" in prompt
+
+
+def test_prompt_builders_cannot_receive_generation_facts():
+    for builder in (render_infilling, render_checklist, render_quality, render_pairwise):
+        parameters = inspect.signature(builder).parameters
+        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        assert not any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters.values())
+        for name in parameters:
+            assert not any(word in name for word in ("model", "condition", "level", "seed", "setting", "delivery"))
+        with pytest.raises(TypeError):
+            builder(**{name: "x" for name in parameters if name != "rubric"}, condition="sharded")
+
+
+def test_missing_field_raises_instead_of_leaving_a_slot():
+    rubric = load_rubric("infilling_narrative")
+    with pytest.raises(RubricError, match="candidate"):
+        render_item(rubric, {"problem": PROBLEM})
+    with pytest.raises(RubricError, match="unfilled"):
+        fill_template("Passage: {{problem}} Fill: {{candidate}}", {"problem": "x"})
+
+
+def test_braces_inside_texts_are_not_taken_for_slots():
+    story = "He wrote {{candidate}} on the wall and {{ left }}."
+    messages = render_quality(TASK, REQUIREMENTS, story)
+    assert story in messages[1].content
+
+
+def test_plain_string_requirements_get_numbered_ids():
+    messages = render_checklist(TASK, ["First person.", "Ends at night."], STORY_A)
+    assert "[r1] First person." in messages[1].content
+    assert "[r2] Ends at night." in messages[1].content
+    with pytest.raises(RubricError, match="unique"):
+        render_checklist(TASK, [{"constraint_id": "a", "requirement": "x"}, {"constraint_id": "a", "requirement": "y"}], STORY_A)
+
+
+def test_answer_schemas():
+    infilling = answer_schema(load_rubric("infilling_narrative"))
+    assert infilling["required"] == ["fluency", "faithfulness", "coherence", "consistency", "informativeness"]
+    assert infilling["properties"]["fluency"]["enum"] == [1, 2, 3, 4, 5]
+    assert infilling["additionalProperties"] is False
+    quality = answer_schema(load_rubric("creative_quality"))
+    assert quality["properties"]["characterization"]["anyOf"] == [
+        {"type": "integer", "enum": [1, 2, 3, 4, 5]},
+        {"type": "null"},
+    ]
+    assert quality["properties"]["craft"] == {"type": "integer", "enum": [1, 2, 3, 4, 5]}
+    checklist = answer_schema(load_rubric("creative_checklist"), ["c1", "c2", "c3"])
+    assert checklist["required"] == ["c1", "c2", "c3"]
+    assert checklist["properties"]["c2"]["properties"]["score"]["enum"] == [0, 0.5, 1]
+    with pytest.raises(RubricError):
+        answer_schema(load_rubric("creative_checklist"))
+    pairwise = answer_schema(load_rubric("pairwise"))
+    assert pairwise["properties"]["overall_quality"]["enum"] == [
+        "A_clearly_better",
+        "A_slightly_better",
+        "tie",
+        "B_slightly_better",
+        "B_clearly_better",
+    ]
+
+
+def test_a_rubric_file_given_by_path_is_loaded_and_checked(tmp_path):
+    good = tmp_path / "terse.yaml"
+    good.write_text(
+        "name: terse\nversion: 3\nkind: scores\ninputs: [problem, candidate]\n"
+        "dimensions: [{key: fluency}]\nscale: [1, 2, 3]\n"
+        "system: Rate fluency 1-3.\nuser: '{{problem}} / {{candidate}}'\n"
+    )
+    rubric = load_rubric(good)
+    assert rubric.version == 3 and rubric.keys == ("fluency",)
+    assert render_item(rubric, {"problem": "P ______", "candidate": "C"})[1].content == "P ______ / C"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("{{candidate}}", "{{model}}"))
+    with pytest.raises(RubricError, match="differ from declared inputs"):
+        load_rubric(bad)

@@ -1,0 +1,85 @@
+"""A tiny infilling sweep lands in a real (temporary) MLflow store, and a rerun does no work."""
+
+from __future__ import annotations
+
+import mlflow
+import pytest
+
+from narrative_eval import tracking
+from narrative_eval.config import load_config
+from narrative_eval.sweep import expand_grid, run_sweep
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory, repo_root):
+    path = tmp_path_factory.mktemp("cfg") / "tiny.yaml"
+    path.write_text(
+        f"""
+study: infilling
+sweep: tiny-{path.parent.name}
+data: {repo_root / 'data/infilling/sample.jsonl'}
+limit: 3
+models: [smollm2]
+prompt_settings: [L1, L2]
+seeds: [0, 1]
+generation: {{temperature: 0.3, max_new_tokens: 40}}
+judges:
+  - id: tiny-judge
+    model: smollm2
+report_dir: {path.parent / 'report'}
+"""
+    )
+    return load_config(path, catalog=repo_root / "experiments/configs/models.yaml")
+
+
+@pytest.fixture(scope="module")
+def first_run(tiny_config):
+    return run_sweep(tiny_config)
+
+
+def test_grid_is_models_times_settings(tiny_config):
+    cells = expand_grid(tiny_config)
+    assert [(c.model.id, c.prompt_setting) for c in cells] == [("smollm2", "L1"), ("smollm2", "L2")]
+    assert len({c.spec_hash for c in cells}) == 2
+    assert all(c.seeds == (0, 1) for c in cells)
+
+
+def test_sweep_logs_cells_under_parent(first_run, tiny_config):
+    assert first_run.count("finished") == 2 and first_run.count("failed") == 0
+    runs = tracking.sweep_cell_runs("infilling", tiny_config.sweep)
+    assert len(runs) == 2
+    assert set(runs["tags.mlflow.parentRunId"]) == {first_run.parent_run_id}
+    for _, run in runs.iterrows():
+        for name in ("bertscore", "rouge1", "meteor", "chrf", "semf1", "at_avg", "extraction_success_rate"):
+            assert f"metrics.{name}" in run and run[f"metrics.{name}"] == run[f"metrics.{name}"], name
+        # Seed variance lives inside the run: one value per seed plus mean and SD.
+        assert {f"metrics.seed0/at_avg", "metrics.seed1/at_avg", "metrics.at_avg_sd"} <= set(run.index)
+        mean = (run["metrics.seed0/at_avg"] + run["metrics.seed1/at_avg"]) / 2
+        assert run["metrics.at_avg"] == pytest.approx(mean)
+        assert "metrics.judge/tiny-judge/qavg" in run or "metrics.judge/tiny-judge/failure_rate" in run
+        assert run["params.spec_hash"] and run["params.data_sha256"] and run["params.judges"] == '["tiny-judge"]'
+
+
+def test_generations_table_has_one_row_per_instance_and_seed(first_run, tiny_config):
+    runs = tracking.sweep_cell_runs("infilling", tiny_config.sweep)
+    table = tracking.load_table(runs.iloc[0]["run_id"])
+    assert len(table) == 3 * 2
+    for column in ("instance_id", "seed", "messages", "raw_reply", "answer", "extraction_status", "gold", "bertscore"):
+        assert column in table.columns
+    assert set(table["extraction_status"]) <= {"tag", "echo", "fallback", "none"}
+    assert "judge/tiny-judge/status" in table.columns
+
+
+def test_report_written_and_attached_to_parent(first_run, tiny_config):
+    assert (first_run.report_dir / "main.csv").exists()
+    assert "AtAvg per model x prompt setting" in first_run.tables
+    artifacts = [a.path for a in tracking.client().list_artifacts(first_run.parent_run_id, "report")]
+    assert "report/main.csv" in artifacts
+
+
+def test_rerun_skips_finished_cells_and_generates_nothing(first_run, tiny_config):
+    again = run_sweep(tiny_config)
+    assert again.parent_run_id == first_run.parent_run_id
+    assert again.count("skipped") == 2 and again.generated == 0
+    assert len(tracking.sweep_cell_runs("infilling", tiny_config.sweep, finished_only=False)) == 2
+    assert mlflow.get_run(first_run.parent_run_id).info.status == "FINISHED"
