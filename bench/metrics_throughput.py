@@ -2,7 +2,8 @@
 
 Pairs come from data/infilling/benchmark.csv when it exists (gold answers as references, the same
 answers shuffled as candidates); otherwise sentences are synthesised from a fixed vocabulary.
-Model loading is timed separately from scoring.
+Model loading is timed separately from scoring. Wall seconds are the target's measure; process CPU
+seconds are printed too, since on a shared machine wall time also counts other processes' turns.
 
     python bench/metrics_throughput.py [--pairs 1000] [--csv PATH] [--threads N] [--batch-size 64]
 """
@@ -82,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = MetricsSpec()
     print(f"{len(candidates)} pairs from {source}; torch threads: {torch.get_num_threads()}")
-    print(f"{'metric':<10} {'load s':>8} {'score s':>8} {'pairs/s':>9} {'mean':>7}")
+    print(f"{'metric':<10} {'load s':>8} {'score s':>8} {'cpu s':>8} {'pairs/s':>9} {'mean':>7}")
     total_scoring = 0.0
+    total_cpu = 0.0
     total_loading = 0.0
     means: dict[str, float] = {}
     for name in spec.names:
@@ -94,14 +96,18 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         metric.score(candidates[:1], references[:1])
         loading = time.perf_counter() - started
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         scores = metric.score(candidates, references)
-        scoring = time.perf_counter() - started
+        scoring, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         total_scoring += scoring
+        total_cpu += cpu
         total_loading += loading
         means[name] = sum(scores) / len(scores)
-        print(f"{name:<10} {loading:>8.2f} {scoring:>8.2f} {len(scores) / scoring:>9.1f} {means[name]:>7.3f}")
-    print(f"total scoring seconds (all five): {total_scoring:.2f} (target <= {TARGET_SECONDS:.0f}); loading: {total_loading:.2f}")
+        print(f"{name:<10} {loading:>8.2f} {scoring:>8.2f} {cpu:>8.2f} {len(scores) / scoring:>9.1f} {means[name]:>7.3f}")
+    print(
+        f"total scoring seconds (all five): {total_scoring:.2f} wall (target <= {TARGET_SECONDS:.0f}), "
+        f"{total_cpu:.2f} CPU; loading: {total_loading:.2f} wall"
+    )
     print(f"AtAvg of the means: {at_avg(means):.3f}")
     return 0 if total_scoring <= TARGET_SECONDS else 1
 

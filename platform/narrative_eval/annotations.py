@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -376,7 +376,3 @@ __all__ = [
     "rater_agreement",
     "ratings_frame_rows",
 ]
-
-
-def _unused(_: Mapping) -> None:  # pragma: no cover - keeps Mapping import meaningful for type checkers
-    return None

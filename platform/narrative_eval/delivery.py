@@ -146,6 +146,7 @@ def deliver(
     templates: TurnTemplates | None = None,
     progress: Callable[[Iterable[Any], str, int | None], Iterable[Any]] | None = None,
     observe: Callable[[str, int, Reply], None] | None = None,
+    continue_after_length: bool = False,
 ) -> list[Trajectory]:
     """Run every task's conversation under `condition` and return one trajectory per task, in task order.
 
@@ -153,37 +154,40 @@ def deliver(
     from (seed, story_id, attempt, turn), so a task's replies do not depend on which other tasks
     run with it; `attempt` > 0 gives a regeneration fresh seeds. `observe(story_id, turn, reply)`
     sees every raw reply (for timing and cache accounting the Turn record does not carry).
+
+    A reply cut by the token limit flags the trajectory truncated and ends it, unless
+    `continue_after_length` is set: then the cut reply stays in the history, the conversation
+    goes on, and its last reply is still marked final (the flag stays, so the caller can decide
+    openly to score it). A failed request always ends the trajectory.
     """
     turn_texts = [conversation_turns(task, condition, templates) for task in tasks]
     base: list[Message] = [Message(role="system", content=system_prompt)] if system_prompt else []
     histories: list[list[Message]] = [list(base) for _ in tasks]
     turns: list[list[Turn]] = [[] for _ in tasks]
     truncated = [False] * len(tasks)
+    stopped = [False] * len(tasks)
     errors: list[str | None] = [None] * len(tasks)
     n_turns = max((len(t) for t in turn_texts), default=0)
     steps: Iterable[int] = range(n_turns)
     if progress is not None:
         steps = progress(steps, f"{condition} turns", n_turns)
     for k in steps:
-        batch = [i for i in range(len(tasks)) if k < len(turn_texts[i]) and not truncated[i]]
+        batch = [i for i in range(len(tasks)) if k < len(turn_texts[i]) and not stopped[i]]
         if not batch:
             continue
         for i in batch:
             histories[i].append(Message(role="user", content=turn_texts[i][k]))
-        request_params = [
-            params.model_copy(
-                update={"seed": request_seed(seed, tasks[i].story_id, attempt, k)}
-            )
-            for i in batch
-        ]
+        request_params = [params.model_copy(update={"seed": request_seed(seed, tasks[i].story_id, attempt, k)}) for i in batch]
         replies = generate_grouped(backend, [list(histories[i]) for i in batch], request_params)
         for i, reply in zip(batch, replies):
             if observe is not None:
                 observe(tasks[i].story_id, k, reply)
+            failed = reply.error is not None or reply.finish_reason == "error"
+            ends = failed or (is_truncated(reply) and not continue_after_length)
             turns[i].append(
                 Turn(
                     index=k,
-                    final=k == len(turn_texts[i]) - 1 and not is_truncated(reply),
+                    final=k == len(turn_texts[i]) - 1 and not ends,
                     user=turn_texts[i][k],
                     text=reply.text,
                     prompt_tokens=reply.prompt_tokens,
@@ -194,7 +198,8 @@ def deliver(
             histories[i].append(Message(role="assistant", content=reply.text))
             if is_truncated(reply):
                 truncated[i] = True
-                errors[i] = reply.error or f"turn {k} stopped on the length limit ({reply.completion_tokens} tokens)"
+                stopped[i] = ends
+                errors[i] = errors[i] or reply.error
     return [
         Trajectory(story_id=task.story_id, condition=condition, seed=seed, turns=turns[i], truncated=truncated[i], error=errors[i])
         for i, task in enumerate(tasks)

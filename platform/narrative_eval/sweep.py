@@ -30,6 +30,7 @@ STUDIES: dict[str, str] = {
 # executor name -> "module:function(cells, config, parent_run_id, progress) -> list[CellOutcome]"
 EXECUTORS: dict[str, str] = {
     "local": "narrative_eval.sweep:run_local",
+    "ray": "narrative_eval.ray_executor:run_ray",
 }
 
 

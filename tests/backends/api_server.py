@@ -147,7 +147,10 @@ class Handler(BaseHTTPRequestHandler):
             message = "insufficient quota" if fault.code == "insufficient_quota" else f"scripted failure {fault.status}"
             self._error(anthropic, fault.status, fault.code, message, fault.retry_after)
             return
-        presented = self.headers.get("x-api-key") if anthropic else (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+        # OpenAI clients send a bearer token; Anthropic clients send x-api-key (recent SDK
+        # releases a bearer token as well).
+        bearer = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+        presented = (self.headers.get("x-api-key") or bearer) if anthropic else bearer
         if state.api_key is not None and presented != state.api_key:
             received.status = 401
             self._error(anthropic, 401, None, "invalid x-api-key" if anthropic else "Incorrect API key provided", None)

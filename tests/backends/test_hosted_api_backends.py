@@ -153,7 +153,7 @@ def test_anthropic_system_and_batch(server, monkeypatch, conversations):
     assert request.body["system"] == conversations[0][0].content
     assert all(m["role"] != "system" for m in request.body["messages"])
     assert request.body["stop_sequences"] == ["###"] and "top_p" not in request.body
-    assert request.headers["x-api-key"] == KEY
+    assert KEY in (request.headers.get("x-api-key"), request.headers.get("authorization", "").removeprefix("Bearer "))
 
 
 def test_anthropic_json_schema_as_forced_tool(server, monkeypatch, judge_schema):

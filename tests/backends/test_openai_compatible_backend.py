@@ -85,12 +85,17 @@ def test_json_schema_in_the_llama_cpp_form(llama_server, judge_schema):
     assert isinstance(verdict["score"], int) and isinstance(verdict["reason"], str)
 
 
-def test_unsupported_structured_output_is_a_final_error(backend, judge_schema):
-    # llama-cpp-python's server rejects response_format type 'json_schema' (HTTP 422):
-    # a client error, recorded without retries.
-    conversation = [Message(role="user", content="Rate 'The cat sat.'")]
-    reply = backend.generate([conversation], GenerationParams(max_new_tokens=20, json_schema=judge_schema))[0]
-    assert reply.finish_reason == "error" and "HTTP 4" in reply.error and "1 attempt" in reply.error
+def test_unsupported_structured_output_is_an_error_reply(llama_server, judge_schema):
+    # llama-cpp-python's server rejects response_format type 'json_schema' (and reports it
+    # as HTTP 500): the request ends as an error reply and the batch goes on.
+    from narrative_eval.backends.openai_compatible import OpenAICompatibleBackend
+
+    spec = ModelSpec(id="smollm2-server", backend="openai_compatible", weights="smollm2",
+                     options={"base_url": llama_server, "max_attempts": 2, "retry_base_delay": 0.01})
+    backend = OpenAICompatibleBackend(spec)
+    conversations = [[Message(role="user", content="Rate 'The cat sat.'")], [Message(role="user", content="Hi")]]
+    replies = backend.generate(conversations, GenerationParams(max_new_tokens=8, json_schema=judge_schema))
+    assert all(r.finish_reason == "error" and "response_format" in r.error for r in replies)
 
 
 def test_seed_reproducible(backend, conversations):

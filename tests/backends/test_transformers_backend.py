@@ -22,6 +22,12 @@ def spec(quantization: str | None = None, weights: str = SMOLLM, **options) -> M
 
 
 @pytest.fixture(scope="module")
+def export_root(tmp_path_factory):
+    """Where the GGUF is exported once for the quantized loads."""
+    return str(tmp_path_factory.mktemp("hf-exports"))
+
+
+@pytest.fixture(scope="module")
 def plain():
     from narrative_eval.backends.transformers_backend import TransformersBackend
 
@@ -93,10 +99,10 @@ def bitsandbytes_cpu_reason() -> str | None:
 
 
 @pytest.mark.skipif(bitsandbytes_cpu_reason() is not None, reason=str(bitsandbytes_cpu_reason()))
-def test_bitsandbytes_nf4_on_cpu(conversations):
+def test_bitsandbytes_nf4_on_cpu(conversations, export_root):
     from narrative_eval.backends.transformers_backend import TransformersBackend
 
-    backend = TransformersBackend(spec("bnb-nf4"))
+    backend = TransformersBackend(spec("bnb-nf4", export_root=export_root))
     try:
         kinds = {type(module).__name__ for module in backend.model.modules()}
         assert "Linear4bit" in kinds
@@ -107,10 +113,10 @@ def test_bitsandbytes_nf4_on_cpu(conversations):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torchao") is None, reason="torchao is not installed (optional extra 'quant')")
-def test_torchao_int8(conversations):
+def test_torchao_int8(conversations, export_root):
     from narrative_eval.backends.transformers_backend import TransformersBackend
 
-    backend = TransformersBackend(spec("torchao-int8"))
+    backend = TransformersBackend(spec("torchao-int8", export_root=export_root))
     try:
         reply = backend.generate(conversations[1:2], GenerationParams(temperature=0.0, max_new_tokens=12))[0]
         assert reply.ok and reply.text.strip()
@@ -120,18 +126,19 @@ def test_torchao_int8(conversations):
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("gptqmodel") is None, reason="gptqmodel is not installed (optional extra 'quant')")
-def test_gptq_checkpoint_made_from_the_gguf(conversations, tmp_path):
+def test_gptq_checkpoint_made_from_the_gguf(conversations, tmp_path, export_root):
     import yaml
 
     from narrative_eval.backends.transformers_backend import TransformersBackend, make_gptq_checkpoint
 
     texts = yaml.safe_load((DATA / "calibration.yaml").read_text())["texts"]
-    checkpoint = make_gptq_checkpoint(SMOLLM, tmp_path / "smollm2-gptq", texts, bits=4, group_size=64)
+    checkpoint = make_gptq_checkpoint(SMOLLM, tmp_path / "smollm2-gptq", texts, bits=4, group_size=64, export_root=export_root)
     assert (checkpoint / "config.json").exists()
-    backend = TransformersBackend(spec("gptq-4bit", weights=str(checkpoint), dtype="float16"))
+    backend = TransformersBackend(spec("gptq-4bit", weights=str(checkpoint)))
     try:
-        kinds = {type(module).__name__ for module in backend.model.modules()}
-        assert any("QuantLinear" in kind for kind in kinds), kinds
+        # Every projection runs through a gptqmodel 4-bit kernel module.
+        kernels = [m for m in backend.model.modules() if type(m).__module__.startswith("gptqmodel")]
+        assert len(kernels) == 30 * 7, {type(m).__name__ for m in kernels}
         replies = backend.generate(conversations[:2], GenerationParams(temperature=0.0, max_new_tokens=16))
         assert all(r.ok and r.text.strip() for r in replies)
     finally:

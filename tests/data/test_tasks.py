@@ -7,7 +7,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from narrative_eval.data.errors import DataErrors
 from narrative_eval.data.tasks import GENRES, load_tasks, save_tasks
 

@@ -138,7 +138,9 @@ def test_answer_schemas():
     assert quality["properties"]["craft"] == {"type": "integer", "enum": [1, 2, 3, 4, 5]}
     checklist = answer_schema(load_rubric("creative_checklist"), ["c1", "c2", "c3"])
     assert checklist["required"] == ["c1", "c2", "c3"]
-    assert checklist["properties"]["c2"]["properties"]["score"]["enum"] == [0, 0.5, 1]
+    assert checklist["properties"]["c2"] == {"$ref": "#/$defs/item"}
+    assert checklist["$defs"]["item"]["properties"]["score"]["enum"] == [0, 0.5, 1]
+    assert checklist["$defs"]["item"]["required"] == ["score", "reason"]
     with pytest.raises(RubricError):
         answer_schema(load_rubric("creative_checklist"))
     pairwise = answer_schema(load_rubric("pairwise"))

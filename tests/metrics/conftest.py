@@ -16,18 +16,24 @@ def metrics_spec() -> MetricsSpec:
 
 @pytest.fixture(scope="session")
 def bertscore(metrics_spec: MetricsSpec) -> BertScore:
-    return BertScore.from_spec(metrics_spec)
+    scorer = BertScore.from_spec(metrics_spec)
+    scorer.score(["warm-up"], ["warm-up"])  # load the model here, not inside the first test
+    return scorer
 
 
 @pytest.fixture(scope="session")
 def semf1(metrics_spec: MetricsSpec) -> SemF1:
-    return SemF1.from_spec(metrics_spec)
+    scorer = SemF1.from_spec(metrics_spec)
+    scorer.score(["warm-up"], ["warm-up"])
+    return scorer
 
 
 @pytest.fixture(scope="session")
 def meteor() -> Meteor:
     ensure_wordnet()
-    return Meteor()
+    scorer = Meteor()
+    scorer.score(["warm-up"], ["warm-up"])  # parses WordNet once for the session
+    return scorer
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from narrative_eval.data.errors import DataErrors
 from narrative_eval.records import ScoreRecord
 from narrative_eval.scores import load_score_records, save_score_records

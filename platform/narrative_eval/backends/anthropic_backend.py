@@ -3,7 +3,9 @@
 The key comes from ANTHROPIC_API_KEY only; `options.base_url` may point at a proxy or a local
 test server. System messages go to `system=`. A JSON schema is enforced by forced tool use:
 the model must call one tool whose `input_schema` is the schema, and the tool input comes
-back as the reply's JSON text. The Messages API takes no seed.
+back as the reply's JSON text. The Messages API takes no seed. Options: `base_url`,
+`timeout`, `send_sampling` (default True; False leaves temperature/top_p to the API's
+defaults, for models that refuse them), `max_concurrency` and the retry settings.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class AnthropicBackend(RemoteBackend):
             max_retries=0,
             timeout=float(spec.options.get("timeout", 600.0)),
         )
+        self.send_sampling = bool(spec.options.get("send_sampling", True))
+        """False for models that refuse temperature/top_p (then the API's defaults apply)."""
 
     def identity(self) -> str:
         return f"{self.name}:{self.spec.weights}"
@@ -62,13 +66,17 @@ class AnthropicBackend(RemoteBackend):
             "model": self.spec.weights,
             "max_tokens": params.max_new_tokens,
             "messages": [{"role": m.role, "content": m.content} for m in conversation if m.role != "system"],
-            "temperature": params.temperature,
         }
         if system:
             kwargs["system"] = system
-        # Recent Claude models refuse temperature and top_p together; send top_p only when it matters.
-        if params.top_p < 1.0:
-            kwargs["top_p"] = params.top_p
+        if self.send_sampling:
+            # Sampling settings travel in the JSON body: recent SDK releases no longer list
+            # them as arguments, while the API still reads them for the models that take them.
+            sampling: dict[str, Any] = {"temperature": params.temperature}
+            # Recent Claude models refuse temperature and top_p together; send top_p only when it matters.
+            if params.top_p < 1.0:
+                sampling["top_p"] = params.top_p
+            kwargs["extra_body"] = sampling
         if params.stop:
             kwargs["stop_sequences"] = list(params.stop)
         if params.json_schema is not None:

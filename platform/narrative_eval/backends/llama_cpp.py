@@ -80,6 +80,9 @@ class LlamaCppBackend(Backend):
         for conversation, params in zip(conversations, per_request):
             messages = [m.model_dump() for m in conversation]
             start = time.perf_counter()
+            # Forget the previous prompt: reusing its KV prefix changes batch splits and with them the
+            # logits' last bits, so a seeded reply would depend on what ran before it.
+            self.llm.reset()
             try:
                 out = self.llm.create_chat_completion(messages=messages, **self._kwargs(params))
             except ValueError as error:  # prompt longer than the context window

@@ -6,14 +6,16 @@ directory, a hub id already in the local cache, or a GGUF file (loaded with `ggu
 and dequantized; the tokenizer comes from the GGUF unless `options.tokenizer` names one).
 `ModelSpec.quantization` selects:
 
-- None or 'gguf-*': plain weights in `options.dtype` (default bfloat16);
+- None or 'gguf-*': plain weights in `options.dtype` (default float32 on CPU, bfloat16 on GPU);
 - 'bnb-nf4' / 'bnb-8bit': bitsandbytes through `BitsAndBytesConfig`;
 - 'gptq-4bit' / 'awq-4bit': a pre-quantized checkpoint directory (see
-  `make_gptq_checkpoint`), run by gptqmodel's kernels through transformers' integration;
+  `make_gptq_checkpoint`), loaded and run by gptqmodel's kernels;
 - 'torchao-int8': torchao int8 weight-only quantization at load.
 
 Other options: `batch_size` (default 8), `n_threads` (torch threads), `device` ('cpu' or
-'cuda', default: cuda when available), `max_context` (overrides the model's limit).
+'cuda', default: cuda when available), `max_context` (overrides the model's limit),
+`export_root` (where GGUF files are exported for quantized loading; default
+$NARRATIVE_EVAL_EXPORTS or .cache/hf-exports).
 There is no constrained decoding here: `json_schema` is left to the prompt and the caller's
 validation (`supports_json_schema` is False).
 """
@@ -33,6 +35,8 @@ from narrative_eval.embedded import resolve_weights
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
 QUANTIZATIONS = (None, "bnb-nf4", "bnb-8bit", "gptq-4bit", "awq-4bit", "torchao-int8")
+# Labels whose checkpoints are already quantized and load through gptqmodel.
+PREQUANTIZED = ("gptq-4bit", "awq-4bit")
 # Bytes read from each end of a large weights file for its fingerprint: hashing a 140 GB
 # checkpoint in full on every start would cost minutes, while sizes plus both ends plus the
 # small files (config, tokenizer, index) pin a checkpoint in practice.
@@ -97,7 +101,7 @@ def quantization_config(quantization: str | None, dtype: Any) -> Any:
         except ImportError:  # older torchao spells the method by name
             return TorchAoConfig("int8_weight_only")
         return TorchAoConfig(Int8WeightOnlyConfig())
-    if quantization in ("gptq-4bit", "awq-4bit"):
+    if quantization in PREQUANTIZED:
         return None  # a pre-quantized checkpoint's config.json carries its settings
     raise ValueError(f"unsupported quantization {quantization!r} for the transformers backend; known: {QUANTIZATIONS}")
 
@@ -117,7 +121,74 @@ def load_tokenizer(path: str, tokenizer_source: str | None = None):
     return tokenizer
 
 
-def load_model(path: str, quantization: str | None = None, dtype: str = "bfloat16", device: str | None = None):
+def gguf_dequantize_config() -> Any:
+    """`GgufConfig(dequantize=True)` on transformers releases that can keep GGUF blocks packed, else None.
+
+    Packed GGUF weights need the optional `kernels` package and compute in float32; the
+    platform always loads GGUF weights dequantized so every release behaves the same.
+    """
+    try:
+        from transformers import GgufConfig
+    except ImportError:
+        return None
+    return GgufConfig(dequantize=True)
+
+
+def default_export_root() -> Path:
+    return Path(os.environ.get("NARRATIVE_EVAL_EXPORTS", Path(".cache") / "hf-exports"))
+
+
+def export_gguf(path: str, export_root: str | Path | None = None, tokenizer_source: str | None = None) -> Path:
+    """A plain (dequantized, float32) transformers checkpoint of a GGUF file, made once and reused.
+
+    transformers refuses a quantization config together with `gguf_file=`, so bitsandbytes,
+    torchao and GPTQ start from this export. It lives under `export_root` in a folder named
+    by the GGUF's digest and is written to a temporary folder first, so a killed export is
+    never mistaken for a finished one.
+    """
+    digest = weights_identity(path).split(":", 1)[1][:16]
+    target = Path(export_root or default_export_root()) / f"{Path(path).stem}-{digest}"
+    if (target / "config.json").exists():
+        return target
+    staging = target.with_name(target.name + f".partial-{os.getpid()}")
+    model = load_model(path, None, "float32", "cpu")
+    model.save_pretrained(staging)
+    load_tokenizer(path, tokenizer_source).save_pretrained(staging)
+    del model
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished the same export first
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def load_prequantized(path: str, dtype: Any, device: str):
+    """A GPTQ/AWQ checkpoint through gptqmodel, which picks the fastest kernel for the device.
+
+    transformers' own GPTQ integration would route through `optimum` to the same gptqmodel
+    kernels; loading with gptqmodel directly needs one package less. The returned object is
+    the plain transformers model inside gptqmodel's wrapper, so generation is shared.
+    """
+    # gptqmodel sizes its CPU worker pool from this variable; on small machines its default
+    # over-subscribes the cores.
+    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(os.cpu_count() or 1))
+    from gptqmodel import GPTQModel
+
+    wrapped = GPTQModel.load(path, device=device, dtype=dtype)
+    model = wrapped.model
+    model.eval()
+    return model
+
+
+def load_model(
+    path: str,
+    quantization: str | None = None,
+    dtype: str = "bfloat16",
+    device: str | None = None,
+    export_root: str | Path | None = None,
+):
     """A causal LM from a directory, cached hub id or GGUF file, quantized as asked, in eval mode."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -125,10 +196,17 @@ def load_model(path: str, quantization: str | None = None, dtype: str = "bfloat1
     torch_dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     source, gguf_file = split_gguf(path)
+    if quantization in PREQUANTIZED:
+        return load_prequantized(source, torch_dtype, device)
+    config = quantization_config(quantization, torch_dtype)
+    if gguf_file and config is not None:
+        source, gguf_file = str(export_gguf(path, export_root)), None
     kwargs: dict[str, Any] = {"dtype": torch_dtype}
     if gguf_file:
         kwargs["gguf_file"] = gguf_file
-    config = quantization_config(quantization, torch_dtype)
+        dequantize = gguf_dequantize_config()
+        if dequantize is not None:
+            kwargs["quantization_config"] = dequantize
     if config is not None:
         kwargs["quantization_config"] = config
     if quantization is not None and not quantization.startswith("gguf"):
@@ -170,7 +248,11 @@ class TransformersBackend(Backend):
         self.path = resolve_weights(spec.weights)
         self.batch_size = int(options.get("batch_size", 8))
         self.tokenizer = load_tokenizer(self.path, options.get("tokenizer"))
-        self.model = load_model(self.path, spec.quantization, str(options.get("dtype", "bfloat16")), options.get("device"))
+        device = options.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+        # CPUs without native bf16 (no AVX512-BF16/AMX) emulate it and run several times slower
+        # than float32; GPUs want half precision.
+        dtype = str(options.get("dtype") or ("bfloat16" if device != "cpu" else "float32"))
+        self.model = load_model(self.path, spec.quantization, dtype, device, options.get("export_root"))
         self.device = next(self.model.parameters()).device
         config_limit = getattr(self.model.config, "max_position_embeddings", None) or 1 << 30
         self.max_context = int(options.get("max_context", config_limit))
@@ -289,16 +371,6 @@ class TransformersBackend(Backend):
 # --------------------------------------------------------------------------- GPTQ checkpoints
 
 
-def export_hf_checkpoint(weights: str, out_dir: str | Path, tokenizer_source: str | None = None, dtype: str = "float32") -> Path:
-    """Write weights (a GGUF file is dequantized) as a plain transformers checkpoint directory."""
-    out = Path(out_dir)
-    path = resolve_weights(weights)
-    model = load_model(path, None, dtype, "cpu")
-    model.save_pretrained(out)
-    load_tokenizer(path, tokenizer_source).save_pretrained(out)
-    return out
-
-
 def make_gptq_checkpoint(
     weights: str,
     out_dir: str | Path,
@@ -306,14 +378,15 @@ def make_gptq_checkpoint(
     bits: int = 4,
     group_size: int = 64,
     tokenizer_source: str | None = None,
+    export_root: str | Path | None = None,
 ) -> Path:
     """Quantize a model to a GPTQ checkpoint with gptqmodel (runs on CPU; slow for big models).
 
     `weights` may be a GGUF file, a model directory or 'embedded:<name>'; a GGUF is first
-    exported to a float32 directory next to `out_dir`. `group_size` must divide the model's
-    hidden sizes (64 does for SmolLM2's 576).
+    exported to a float32 directory (see `export_gguf`). `group_size` must divide the
+    model's hidden sizes (64 does for SmolLM2's 576).
     """
-    # gptqmodel sizes its CPU worker pool from this variable; on small machines the default
+    # gptqmodel sizes its CPU worker pool from this variable; on small machines its default
     # over-subscribes the cores.
     os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(os.cpu_count() or 1))
     from gptqmodel import GPTQModel, QuantizeConfig
@@ -321,7 +394,7 @@ def make_gptq_checkpoint(
     out = Path(out_dir)
     source = Path(resolve_weights(weights))
     if source.is_file():
-        source = export_hf_checkpoint(weights, out.parent / (out.name + "-source"), tokenizer_source)
+        source = export_gguf(str(source), export_root, tokenizer_source)
     model = GPTQModel.load(str(source), QuantizeConfig(bits=bits, group_size=group_size), device="cpu")
     model.quantize(list(calibration_texts), batch_size=1)
     model.save(str(out))

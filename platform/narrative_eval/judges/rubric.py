@@ -194,7 +194,8 @@ def answer_schema(rubric: Rubric, requirement_ids: Sequence[str] = ()) -> dict[s
             "reason": {"type": "string", "maxLength": rubric.reason_max_chars},
         }
     )
-    return _object({rid: item for rid in requirement_ids})
+    # One shared definition keeps the grammar small when a task has many requirements.
+    return {"$defs": {"item": item}, **_object({rid: {"$ref": "#/$defs/item"} for rid in requirement_ids})}
 
 
 def _object(properties: dict[str, Any]) -> dict[str, Any]:

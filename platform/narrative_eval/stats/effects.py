@@ -107,7 +107,7 @@ def primary_judge(responses: pd.DataFrame) -> str:
     """The judge with the most records (ties: first by name)."""
     counts = responses["judge"].value_counts()
     best = counts.max()
-    return sorted(counts[counts == best].index)[0]
+    return min(counts[counts == best].index)
 
 
 def pair_frame(responses: pd.DataFrame, comparison: str = "sharded", judge: str | None = None) -> pd.DataFrame:

@@ -3,13 +3,16 @@
 One cell = one model x system prompt x condition. For each seed, every task's conversation is
 driven turn by turn (delivery.deliver); trajectories that hit the length/context limit are
 regenerated with fresh seeds up to extra['max_regenerations'] times (default 1) and, if still
-truncated, kept in the logs but never scored. Each final reply is judged by every judge twice:
+truncated, kept in the logs but not scored. extra['score_truncated'] = true opts in to scoring
+replies cut by the token limit (the conversation then goes on past a cut turn); they stay
+flagged in every table and are counted as 'scored_truncated_rate'. Each final reply is judged by every judge twice:
 the requirement checklist (adherence) and the five writing-quality dimensions; a response with
 both verdicts valid becomes one ScoreRecord (the published format).
 """
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +27,7 @@ from narrative_eval.delivery import (
     load_system_prompt,
     load_turn_templates,
 )
-from narrative_eval.records import CellSpec, JudgeResult, Reply, ScoreRecord, Trajectory, WritingTask, stable_hash
+from narrative_eval.records import CellSpec, JudgeResult, Reply, ScoreRecord, Trajectory, WritingTask
 from narrative_eval.scores import QUALITY_FIELDS
 from narrative_eval.studies.base import CellResult, Runtime
 
@@ -62,9 +65,20 @@ def score_record(
         judge=judge_id,
         adherence=[{"constraint_id": item["constraint_id"], "score": float(item["score"])} for item in checklist.details["items"]],
         quality={
-            dim: (int(round(quality.scores[dim])) if quality.scores.get(dim) is not None else None) for dim in QUALITY_FIELDS
+            dim: (round(quality.scores[dim]) if quality.scores.get(dim) is not None else None) for dim in QUALITY_FIELDS
         },
     )
+
+
+class SecondsCounter:
+    """Sums engine seconds over every reply a delivery sees (cache hits keep their first timing)."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        """Seconds so far."""
+
+    def __call__(self, story_id: str, turn: int, reply: Reply) -> None:
+        self.total += reply.seconds
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -98,6 +112,7 @@ class IncrementalDeliveryStudy:
         )
         templates = load_turn_templates(cell.extra.get("turns_file", DEFAULT_TURNS_FILE))
         max_regenerations = int(cell.extra.get("max_regenerations", DEFAULT_MAX_REGENERATIONS))
+        score_truncated = bool(cell.extra.get("score_truncated", False))
         generator = runtime.backend_for(cell.model)
         backends = {id(generator): generator}
         for judge in cell.judges:
@@ -112,16 +127,12 @@ class IncrementalDeliveryStudy:
         judgments: list[dict[str, Any]] = []
 
         for seed in cell.seeds:
-            seconds = {"total": 0.0}
-
-            def observe(story_id: str, turn: int, reply: Reply) -> None:
-                seconds["total"] += reply.seconds
-
+            observe = SecondsCounter()
             final, attempts_log = self._deliver_with_regeneration(
-                cell, runtime, generator, tasks, system_prompt, templates, seed, max_regenerations, observe
+                cell, runtime, generator, tasks, system_prompt, templates, seed, max_regenerations, observe, score_truncated
             )
             trajectory_log.extend(attempts_log)
-            scored = [t for t in final if not t.truncated]
+            scored = [t for t in final if is_scoreable(t, score_truncated)]
             verdicts = self._judge(cell, runtime, by_id, scored)
             seed_records: dict[str, list[ScoreRecord]] = {j.id: [] for j in cell.judges}
             failures: dict[str, dict[str, int]] = {j.id: {"any": 0, "checklist": 0, "quality": 0} for j in cell.judges}
@@ -143,7 +154,7 @@ class IncrementalDeliveryStudy:
                         failures[judge.id]["any"] += 1
             for judge_records in seed_records.values():
                 records.extend(judge_records)
-            summaries[seed] = self._seed_summary(final, attempts_log, seed_records, failures, len(scored), seconds["total"])
+            summaries[seed] = self._seed_summary(final, attempts_log, seed_records, failures, scored, observe.total)
             conversation_rows.extend(self._conversation_rows(final, attempts_log, by_id, seed_records))
 
         metrics = self._aggregate(summaries)
@@ -151,9 +162,10 @@ class IncrementalDeliveryStudy:
         metrics["n_seeds"] = float(len(cell.seeds))
         generated = sum(getattr(b, "generated", 0) - generated_before[key] for key, b in backends.items())
         params: dict[str, Any] = {
-            "system_prompt_sha256": stable_hash(system_prompt, 64),
+            "system_prompt_sha256": hashlib.sha256(system_prompt.encode("utf-8")).hexdigest(),
             "turn_templates_sha256": templates.sha256,
             "max_regenerations": max_regenerations,
+            "score_truncated": score_truncated,
             "n_tasks": len(tasks),
             "constraints_path": cell.extra.get("constraints", "constraints.jsonl next to the tasks file"),
         }
@@ -176,7 +188,7 @@ class IncrementalDeliveryStudy:
         )
 
     def _deliver_with_regeneration(
-        self, cell, runtime, generator, tasks, system_prompt, templates, seed, max_regenerations, observe
+        self, cell, runtime, generator, tasks, system_prompt, templates, seed, max_regenerations, observe, score_truncated
     ) -> tuple[list[Trajectory], list[dict[str, Any]]]:
         """Deliver every task; regenerate truncated trajectories with fresh seeds. Returns the kept
         trajectories (task order) and a log of every attempt (kept or discarded)."""
@@ -184,7 +196,7 @@ class IncrementalDeliveryStudy:
         def run(subset: list[WritingTask], attempt: int) -> list[Trajectory]:
             return deliver(
                 generator, subset, cell.condition, system_prompt, cell.generation, seed,
-                attempt=attempt, templates=templates, observe=observe,
+                attempt=attempt, templates=templates, observe=observe, continue_after_length=score_truncated,
                 progress=lambda items, label, total: runtime.progress(
                     items, f"{cell.run_name} seed {seed}{' retry ' + str(attempt) if attempt else ''}: {label}", total
                 ),
@@ -243,18 +255,21 @@ class IncrementalDeliveryStudy:
         attempts_log: list[dict[str, Any]],
         seed_records: dict[str, list[ScoreRecord]],
         failures: dict[str, dict[str, int]],
-        n_scored: int,
+        scored: list[Trajectory],
         generation_seconds: float,
     ) -> dict[str, float]:
         summary: dict[str, float] = {}
         n = len(final) or 1
+        n_scored = len(scored)
         summary["truncated_rate"] = sum(t.truncated for t in final) / n
+        summary["scored_rate"] = n_scored / n
+        summary["scored_truncated_rate"] = sum(t.truncated for t in scored) / n
         summary["regenerated_rate"] = sum(not entry["kept"] for entry in attempts_log) / n
         all_turns = [turn for entry in attempts_log for turn in entry["turns"]]
         summary["prompt_tokens"] = float(sum(turn["prompt_tokens"] for turn in all_turns))
         summary["completion_tokens"] = float(sum(turn["completion_tokens"] for turn in all_turns))
         summary["generation_seconds"] = float(generation_seconds)
-        finals = [t.turns[-1] for t in final if not t.truncated and t.turns]
+        finals = [t.turns[-1] for t in scored]
         summary["final_completion_tokens"] = _mean([turn.completion_tokens for turn in finals])
         summary["final_prompt_tokens"] = _mean([turn.prompt_tokens for turn in finals])
         for judge_id, judge_records in seed_records.items():
@@ -342,6 +357,13 @@ class IncrementalDeliveryStudy:
         return write_creative_report(records, out_dir)
 
 
+def is_scoreable(trajectory: Trajectory, score_truncated: bool = False) -> bool:
+    """Whether a trajectory's final reply may be judged: complete, or (opted in) cut only by the token limit."""
+    if not trajectory.turns or not trajectory.turns[-1].final:
+        return False
+    return not trajectory.truncated or (score_truncated and trajectory.error is None)
+
+
 def _record_value(record: ScoreRecord, dim: str) -> float | None:
     """One dimension of a score record: adherence (item mean), a quality score, or ci."""
     if dim == "adherence" or dim == "ci":
@@ -355,4 +377,4 @@ def _record_value(record: ScoreRecord, dim: str) -> float | None:
     return float(value) if value is not None else None
 
 
-__all__ = ["IncrementalDeliveryStudy", "model_label", "score_record", "select_tasks"]
+__all__ = ["IncrementalDeliveryStudy", "is_scoreable", "model_label", "score_record", "select_tasks"]

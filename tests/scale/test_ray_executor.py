@@ -1,0 +1,124 @@
+"""`--executor ray` on a local 2-CPU Ray instance gives what `--executor local` gives."""
+
+from __future__ import annotations
+
+import pytest
+
+import logging
+import shutil
+import subprocess
+import sys
+
+from narrative_eval import tracking
+from narrative_eval.config import load_config
+from narrative_eval.sweep import run_sweep
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("ray", reason="the ray extra is not installed")
+
+CELL_KEY = ["params.model_id", "params.prompt_setting", "params.condition"]
+
+
+def timing_metric(name: str) -> bool:
+    """Wall-clock metrics depend on the machine's load, not on the executor's results."""
+    return "seconds" in name or name.endswith("per_s")
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep_file(tmp_path_factory, repo_root):
+    root = tmp_path_factory.mktemp("ray-sweep")
+    path = root / "tiny.yaml"
+    # The sweep command resolves model names from the models.yaml next to the config.
+    shutil.copy(repo_root / "experiments/configs/models.yaml", root / "models.yaml")
+    report_dir = f"{root}/report-{{sweep}}"
+    # Its own request cache, so the first run generates for certain and the second can only read it.
+    path.write_text(
+        f"""
+study: infilling
+sweep: unset
+data: {repo_root / 'data/infilling/sample.jsonl'}
+limit: 2
+models: [smollm2]
+prompt_settings: [L1, L2]
+seeds: [0]
+generation: {{temperature: 0.0, max_new_tokens: 32}}
+cache: {root / 'requests.sqlite'}
+report_dir: {report_dir}
+executor_options: {{num_cpus_total: 2, num_cpus: 1, max_retries: 1}}
+"""
+    )
+    return path, root.name
+
+
+def run_cli(path, sweep: str, executor: str, repo_root) -> None:
+    """The sweep command as a user types it; the tracking store and artifact root come from the environment."""
+    command = [sys.executable, "-m", "experiments.sweep", "--config", str(path), "--set", f"sweep={sweep}",
+               "--executor", executor, "--no-progress"]
+    done = subprocess.run(command, cwd=repo_root, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{executor} sweep failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+
+
+@pytest.fixture(scope="module")
+def both_runs(tiny_sweep_file, repo_root):
+    path, suffix = tiny_sweep_file
+    ray_sweep, local_sweep = f"ray-{suffix}", f"local-{suffix}"
+    # Ray first: its workers fill the shared cache, so the local run sending nothing proves they wrote to it.
+    run_cli(path, ray_sweep, "ray", repo_root)
+    run_cli(path, local_sweep, "local", repo_root)
+    return tracking.sweep_cell_runs("infilling", ray_sweep), tracking.sweep_cell_runs("infilling", local_sweep)
+
+
+def test_same_child_runs_under_each_parent(both_runs):
+    ray_runs, local_runs = both_runs
+    assert len(ray_runs) == len(local_runs) == 2
+    for runs in (ray_runs, local_runs):
+        assert runs["tags.mlflow.parentRunId"].nunique() == 1
+        assert set(runs["status"]) == {"FINISHED"}
+    assert sorted(map(tuple, ray_runs[CELL_KEY].values)) == sorted(map(tuple, local_runs[CELL_KEY].values))
+
+
+def test_same_metrics_exactly(both_runs):
+    ray_runs, local_runs = both_runs
+    metric_columns = [c for c in ray_runs.columns if c.startswith("metrics.") and not timing_metric(c)]
+    assert {"metrics.rouge1", "metrics.at_avg", "metrics.bertscore", "metrics.extraction_success_rate"} <= set(metric_columns)
+    assert set(metric_columns) == {c for c in local_runs.columns if c.startswith("metrics.") and not timing_metric(c)}
+    ray_by_cell = ray_runs.set_index(CELL_KEY)[metric_columns].sort_index()
+    local_by_cell = local_runs.set_index(CELL_KEY)[metric_columns].sort_index()
+    assert ray_by_cell.equals(local_by_cell), (ray_by_cell - local_by_cell).abs().max().to_dict()
+
+
+def test_ray_workers_generated_and_local_run_reused_their_cache(both_runs):
+    ray_runs, local_runs = both_runs
+    assert all(int(g) > 0 for g in ray_runs["tags.narrative_eval.generated"])
+    assert all(int(g) == 0 for g in local_runs["tags.narrative_eval.generated"])
+
+
+def test_generations_tables_match(both_runs):
+    ray_runs, local_runs = both_runs
+    for setting in ("L1", "L2"):
+        ray_id = ray_runs.loc[ray_runs["params.prompt_setting"] == setting, "run_id"].iloc[0]
+        local_id = local_runs.loc[local_runs["params.prompt_setting"] == setting, "run_id"].iloc[0]
+        columns = ["instance_id", "seed", "raw_reply", "answer", "extraction_status", "rouge1"]
+        assert tracking.load_table(ray_id)[columns].equals(tracking.load_table(local_id)[columns])
+
+
+def test_failing_cell_is_retried_then_recorded_without_stopping_the_others(tiny_sweep_file, both_runs, repo_root, caplog):
+    path, suffix = tiny_sweep_file
+    config = load_config(
+        path,
+        [f"sweep=retry-{suffix}", "prompt_settings=[L1]",
+         "models=[smollm2, {id: missing-weights, backend: llama_cpp, weights: /nonexistent/missing.gguf}]"],
+        catalog=repo_root / "experiments/configs/models.yaml",
+    )
+    with caplog.at_level(logging.WARNING, logger="narrative_eval.ray_executor"):
+        outcome = run_sweep(config, executor="ray", write_report=False)
+    by_model = {o.cell.model.id: o for o in outcome.cells}
+    assert by_model["smollm2"].status == "finished"
+    assert by_model["missing-weights"].status == "failed" and by_model["missing-weights"].error
+    retries = [r for r in caplog.records if "missing-weights" in r.getMessage() and "retrying" in r.getMessage()]
+    assert len(retries) == config.executor_options["max_retries"]
+    # One MLflow run per cell however many attempts it took: retries resume the same run.
+    runs = tracking.sweep_cell_runs("infilling", config.sweep, finished_only=False)
+    assert sorted(runs["status"]) == ["FAILED", "FINISHED"]
+    failed = runs[runs["status"] == "FAILED"].iloc[0]
+    assert failed["tags.narrative_eval.model"] == "missing-weights" and failed["tags.narrative_eval.error"]

@@ -1,0 +1,141 @@
+"""The incremental-delivery study on the real embedded model: cells, truncation handling, and a tiny sweep's report."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from narrative_eval.backends.cache import CachedBackend
+from narrative_eval.data.tasks import load_tasks
+from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec, ScoreRecord
+from narrative_eval.studies.base import Runtime
+from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS_JSON = REPO / "data" / "creative" / "tasks.json"
+CONSTRAINTS = REPO / "data" / "creative" / "constraints.jsonl"
+PRODUCT_FILES = ("model_ci.csv", "paired_effects.csv", "equal_adherence.csv", "equal_genre.csv", "model_effects.csv", "model_effects.png")
+
+
+@pytest.fixture(scope="module")
+def runtime(smollm2):
+    """Every model spec is served by the session's real SmolLM2 engine (no cache: every request runs)."""
+    pytest.importorskip("llama_cpp")
+    wrapped = CachedBackend(smollm2, None)
+    return Runtime(backend_for=lambda spec: wrapped)
+
+
+def make_cell(spec, condition: str, generation: GenerationParams, judges=(), limit=2, **extra) -> CellSpec:
+    return CellSpec(
+        study="incremental-delivery",
+        sweep="unit",
+        model=spec,
+        prompt_setting="default",
+        condition=condition,
+        seeds=(0,),
+        generation=generation,
+        judges=tuple(judges),
+        data_path=str(TASKS_JSON),
+        data_sha256="-",
+        limit=limit,
+        extra={"constraints": str(CONSTRAINTS), **extra},
+    )
+
+
+def test_truncated_trajectories_are_regenerated_then_left_unscored(runtime, smollm2_spec):
+    judge = JudgeSpec(id="smol-judge", model=smollm2_spec)
+    cell = make_cell(smollm2_spec, "sharded", GenerationParams(temperature=0.8, max_new_tokens=3), judges=[judge], max_regenerations=1)
+    result = IncrementalDeliveryStudy().run_cell(cell, runtime)
+
+    attempts = result.artifacts["trajectories.json"]
+    assert [(a["story_id"], a["attempt"], a["kept"]) for a in attempts] == [
+        ("fantasy_001", 0, False), ("fantasy_002", 0, False), ("fantasy_001", 1, True), ("fantasy_002", 1, True)
+    ]
+    assert all(a["truncated"] for a in attempts)
+    assert result.artifacts["score_records.json"] == []
+    assert result.metrics["truncated_rate"] == 1.0 and result.metrics["seed0/truncated_rate"] == 1.0
+    assert result.metrics["regenerated_rate"] == 1.0
+    assert "smol-judge/adherence" not in result.metrics  # nothing was judged, so nothing is reported as a score
+    rows = result.tables["conversations.json"]
+    assert [(r["story_id"], r["turn"], r["final"], r["finish_reason"], r["attempt"]) for r in rows] == [
+        ("fantasy_001", 0, False, "length", 1), ("fantasy_002", 0, False, "length", 1)
+    ]
+    assert result.generated == 4  # two attempts x two tasks, one turn each, no judge call
+
+
+@pytest.mark.slow
+def test_cell_logs_conversations_scores_and_seed_metrics(runtime, smollm2_spec):
+    judge = JudgeSpec(id="smol-judge", model=smollm2_spec, max_new_tokens=384)
+    generation = GenerationParams(temperature=0.8, max_new_tokens=48)
+    cell = make_cell(smollm2_spec, "sharded", generation, judges=[judge], max_regenerations=0, score_truncated=True)
+    result = IncrementalDeliveryStudy().run_cell(cell, runtime)
+
+    rows = result.tables["conversations.json"]
+    assert len(rows) == 7 + 7  # fantasy_001 and fantasy_002 each have seven shards
+    assert sum(r["final"] for r in rows) == 2
+    records = [ScoreRecord(**r) for r in result.artifacts["score_records.json"]]
+    checklists = {t.story_id: [c.constraint_id for c in t.constraints] for t in load_tasks(TASKS_JSON, CONSTRAINTS)}
+    for record in records:
+        assert record.condition == "sharded" and record.model == "smollm2" and record.judge == "smol-judge"
+        assert record.record_id == f"smollm2/sharded/{record.story_id}/seed0/smol-judge"
+        # Judged against the whole checklist, whatever shard each requirement arrived in.
+        assert [item["constraint_id"] for item in record.adherence] == checklists[record.story_id]
+    judgments = result.artifacts["judgments.json"]
+    assert len(judgments) == 2 and all(j["judge"] == "smol-judge" for j in judgments)
+    failure = result.metrics["judge/smol-judge/failure_rate"]
+    assert failure == pytest.approx(1 - len(records) / 2)
+    for dim in ("adherence", "craft", "structure_coherence", "ci"):
+        if records:
+            assert f"seed0/smol-judge/{dim}" in result.metrics
+            assert result.metrics[f"smol-judge/{dim}_sd"] == 0.0  # one seed
+    assert result.metrics["prompt_tokens"] > 0 and result.metrics["completion_tokens"] > 0
+    assert result.metrics["n_tasks"] == 2
+    assert not math.isnan(result.metrics["scored_rate"])
+
+
+@pytest.mark.slow
+def test_tiny_sweep_writes_the_report_from_mlflow(tmp_path, repo_root):
+    """Both conditions of one embedded model through the real sweep runner, MLflow store and report."""
+    pytest.importorskip("llama_cpp")
+    from narrative_eval.config import load_config
+    from narrative_eval.sweep import run_sweep
+
+    config_path = tmp_path / "creative.yaml"
+    config_path.write_text(
+        f"""
+study: incremental-delivery
+sweep: creative-tiny-{tmp_path.name}
+data: {TASKS_JSON}
+constraints: {CONSTRAINTS}
+limit: 3
+models: [smollm2]
+prompt_settings: [default]
+conditions: [full, sharded]
+seeds: [0]
+generation: {{temperature: 0.8, max_new_tokens: 48}}
+judges:
+  - id: smollm2-judge
+    model: smollm2
+    max_new_tokens: 384
+extra: {{max_regenerations: 0, score_truncated: true}}
+report_dir: {tmp_path / 'report'}
+"""
+    )
+    config = load_config(config_path, catalog=repo_root / "experiments/configs/models.yaml")
+    outcome = run_sweep(config)
+    assert outcome.count("failed") == 0, [c.error for c in outcome.cells]
+    report = tmp_path / "report"
+    for name in PRODUCT_FILES:
+        assert (report / name).is_file(), name
+    assert (report / "score_records.jsonl").is_file()
+    assert any("ICIR" in title for title in outcome.tables)
+
+
+def test_scoreable_rules(runtime, smollm2_spec):
+    cell = make_cell(smollm2_spec, "full", GenerationParams(temperature=0.0, max_new_tokens=2), limit=1)
+    result = IncrementalDeliveryStudy().run_cell(cell, runtime)
+    from narrative_eval.records import Trajectory
+
+    [kept] = [Trajectory(**{k: v for k, v in a.items() if k not in ("model", "attempt", "kept")}) for a in result.artifacts["trajectories.json"] if a["kept"]]
+    assert kept.truncated and not is_scoreable(kept) and not is_scoreable(kept, score_truncated=True)

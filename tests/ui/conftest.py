@@ -1,0 +1,119 @@
+"""Fixtures for the app's end-to-end tests: a tiny real sweep, the app in a subprocess, headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# The app package lives at the repo root (not in the installed library); `pytest` alone does not put it on sys.path.
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREENSHOTS = REPO / "test-artifacts" / "ui"
+E2E_SWEEP = "ui-e2e"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def ui_paths(isolated_stores) -> dict[str, Path]:
+    root = isolated_stores / "ui"
+    paths = {"reports": root / "reports", "jobs": root / "ui_jobs", "annotations": root / "annotations.sqlite"}
+    paths["reports"].mkdir(parents=True, exist_ok=True)
+    return paths
+
+
+@pytest.fixture(scope="session")
+def e2e_sweep(ui_paths) -> str:
+    """Two embedded models (smollm2, gemma3) x one level on three shipped instances, judged, into the test store."""
+    command = [
+        sys.executable, "-m", "experiments.sweep", "--config", "experiments/configs/quickstart.yaml",
+        "--set", f"sweep={E2E_SWEEP}", "--set", "models=[smollm2,gemma3]", "--set", "prompt_settings=[L2]",
+        "--set", "generation.max_new_tokens=40", "--set", f"report_dir={ui_paths['reports']}/{{sweep}}",
+        "--limit", "3", "--no-progress",
+    ]
+    result = subprocess.run(command, cwd=REPO, env=os.environ.copy(), capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return E2E_SWEEP
+
+
+@pytest.fixture(scope="session")
+def app_url(e2e_sweep, ui_paths):
+    """The app on 127.0.0.1 at a free port, in a subprocess sharing the test's MLflow store."""
+    port = _free_port()
+    log = open(ui_paths["reports"].parent / "app.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ui", "--port", str(port), "--reports-dir", str(ui_paths["reports"]),
+         "--jobs-dir", str(ui_paths["jobs"]), "--annotations", str(ui_paths["annotations"])],
+        cwd=REPO, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if process.poll() is not None or time.time() > deadline:
+            log.flush()
+            raise RuntimeError("the app did not start:\n" + (ui_paths["reports"].parent / "app.log").read_text()[-4000:])
+        time.sleep(1)
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+        pytest.skip("Debian chromium is not installed (make install-test installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture()
+def page(browser, app_url):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(app_url)
+    page.wait_for_selector("#tabs")
+    yield page
+    context.close()
+
+
+@pytest.fixture(scope="session")
+def screenshot():
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    def take(page, name: str) -> Path:
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take

@@ -1,0 +1,77 @@
+"""Start the app: `python -m ui [--host 127.0.0.1] [--port 7860] [--auth user:pass]`.
+
+It binds 127.0.0.1 unless told otherwise; use --host 0.0.0.0 together with --auth to share it.
+The password can also come from NARRATIVE_EVAL_UI_AUTH (user:pass), which keeps it out of the process list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ui.common import REPO, AppSettings
+
+AUTH_ENV = "NARRATIVE_EVAL_UI_AUTH"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m ui", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    parser.add_argument("--auth", metavar="USER:PASS", help=f"require a login (or set {AUTH_ENV})")
+    parser.add_argument("--reports-dir", default=str(REPO / "reports"), help="parent of the sweeps' report folders")
+    parser.add_argument("--jobs-dir", default=str(REPO / ".cache" / "ui_jobs"), help="where launched jobs keep their files")
+    parser.add_argument("--annotations", default=os.environ.get("NARRATIVE_EVAL_ANNOTATIONS") or str(REPO / ".cache" / "annotations.sqlite"),
+                        help="SQLite file for human ratings")
+    parser.add_argument("--max-jobs", type=int, default=1, help="sweeps allowed to run at once (default 1)")
+    parser.add_argument("--mlflow-ui", default=os.environ.get("MLFLOW_UI_URL", "http://127.0.0.1:5000"),
+                        help="where `mlflow ui` runs, for links to runs")
+    return parser.parse_args(argv)
+
+
+def _auth(text: str | None) -> tuple[str, str] | None:
+    text = text or os.environ.get(AUTH_ENV)
+    if not text:
+        return None
+    user, sep, password = text.partition(":")
+    if not sep or not user or not password:
+        raise SystemExit("--auth expects USER:PASS")
+    return user, password
+
+
+def _warm_up_tracking() -> None:
+    """Open the tracking store once before serving: its first use (schema checks) takes seconds, not the first page."""
+    from narrative_eval import tracking
+
+    try:
+        tracking.client().search_experiments(max_results=1)
+    except Exception as error:  # the app still starts; tabs show what they can
+        print(f"warning: the tracking store at {tracking.tracking_uri()} did not answer: {type(error).__name__}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # Relative paths in configs and logged runs (data/..., reports/...) are relative to the repo root.
+    os.chdir(REPO)
+    settings = AppSettings(reports_dir=Path(args.reports_dir).resolve(), jobs_dir=Path(args.jobs_dir).resolve(),
+                           annotations_path=Path(args.annotations).resolve(), max_jobs=args.max_jobs,
+                           mlflow_ui_url=args.mlflow_ui)
+    settings.reports_dir.mkdir(parents=True, exist_ok=True)
+    from ui.app import allowed_paths, build_app, css
+
+    demo = build_app(settings)
+    _warm_up_tracking()
+    auth = _auth(args.auth)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and auth is None:
+        print(f"warning: serving on {args.host} without --auth; anyone who can reach this port can use the app")
+    demo.queue(default_concurrency_limit=4).launch(
+        server_name=args.host, server_port=args.port, auth=auth, allowed_paths=allowed_paths(settings),
+        css=css(), share=False, show_error=True, footer_links=[],
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

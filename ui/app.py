@@ -1,0 +1,53 @@
+"""The app: one Blocks with a tab per module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from narrative_eval import tracking
+from ui import annotate, compare, conversations, figures, launch, live, runs
+from ui.common import AppSettings, texts
+
+CSS_PATH = Path(__file__).with_name("style.css")
+
+# (tab title, module): each module's build(settings, demo) lays out its tab and wires its events.
+TABS = (
+    ("Runs", runs),
+    ("Compare infills", compare),
+    ("Fill live", live),
+    ("Launch", launch),
+    ("Conversations", conversations),
+    ("Annotate", annotate),
+    ("Figures", figures),
+)
+
+
+def _safe_uri(uri: str) -> str:
+    """The tracking URI without credentials (a server URI may embed user:password@)."""
+    if "@" in uri and "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        return f"{scheme}://…@{rest.split('@', 1)[1]}"
+    return uri
+
+
+def build_app(settings: AppSettings | None = None) -> gr.Blocks:
+    settings = settings or AppSettings()
+    with gr.Blocks(title=texts()["title"]) as demo:
+        gr.Markdown(texts()["header"].format(tracking_uri=_safe_uri(tracking.tracking_uri())), elem_id="app-header")
+        with gr.Tabs(elem_id="tabs"):
+            for title, module in TABS:
+                with gr.Tab(title, id=module.__name__.rsplit(".", 1)[-1], elem_id=f"tab-{module.__name__.rsplit('.', 1)[-1]}"):
+                    module.build(settings, demo)
+    return demo
+
+
+def css() -> str:
+    return CSS_PATH.read_text()
+
+
+def allowed_paths(settings: AppSettings) -> list[str]:
+    """The only folders the app may serve files from: data, reports and MLflow artifacts."""
+    paths = [settings.data_dir, settings.reports_dir, settings.repo / "mlruns"]
+    return [str(p.resolve()) for p in paths]

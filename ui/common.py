@@ -1,0 +1,299 @@
+"""What every tab shares: the app's settings, reading runs back from MLflow, and rendering passages safely."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from narrative_eval import tracking
+
+REPO = Path(__file__).resolve().parents[1]
+"""The repository root (the app resolves data, reports and configs against it)."""
+
+STUDIES = ("infilling", "incremental-delivery")
+"""MLflow experiments, one per study."""
+
+BLANK_RE = re.compile(r"_{3,}")
+"""A blank in a passage: a run of three or more underscores (as the data loader reads it)."""
+
+AT_AVG_METRICS = ("bertscore", "rouge1", "meteor", "chrf", "semf1")
+"""The automatic metrics averaged into AtAvg."""
+
+TEXTS_PATH = Path(__file__).with_name("texts.yaml")
+"""Tab introductions and help texts."""
+
+
+@dataclass
+class AppSettings:
+    """Where the app reads and writes; set once from the command line."""
+
+    repo: Path = REPO
+    """Repository root."""
+    reports_dir: Path = REPO / "reports"
+    """Parent of the sweeps' report folders (reports/<sweep>/)."""
+    data_dir: Path = REPO / "data"
+    """Shipped benchmark files."""
+    configs_dir: Path = REPO / "experiments" / "configs"
+    """Sweep configs and the model catalog."""
+    jobs_dir: Path = REPO / ".cache" / "ui_jobs"
+    """Launched jobs: their configs, logs and state files."""
+    annotations_path: Path = REPO / ".cache" / "annotations.sqlite"
+    """Human ratings."""
+    mlflow_ui_url: str = "http://127.0.0.1:5000"
+    """Where `mlflow ui` is expected; runs link there when it answers."""
+    max_jobs: int = 1
+    """How many launched sweeps may run at once."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Anything else a tab wants to share."""
+
+
+@lru_cache(maxsize=1)
+def texts() -> dict[str, str]:
+    return yaml.safe_load(TEXTS_PATH.read_text())
+
+
+# --------------------------------------------------------------------------- catalog and data
+
+
+def load_catalog(settings: AppSettings) -> dict[str, dict[str, Any]]:
+    """The model catalog (experiments/configs/models.yaml): name -> spec fields."""
+    path = settings.configs_dir / "models.yaml"
+    if not path.exists():
+        return {}
+    return (yaml.safe_load(path.read_text()) or {}).get("models", {}) or {}
+
+
+def data_files(settings: AppSettings, suffixes: tuple[str, ...] = (".csv", ".jsonl")) -> list[str]:
+    """Instance files under data/, as paths relative to the repo root."""
+    found = []
+    for path in sorted(settings.data_dir.rglob("*")):
+        if path.suffix in suffixes and path.is_file() and "passages" not in path.parts and "creative" not in path.parts:
+            found.append(str(path.relative_to(settings.repo)))
+    return found
+
+
+def config_files(settings: AppSettings) -> list[str]:
+    return [str(p.relative_to(settings.repo)) for p in sorted(settings.configs_dir.glob("*.yaml")) if p.name != "models.yaml"]
+
+
+_instances_lock = threading.Lock()
+_instances_cache: dict[tuple[str, float], dict[str, Any]] = {}
+
+
+def instances_by_id(path: str | Path, repo: Path = REPO) -> dict[str, Any]:
+    """instance_id -> InfillingInstance of a data file (cached per file version); {} when it cannot be read."""
+    from narrative_eval.data import load_instances
+
+    resolved = Path(path)
+    if not resolved.is_absolute():
+        resolved = repo / resolved
+    if not resolved.exists():
+        return {}
+    key = (str(resolved), resolved.stat().st_mtime)
+    with _instances_lock:
+        if key not in _instances_cache:
+            try:
+                _instances_cache[key] = {inst.instance_id: inst for inst in load_instances(resolved)}
+            except Exception:  # a malformed file just means no passages to show
+                _instances_cache[key] = {}
+        return _instances_cache[key]
+
+
+# --------------------------------------------------------------------------- MLflow
+
+
+# Several tabs ask for the same listings when the page loads; a short-lived cache answers them once.
+CACHE_SECONDS = 3.0
+_listing_lock = threading.Lock()
+_listings: dict[tuple[Any, ...], tuple[float, Any]] = {}
+
+
+def _cached(key: tuple[Any, ...], compute):
+    now = time.monotonic()
+    with _listing_lock:
+        hit = _listings.get(key)
+        if hit is not None and now - hit[0] < CACHE_SECONDS:
+            return hit[1]
+    value = compute()
+    with _listing_lock:
+        _listings[key] = (time.monotonic(), value)
+    return value
+
+
+def sweeps(study: str) -> list[str]:
+    """The study's sweeps, newest first, without duplicates."""
+    def compute() -> list[str]:
+        try:
+            return list(dict.fromkeys(tracking.list_sweeps(study)))
+        except Exception:
+            return []
+
+    return list(_cached(("sweeps", study), compute))
+
+
+def cell_runs(study: str, sweep: str | None, finished_only: bool = True) -> pd.DataFrame:
+    if not sweep:
+        return pd.DataFrame()
+
+    def compute() -> pd.DataFrame:
+        try:
+            return tracking.sweep_cell_runs(study, sweep, finished_only=finished_only)
+        except Exception:
+            return pd.DataFrame()
+
+    runs = _cached(("runs", study, sweep, finished_only), compute).copy()
+    if runs.empty:
+        return runs
+    # A cell still running has logged no params yet: sort by what exists.
+    keys = [k for k in ("params.model_id", "params.prompt_setting", "params.condition") if k in runs.columns]
+    return (runs.sort_values(keys, na_position="last") if keys else runs).reset_index(drop=True)
+
+
+def column(runs: pd.DataFrame, name: str, default: Any = "") -> pd.Series:
+    return runs[name] if name in runs.columns else pd.Series([default] * len(runs), index=runs.index)
+
+
+def run_label(row: pd.Series | dict[str, Any]) -> str:
+    """'model · setting · condition' (condition left out when it is the infilling default)."""
+    def text(key: str) -> str:
+        value = row.get(key)
+        return value if isinstance(value, str) else ""  # missing params come back as NaN
+
+    if not text("params.model_id"):
+        # A cell still running has no params yet; its run name says what it is.
+        return text("tags.mlflow.runName") or "?"
+    parts = [text("params.model_id"), text("params.prompt_setting") or "?"]
+    condition = text("params.condition")
+    if condition and condition != "standard":
+        parts.append(condition)
+    return " · ".join(parts)
+
+
+def run_choices(runs: pd.DataFrame) -> list[tuple[str, str]]:
+    """(label, run_id) pairs for a dropdown or checkbox group."""
+    return [(run_label(row), row["run_id"]) for _, row in runs.iterrows()]
+
+
+_tables_lock = threading.Lock()
+_tables: dict[tuple[str, str], pd.DataFrame] = {}
+
+
+def run_table(run_id: str, name: str = "generations.json") -> pd.DataFrame:
+    """A finished run's logged table (cached: finished runs do not change); empty when absent."""
+    key = (run_id, name)
+    with _tables_lock:
+        if key in _tables:
+            return _tables[key]
+    try:
+        table = tracking.load_table(run_id, name)
+    except Exception:
+        table = pd.DataFrame()
+    with _tables_lock:
+        _tables[key] = table
+    return table
+
+
+def run_artifact(run_id: str, name: str) -> Any:
+    try:
+        return tracking.load_json_artifact(run_id, name)
+    except Exception:
+        return None
+
+
+def judge_ids_of(columns: list[str] | pd.Index, prefix: str = "metrics.judge/") -> list[str]:
+    """Judge ids present in run metric columns (metrics.judge/<id>/...) or table columns (judge/<id>/...)."""
+    found = []
+    for name in columns:
+        if name.startswith(prefix):
+            judge = name[len(prefix):].split("/")[0]
+            if judge not in found:
+                found.append(judge)
+    return found
+
+
+def mlflow_ui_available(url: str) -> bool:
+    """True when an MLflow UI answers at url (probed briefly, so a missing server costs nothing noticeable)."""
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=0.4) as response:
+            return response.status == 200
+    except Exception:
+        return False
+
+
+def run_link(url: str, experiment_id: str, run_id: str) -> str:
+    return f"{url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def esc(text: Any) -> str:
+    """HTML-escape anything shown from runs or data (model output is untrusted text)."""
+    return html.escape("" if text is None else str(text))
+
+
+def number(value: Any, digits: int = 3) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    if math.isnan(number):
+        return "–"
+    return f"{number:.{digits}f}"
+
+
+def passage_html(problem: str, fill: str | None, css_class: str = "fill", placeholder: str = "______") -> str:
+    """The passage with its blank replaced by a highlighted fill (or a highlighted blank when there is none)."""
+    match = BLANK_RE.search(problem or "")
+    if match is None:
+        body = esc(problem)
+        if fill:
+            body += f' <mark class="{css_class}">{esc(fill)}</mark>'
+        return f'<div class="passage">{body}</div>'
+    before, after = problem[: match.start()], problem[match.end():]
+    if fill:
+        inserted = f'<mark class="{css_class}">{esc(fill)}</mark>'
+    else:
+        inserted = f'<mark class="blank">{esc(placeholder)}</mark>'
+    return f'<div class="passage">{esc(before)}{inserted}{esc(after)}</div>'
+
+
+def problem_from_messages(messages: Any) -> str:
+    """Fallback passage when the data file is gone: the paragraph of the last user message that holds the blank."""
+    try:
+        items = json.loads(messages) if isinstance(messages, str) else messages
+        user = [m["content"] for m in items if m.get("role") == "user"][-1]
+    except Exception:
+        return ""
+    for paragraph in re.split(r"\n+", user):
+        if BLANK_RE.search(paragraph) and len(paragraph) > 40:
+            return paragraph.strip()
+    return user
+
+
+def at_avg_of(row: pd.Series | dict[str, Any]) -> float:
+    values = []
+    for name in AT_AVG_METRICS:
+        try:
+            value = float(row.get(name))
+        except (TypeError, ValueError):
+            return math.nan
+        values.append(value)
+    return sum(values) / len(values) if values else math.nan
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")

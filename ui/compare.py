@@ -1,0 +1,161 @@
+"""Compare infills tab: one instance, the gold text, and each selected run's fill highlighted inside the passage."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import gradio as gr
+import pandas as pd
+
+from ui.common import (AT_AVG_METRICS, AppSettings, at_avg_of, cell_runs, esc, instances_by_id, judge_ids_of, number,
+                       passage_html, problem_from_messages, run_choices, run_label, run_table, sweeps, texts)
+
+STUDY = "infilling"
+MAX_DEFAULT_RUNS = 4
+
+
+def _seed_rows(run_id: str, seed: int | None) -> pd.DataFrame:
+    table = run_table(run_id)
+    if table.empty or seed is None or "seed" not in table.columns:
+        return table
+    return table[table["seed"].astype(int) == int(seed)]
+
+
+def seeds_for(run_ids: list[str]) -> list[int]:
+    found: set[int] = set()
+    for run_id in run_ids:
+        table = run_table(run_id)
+        if "seed" in table.columns:
+            found.update(int(s) for s in table["seed"].dropna().unique())
+    return sorted(found)
+
+
+def instance_order(run_ids: list[str], seed: int | None, by_disagreement: bool) -> list[str]:
+    """Instance ids in data order, or by decreasing spread of the runs' AtAvg (a missing fill counts as 0)."""
+    order: list[str] = []
+    scores: dict[str, list[float]] = {}
+    for run_id in run_ids:
+        for _, row in _seed_rows(run_id, seed).iterrows():
+            instance = row["instance_id"]
+            if instance not in scores:
+                order.append(instance)
+                scores[instance] = []
+            value = at_avg_of(row)
+            scores[instance].append(0.0 if math.isnan(value) else value)
+    if by_disagreement:
+        spread = {i: statistics.pstdev(v) if len(v) > 1 else 0.0 for i, v in scores.items()}
+        order.sort(key=lambda i: -spread[i])
+    return order
+
+
+def _judge_line(row: pd.Series) -> str:
+    parts = []
+    for judge in judge_ids_of(list(row.index), prefix="judge/"):
+        status = row.get(f"judge/{judge}/status")
+        if status and status != "ok":
+            parts.append(f"{esc(judge)}: <span class='bad'>{esc(status)}</span>")
+            continue
+        dims = [c.split("/")[-1] for c in row.index if c.startswith(f"judge/{judge}/")
+                and c.split("/")[-1] not in ("status", "qavg", "raw", "error")]
+        scores = ", ".join(f"{esc(d)} {number(row.get(f'judge/{judge}/{d}'), 0)}" for d in dims)
+        parts.append(f"{esc(judge)}: QAvg <b>{number(row.get(f'judge/{judge}/qavg'), 2)}</b> ({scores})")
+    return "<br>".join(parts)
+
+
+def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id: str | None) -> str:
+    if not sweep or not run_ids or not instance_id:
+        return f"<div class='empty'>{esc(texts()['no_runs'])}</div>"
+    runs = cell_runs(STUDY, sweep)
+    runs = runs[runs["run_id"].isin(run_ids)] if not runs.empty else runs
+    problem, gold, meta = "", "", ""
+    for _, run in runs.iterrows():
+        instance = instances_by_id(run.get("params.data_path") or "").get(instance_id)
+        if instance is not None:
+            problem, gold = instance.problem, instance.gold_answer
+            break
+    cards = []
+    for index, (_, run) in enumerate(runs.iterrows()):
+        rows = _seed_rows(run["run_id"], seed)
+        rows = rows[rows["instance_id"] == instance_id] if not rows.empty else rows
+        label = esc(run_label(run))
+        if rows.empty:
+            cards.append(f"<div class='card'><div class='card-title'>{label}</div><i>no output for this instance</i></div>")
+            continue
+        row = rows.iloc[0]
+        if not problem:
+            problem = problem_from_messages(row.get("messages"))
+            gold = row.get("gold") or ""
+        if not meta:
+            meta = (f"{esc(row.get('dataset'))} · {esc(row.get('position'))} blank · "
+                    f"{esc(row.get('n'))} sentence(s) · <code>{esc(instance_id)}</code>")
+        answer = row.get("answer")
+        answer = answer if isinstance(answer, str) and answer else None
+        status = row.get("extraction_status") or "none"
+        metrics = " · ".join(f"{m} {number(row.get(m))}" for m in AT_AVG_METRICS)
+        cards.append(
+            f"<div class='card run-card' data-model='{esc(run.get('params.model_id'))}'>"
+            f"<div class='card-title'><span class='swatch s{index % 6}'></span>{label}</div>"
+            f"{passage_html(problem, answer, f'fill fill-{index % 6}', placeholder='(no answer extracted)')}"
+            f"<div class='meta'>AtAvg <b>{number(at_avg_of(row))}</b> · {metrics}</div>"
+            f"<div class='meta'>extraction: <span class='status-{esc(status)}'>{esc(status)}</span>"
+            f" · finish: {esc(row.get('finish_reason'))} · tokens {esc(row.get('completion_tokens'))}</div>"
+            f"<div class='meta'>{_judge_line(row)}</div>"
+            f"<details><summary>raw reply</summary><pre>{esc(row.get('raw_reply'))}</pre></details></div>"
+        )
+    head = (f"<div class='card gold-card'><div class='card-title'>Passage — {meta}</div>{passage_html(problem, None)}"
+            f"<div class='gold'><b>Removed text (gold):</b> {esc(gold)}</div></div>")
+    return f"<div id='compare-cards'>{head}{''.join(cards)}</div>"
+
+
+def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
+    gr.Markdown(texts()["compare"])
+    with gr.Row():
+        sweep = gr.Dropdown([], label="Sweep (infilling)", elem_id="compare-sweep", allow_custom_value=True)
+        seed = gr.Dropdown([], label="Seed", elem_id="compare-seed")
+        disagree = gr.Checkbox(label="Most disagreement first", value=False, elem_id="compare-disagree")
+        refresh = gr.Button("Refresh", scale=0)
+    runs = gr.CheckboxGroup([], label="Runs to compare", elem_id="compare-runs")
+    with gr.Row():
+        prev_button = gr.Button("◀ Previous", scale=0, elem_id="compare-prev")
+        instance = gr.Dropdown([], label="Instance", elem_id="compare-instance", scale=4)
+        next_button = gr.Button("Next ▶", scale=0, elem_id="compare-next")
+    view = gr.HTML(elem_id="compare-view")
+
+    def on_refresh(current: str | None):
+        names = sweeps(STUDY)
+        return gr.Dropdown(choices=names, value=current if current in names else (names[0] if names else None))
+
+    def on_sweep(sweep_name: str | None):
+        choices = run_choices(cell_runs(STUDY, sweep_name))
+        return gr.CheckboxGroup(choices=choices, value=[value for _, value in choices[:MAX_DEFAULT_RUNS]])
+
+    def on_runs(run_ids: list[str], current_seed):
+        seeds = seeds_for(run_ids or [])
+        value = current_seed if current_seed in seeds else (seeds[0] if seeds else None)
+        return gr.Dropdown(choices=seeds, value=value)
+
+    def on_order(run_ids, seed_, disagree_, current):
+        order = instance_order(run_ids or [], seed_, disagree_)
+        value = current if (current in order and not disagree_) else (order[0] if order else None)
+        return gr.Dropdown(choices=order, value=value)
+
+    def step(run_ids, seed_, disagree_, current, delta: int):
+        order = instance_order(run_ids or [], seed_, disagree_)
+        if not order:
+            return None
+        index = order.index(current) if current in order else -delta
+        return order[(index + delta) % len(order)]
+
+    refresh.click(on_refresh, [sweep], [sweep])
+    sweep.change(on_sweep, [sweep], [runs])
+    runs.change(on_runs, [runs, seed], [seed]).then(on_order, [runs, seed, disagree, instance], [instance])
+    seed.input(on_order, [runs, seed, disagree, instance], [instance])
+    disagree.change(on_order, [runs, seed, disagree, instance], [instance])
+    prev_button.click(lambda r, s, d, c: step(r, s, d, c, -1), [runs, seed, disagree, instance], [instance])
+    next_button.click(lambda r, s, d, c: step(r, s, d, c, 1), [runs, seed, disagree, instance], [instance])
+    instance.change(render, [sweep, runs, seed, instance], [view])
+    seed.change(render, [sweep, runs, seed, instance], [view])
+    runs.change(render, [sweep, runs, seed, instance], [view])
+    demo.load(on_refresh, [sweep], [sweep])
+    return {"sweep": sweep, "runs": runs, "instance": instance, "view": view}

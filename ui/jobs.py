@@ -1,0 +1,212 @@
+"""Background sweeps launched from the app.
+
+A job is a sweep command run by a small runner process in its own session, so it survives a closed
+browser tab and even a restarted app. Every job has three files in the jobs folder: its config
+(<id>.yaml, for jobs built in the form), its log (<id>.log) and its state (<id>.json, rewritten
+atomically by whoever changes it). The runner records the exit status when the sweep ends.
+
+    python -m ui.jobs run JOB.json      # what the app starts; not meant to be typed
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ACTIVE = ("queued", "running")
+"""States of a job that has not ended."""
+
+
+class JobLimitReached(RuntimeError):
+    """Another sweep is still running and the concurrency limit is reached."""
+
+
+@dataclass
+class Job:
+    """One launched sweep and where it stands."""
+
+    job_id: str
+    """Short unique id (also the stem of the job's files)."""
+    study: str
+    """The sweep's study (its MLflow experiment)."""
+    sweep: str
+    """The sweep name (the parent run's name)."""
+    command: list[str]
+    """The sweep command, as run from the repository root."""
+    total_cells: int
+    """Cells in the grid."""
+    log_path: str
+    """Where the sweep's output goes."""
+    config_path: str = ""
+    """The config YAML the command reads."""
+    status: str = "queued"
+    """queued, running, finished, failed, cancelled or lost (the runner vanished without a word)."""
+    created_at: float = field(default_factory=time.time)
+    """Unix time the job was created."""
+    started_at: float | None = None
+    """When the sweep process started."""
+    finished_at: float | None = None
+    """When it ended."""
+    returncode: int | None = None
+    """The sweep's exit status."""
+    runner_pid: int | None = None
+    """The runner process (leader of the job's process group)."""
+
+    @property
+    def path(self) -> Path:
+        return Path(self.log_path).with_suffix(".json")
+
+
+def _write_atomic(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2))
+    os.replace(tmp, path)
+
+
+def save(job: Job) -> None:
+    _write_atomic(job.path, asdict(job))
+
+
+def load(path: str | Path) -> Job:
+    return Job(**json.loads(Path(path).read_text()))
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A finished child not yet reaped is a zombie: alive to kill(0), dead for our purposes.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except OSError:
+        return True
+
+
+def refresh(job: Job) -> Job:
+    """Notice a runner that died without recording the end (machine reboot, killed by hand)."""
+    if job.status in ACTIVE and job.runner_pid and not _alive(job.runner_pid):
+        latest = load(job.path)
+        if latest.status in ACTIVE:
+            latest.status, latest.finished_at = "lost", time.time()
+            save(latest)
+        return latest
+    return job
+
+
+def list_jobs(jobs_dir: str | Path) -> list[Job]:
+    """Every job in the folder, newest first."""
+    folder = Path(jobs_dir)
+    if not folder.exists():
+        return []
+    jobs = []
+    for path in folder.glob("*.json"):
+        try:
+            jobs.append(refresh(load(path)))
+        except (OSError, ValueError, TypeError):
+            continue  # a half-written or foreign file is not a job
+    return sorted(jobs, key=lambda j: -j.created_at)
+
+
+def active_jobs(jobs_dir: str | Path) -> list[Job]:
+    return [job for job in list_jobs(jobs_dir) if job.status in ACTIVE]
+
+
+def start_job(jobs_dir: str | Path, *, study: str, sweep: str, command: list[str], total_cells: int,
+              config_path: str = "", cwd: str | Path, max_jobs: int = 1, env: dict[str, str] | None = None,
+              job_id: str | None = None) -> Job:
+    """Start a sweep in the background (its own session, detached from the app and the browser)."""
+    folder = Path(jobs_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    running = active_jobs(folder)
+    if len(running) >= max_jobs:
+        names = ", ".join(f"{j.sweep} ({j.job_id})" for j in running)
+        raise JobLimitReached(f"{len(running)} sweep(s) already running ({names}); the limit is {max_jobs}.")
+    job_id = job_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    job = Job(job_id=job_id, study=study, sweep=sweep, command=command, total_cells=total_cells,
+              log_path=str((folder / f"{job_id}.log").resolve()), config_path=config_path)
+    save(job)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ui.jobs", "run", str(job.path)],
+        cwd=str(cwd), env=env if env is not None else os.environ.copy(),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    # Reap the runner when it ends, so it never lingers as a zombie of the app.
+    threading.Thread(target=process.wait, daemon=True).start()
+    # The runner records its own pid and state; the caller's copy just learns the pid now.
+    job.runner_pid = process.pid
+    return job
+
+
+def cancel_job(job: Job) -> None:
+    """Stop a running job: its whole process group gets SIGTERM (the sweep marks its parent run KILLED)."""
+    job = refresh(job)
+    if job.status in ACTIVE and job.runner_pid and _alive(job.runner_pid):
+        os.killpg(job.runner_pid, signal.SIGTERM)
+
+
+def log_tail(job: Job, max_chars: int = 4000) -> str:
+    """The end of a job's log, with progress-bar carriage returns resolved to their last state."""
+    try:
+        with open(job.log_path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_chars * 4))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.split("\r")[-1] for line in text.split("\n")]
+    return "\n".join(line for line in lines if line.strip())[-max_chars:]
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+def run(job_path: str | Path) -> int:
+    """Run a job's command to the end, recording start, pid and exit status in its state file."""
+    job = load(job_path)
+    job.runner_pid = os.getpid()
+    job.status, job.started_at = "running", time.time()
+    save(job)
+    with open(job.log_path, "ab", buffering=0) as log:
+        child = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+        def forward(signum, _frame):
+            child.send_signal(signum)
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        returncode = child.wait()
+    job = load(job_path)
+    job.returncode = returncode
+    job.finished_at = time.time()
+    job.status = "finished" if returncode == 0 else ("cancelled" if returncode < 0 else "failed")
+    save(job)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] != "run":
+        print(__doc__, file=sys.stderr)
+        return 2
+    return run(args[1])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,214 @@
+"""Launch tab: start a sweep from a config file or from a small grid built in the form, as a background job."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+import yaml
+
+from narrative_eval import tracking
+from ui import jobs
+from ui.common import AppSettings, config_files, data_files, esc, load_catalog, texts
+
+FROM_CONFIG = "a config file"
+FROM_FORM = "a grid built here"
+NO_JUDGE = "none"
+FOLLOW_SECONDS = 4 * 3600
+SWEEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in re.split(r"[,\s]+", (text or "0").strip()) if part]
+    except ValueError:
+        raise gr.Error("Seeds are whole numbers separated by commas, e.g. 0, 1, 2.") from None
+    return seeds or [0]
+
+
+def grid_config(app: AppSettings, sweep: str, models: list[str], levels: list[str], data: str, limit: int | None,
+                seeds: list[int], judge: str, max_tokens: int, temperature: float) -> dict[str, Any]:
+    """A self-contained sweep config: catalog names resolved to full specs, so it runs from any folder."""
+    catalog = load_catalog(app)
+    if not models:
+        raise gr.Error("Pick at least one model.")
+    if not levels:
+        raise gr.Error("Pick at least one prompt level or paradigm.")
+    config: dict[str, Any] = {
+        "study": "infilling",
+        "sweep": sweep,
+        "description": "Launched from the app.",
+        "data": data,
+        "models": [{"id": name, **catalog[name]} for name in models],
+        "prompt_settings": list(levels),
+        "seeds": seeds,
+        "generation": {"temperature": float(temperature), "max_new_tokens": int(max_tokens)},
+        "report_dir": str(app.reports_dir / "{sweep}"),
+    }
+    if limit:
+        config["limit"] = int(limit)
+    if judge and judge != NO_JUDGE:
+        config["judges"] = [{"id": f"{judge}-judge", "model": {"id": judge, **catalog[judge]}, "temperature": 0.0, "seed": 0}]
+    return config
+
+
+def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
+           limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> jobs.Job:
+    """Validate the form, write the job's config, and start it in the background."""
+    from narrative_eval.config import load_config
+
+    sweep = (sweep or "").strip()
+    if not SWEEP_NAME.match(sweep):
+        raise gr.Error("Give the sweep a name: letters, digits, '.', '_' or '-' (e.g. my-first-sweep).")
+    limit_value = int(limit) if limit else None
+    job_id = time.strftime("%Y%m%d-%H%M%S-") + sweep[:24]
+    app.jobs_dir.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "experiments.sweep"]
+    try:
+        if mode == FROM_CONFIG:
+            if not config_file:
+                raise gr.Error("Pick a config file.")
+            overrides = [f"sweep={sweep}", f"report_dir={app.reports_dir / '{sweep}'}"]
+            config = load_config(app.repo / config_file, overrides, limit=limit_value)
+            config_path = str(app.repo / config_file)
+            command += ["--config", config_file] + [part for o in overrides for part in ("--set", o)]
+            if limit_value:
+                command += ["--limit", str(limit_value)]
+        else:
+            raw = grid_config(app, sweep, models, levels, data, limit_value, _seeds(seeds_text), judge, int(max_tokens),
+                              float(temperature))
+            path = app.jobs_dir / f"{job_id}.yaml"
+            path.write_text(yaml.safe_dump(raw, sort_keys=False))
+            config = load_config(path)
+            config_path = str(path)
+            command += ["--config", str(path)]
+    except gr.Error:
+        raise
+    except Exception as error:  # a config the platform rejects is reported, not launched
+        raise gr.Error(f"The sweep config is not valid: {error}") from None
+    cells = len(config.models) * len(config.prompt_settings) * len(config.conditions)
+    try:
+        return jobs.start_job(app.jobs_dir, study=config.study, sweep=config.sweep, command=command, total_cells=cells,
+                              config_path=config_path, cwd=app.repo, max_jobs=app.max_jobs, job_id=job_id)
+    except jobs.JobLimitReached as error:
+        raise gr.Error(str(error)) from None
+
+
+_ended_counts: dict[str, int] = {}
+
+
+def cells_done(job: jobs.Job) -> int:
+    """Finished cell runs of the job's sweep (asked of MLflow while the job runs, remembered once it ended)."""
+    if job.job_id in _ended_counts:
+        return _ended_counts[job.job_id]
+    try:
+        done = int(tracking.run_status_counts(job.study, job.sweep).get("FINISHED", 0))
+    except Exception:
+        return 0
+    if job.status not in jobs.ACTIVE:
+        _ended_counts[job.job_id] = done
+    return done
+
+
+def _clock(stamp: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(stamp)) if stamp else ""
+
+
+def jobs_table(app: AppSettings) -> pd.DataFrame:
+    rows = []
+    for job in jobs.list_jobs(app.jobs_dir)[:20]:
+        end = job.finished_at or time.time()
+        elapsed = f"{end - job.started_at:.0f} s" if job.started_at else ""
+        last = jobs.log_tail(job, 400).splitlines()
+        rows.append({"job": job.job_id, "sweep": job.sweep, "status": job.status,
+                     "cells": f"{cells_done(job)}/{job.total_cells}", "started": _clock(job.started_at),
+                     "elapsed": elapsed, "last output": last[-1][-160:] if last else ""})
+    return pd.DataFrame(rows, columns=["job", "sweep", "status", "cells", "started", "elapsed", "last output"])
+
+
+def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
+    gr.Markdown(texts()["launch"])
+    catalog = list(load_catalog(app))
+    files = data_files(app)
+    configs = config_files(app)
+    from ui.live import prompt_settings
+
+    with gr.Row():
+        mode = gr.Radio([FROM_FORM, FROM_CONFIG], value=FROM_FORM, label="Launch from", elem_id="launch-mode")
+        sweep = gr.Textbox("", label="Sweep name", placeholder="e.g. my-sweep", elem_id="launch-sweep")
+    with gr.Group(visible=False) as config_group:
+        config_file = gr.Dropdown(configs, value=configs[0] if configs else None, label="Config file")
+    with gr.Group(visible=True) as form_group:
+        with gr.Row():
+            models = gr.Dropdown(catalog, value=catalog[:1], multiselect=True, label="Models", elem_id="launch-models")
+            levels = gr.Dropdown(prompt_settings(), value=["L2"], multiselect=True, label="Levels / paradigms",
+                                 elem_id="launch-levels")
+            judge = gr.Dropdown([NO_JUDGE, *catalog], value=NO_JUDGE, label="Judge", elem_id="launch-judge")
+        with gr.Row():
+            data = gr.Dropdown(files, value=files[0] if files else None, label="Data", elem_id="launch-data")
+            seeds = gr.Textbox("0", label="Seeds", elem_id="launch-seeds")
+            max_tokens = gr.Number(96, precision=0, minimum=8, maximum=2048, label="Max new tokens",
+                                   elem_id="launch-max-tokens")
+            temperature = gr.Number(0.3, minimum=0.0, maximum=2.0, label="Temperature")
+    limit = gr.Number(4, precision=0, minimum=0, label="Limit (instances; 0 = all)", elem_id="launch-limit")
+    start = gr.Button("Launch", variant="primary", elem_id="launch-go")
+    message = gr.Markdown(elem_id="launch-message")
+    table = gr.Dataframe(jobs_table(app), interactive=False, wrap=True, label="Jobs", elem_id="jobs-table")
+    with gr.Row():
+        cancel_id = gr.Dropdown([], label="Job to stop", allow_custom_value=True, scale=3)
+        cancel = gr.Button("Stop job", variant="stop", scale=0)
+    log = gr.Textbox(label="Output of the latest job", lines=8, max_lines=8, interactive=False, elem_id="launch-log")
+    timer = gr.Timer(2.0)
+    job_state = gr.State(None)
+
+    mode.change(lambda m: (gr.Group(visible=m == FROM_CONFIG), gr.Group(visible=m == FROM_FORM)), [mode],
+                [config_group, form_group])
+
+    def on_launch(*values):
+        job = launch(app, *values)
+        note = (f"Started **{esc(job.sweep)}** as job `{job.job_id}` ({job.total_cells} cell(s)). "
+                "It keeps running if you close this page; its runs appear under **Runs**.")
+        return note, job.job_id, jobs_table(app)
+
+    def follow(job_id: str | None, progress=gr.Progress()):
+        """Progress bar with cell counts while this page stays open (the job itself does not depend on it)."""
+        if not job_id:
+            return gr.Markdown()
+        deadline = time.time() + FOLLOW_SECONDS
+        job = None
+        while time.time() < deadline:
+            job = next((j for j in jobs.list_jobs(app.jobs_dir) if j.job_id == job_id), None)
+            if job is None:
+                break
+            done = cells_done(job)
+            progress((done, max(job.total_cells, 1)), desc=f"{job.sweep}: cells", unit="cells")
+            if job.status not in jobs.ACTIVE:
+                break
+            time.sleep(1.0)
+        if job is None:
+            return "The job's state file is gone."
+        return f"Job `{job.job_id}` ({esc(job.sweep)}): **{job.status}**" + (
+            f" (exit status {job.returncode})" if job.returncode not in (None, 0) else "")
+
+    def on_tick():
+        listed = jobs.list_jobs(app.jobs_dir)
+        active = [j.job_id for j in listed if j.status in jobs.ACTIVE]
+        tail = jobs.log_tail(listed[0]) if listed else ""
+        return jobs_table(app), gr.Dropdown(choices=active), tail
+
+    def on_cancel(job_id: str | None):
+        job = next((j for j in jobs.list_jobs(app.jobs_dir) if j.job_id == job_id), None)
+        if job is None:
+            raise gr.Error("Pick a running job.")
+        jobs.cancel_job(job)
+        return f"Asked job `{job.job_id}` to stop."
+
+    inputs = [mode, config_file, sweep, models, levels, data, limit, seeds, judge, max_tokens, temperature]
+    start.click(on_launch, inputs, [message, job_state, table]).then(follow, [job_state], [message])
+    timer.tick(on_tick, None, [table, cancel_id, log])
+    cancel.click(on_cancel, [cancel_id], [message])
+    return {"sweep": sweep, "start": start, "table": table}
