@@ -13,6 +13,7 @@ from pathlib import Path
 from ui.common import REPO, AppSettings
 
 AUTH_ENV = "NARRATIVE_EVAL_UI_AUTH"
+LAUNCH_ATTEMPTS = 3
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,18 +60,28 @@ def main(argv: list[str] | None = None) -> int:
                            annotations_path=Path(args.annotations).resolve(), max_jobs=args.max_jobs,
                            mlflow_ui_url=args.mlflow_ui)
     settings.reports_dir.mkdir(parents=True, exist_ok=True)
-    from ui.app import allowed_paths, build_app, css
+    from ui.app import allowed_paths, blocked_paths, build_app, css
 
     demo = build_app(settings)
     _warm_up_tracking()
     auth = _auth(args.auth)
     if args.host not in ("127.0.0.1", "localhost", "::1") and auth is None:
         print(f"warning: serving on {args.host} without --auth; anyone who can reach this port can use the app")
-    demo.queue(default_concurrency_limit=4).launch(
-        server_name=args.host, server_port=args.port, auth=auth, allowed_paths=allowed_paths(settings),
-        css=css(), share=False, show_error=True, footer_links=[],
-    )
-    return 0
+    demo.queue(default_concurrency_limit=4)
+    for attempt in range(LAUNCH_ATTEMPTS):
+        try:
+            demo.launch(
+                server_name=args.host, server_port=args.port, auth=auth, allowed_paths=allowed_paths(settings),
+                blocked_paths=blocked_paths(settings), css=css(), share=False, show_error=True, footer_links=[],
+            )
+            return 0
+        except ValueError as error:
+            # Gradio probes its own page with a 3 s timeout; on a busy machine the first probe can miss.
+            if "localhost is not accessible" not in str(error) or attempt == LAUNCH_ATTEMPTS - 1:
+                raise
+            demo.close()
+            print("the app's self-check timed out; starting again")
+    return 1
 
 
 if __name__ == "__main__":

@@ -139,8 +139,10 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         with gr.Row():
             judge = gr.Dropdown([], label="Judge", allow_custom_value=True)
             compute = gr.Button("Compute", scale=0)
-        pointwise_table = gr.Dataframe(label="Pointwise: human vs judge per dimension", interactive=False)
-        pairwise_table = gr.Dataframe(label="Pairwise: direction of preference", interactive=False)
+        pointwise_table = gr.Dataframe(pd.DataFrame({"dimension": []}), label="Pointwise: human vs judge per dimension",
+                                       interactive=False)
+        pairwise_table = gr.Dataframe(pd.DataFrame({"judge": []}), label="Pairwise: direction of preference",
+                                      interactive=False)
 
     def on_refresh(current_sweep):
         names = sweeps(STUDY)

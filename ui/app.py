@@ -51,3 +51,8 @@ def allowed_paths(settings: AppSettings) -> list[str]:
     """The only folders the app may serve files from: data, reports and MLflow artifacts."""
     paths = [settings.data_dir, settings.reports_dir, settings.repo / "mlruns"]
     return [str(p.resolve()) for p in paths]
+
+
+def blocked_paths(settings: AppSettings) -> list[str]:
+    """Never served even if a path rule above would allow it: caches (ratings, request cache, jobs) and the venv."""
+    return [str((settings.repo / name).resolve()) for name in (".cache", ".venv", ".git", "mlflow.db")]

@@ -5,12 +5,11 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 import re
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -56,8 +55,6 @@ class AppSettings:
     """Where `mlflow ui` is expected; runs link there when it answers."""
     max_jobs: int = 1
     """How many launched sweeps may run at once."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Anything else a tab wants to share."""
 
 
 @lru_cache(maxsize=1)
@@ -293,7 +290,3 @@ def at_avg_of(row: pd.Series | dict[str, Any]) -> float:
             return math.nan
         values.append(value)
     return sum(values) / len(values) if values else math.nan
-
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes")

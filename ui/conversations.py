@@ -38,9 +38,12 @@ def _runs(sweep: str | None, model: str | None, setting: str | None) -> pd.DataF
 
 
 def _constraints(run_id: str, repo: Path) -> dict[str, list[dict[str, Any]]]:
-    """story_id -> constraints, from the constraints file named in the run's cell spec (when it still exists)."""
+    """story_id -> constraints, from the constraints file named in the run's cell spec, else the
+    constraints.jsonl next to its tasks file (when it still exists)."""
     spec = run_artifact(run_id, "cell_spec.json") or {}
     path = (spec.get("extra") or {}).get("constraints")
+    if not path and spec.get("data_path"):
+        path = str(Path(spec["data_path"]).parent / "constraints.jsonl")
     if not path:
         return {}
     resolved = Path(path) if Path(path).is_absolute() else repo / path
@@ -80,7 +83,7 @@ def _checklist(run_id: str, story: str, constraints: list[dict[str, Any]]) -> st
 def side_by_side(sweep: str | None, model: str | None, setting: str | None, story: str | None, seed: Any, app: AppSettings) -> str:
     runs = _runs(sweep, model, setting)
     if runs.empty or not story:
-        return f"<div class='empty'>{esc(texts()['no_runs'] if sweep else texts()['no_sweeps'])}</div>"
+        return f"<div class='empty'>{esc(texts()['no_runs'] if sweep else texts()['no_conversations'])}</div>"
     columns = []
     for _, run in runs.iterrows():
         condition = run.get("params.condition", "?")

@@ -106,7 +106,8 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     view = gr.HTML(passage_html(EXAMPLE_PASSAGE, None), elem_id="live-view")
     with gr.Row():
         raw = gr.Textbox(label="Raw reply", lines=4, interactive=False, elem_id="live-raw")
-        metrics = gr.Dataframe(label="Metrics vs gold", interactive=False, elem_id="live-metrics")
+        metrics = gr.Dataframe(pd.DataFrame({"metric": [], "score": []}), label="Metrics vs gold", interactive=False,
+                               elem_id="live-metrics")
 
     def on_source(path):
         choices = instance_choices(path)

@@ -5,7 +5,8 @@
 #   bash bench/gpu/check.sh MODEL_DIR [gptq-4bit|awq-4bit]
 #
 # MODEL_DIR must already be on the machine (nothing is downloaded; see README.md). Target:
-# platform vllm tokens/s >= 0.8 x bare vLLM. Whole run bounded to under 8 minutes.
+# platform vllm tokens/s >= 0.8 x bare vLLM; then two cells through the ray executor.
+# Whole run bounded to under 8 minutes.
 set -euo pipefail
 
 MODEL_DIR="${1:?usage: bash bench/gpu/check.sh MODEL_DIR [gptq-4bit|awq-4bit]}"
@@ -17,8 +18,9 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 LOG_DIR="${LOG_DIR:-$(mktemp -d)}"
 # Stage limits (seconds); together they stay under the 8-minute budget.
-VLLM_LIMIT="${VLLM_LIMIT:-270}"
-TRANSFORMERS_LIMIT="${TRANSFORMERS_LIMIT:-170}"
+VLLM_LIMIT="${VLLM_LIMIT:-200}"
+TRANSFORMERS_LIMIT="${TRANSFORMERS_LIMIT:-120}"
+RAY_LIMIT="${RAY_LIMIT:-140}"
 
 # No hub traffic: every weight and tokenizer file must be local.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
@@ -56,6 +58,12 @@ timeout --kill-after=10 "$TRANSFORMERS_LIMIT" "$PYTHON" "$HERE/throughput.py" tr
     --prompts "$PROMPTS" --max-new-tokens "$MAX_NEW_TOKENS" 2>"$LOG_DIR/transformers.err" | tee "$LOG_DIR/transformers.jsonl" || {
     code=$?; [[ $status -eq 0 ]] && status=$code
     echo "transformers stage failed (exit $code); last lines of $LOG_DIR/transformers.err:"; tail -n 30 "$LOG_DIR/transformers.err"; }
+
+echo "== two infilling cells through the ray executor (half a GPU each)"
+timeout --kill-after=10 "$RAY_LIMIT" "$PYTHON" "$HERE/ray_cells.py" "$MODEL_DIR" --quantization "$QUANTIZATION" \
+    2>"$LOG_DIR/ray.err" | tee "$LOG_DIR/ray.jsonl" || {
+    code=$?; [[ $status -eq 0 ]] && status=$code
+    echo "ray stage failed (exit $code); last lines of $LOG_DIR/ray.err:"; tail -n 30 "$LOG_DIR/ray.err"; }
 
 echo "== summary (wall $((SECONDS - started)) s, logs in $LOG_DIR)"
 cat "$LOG_DIR"/vllm.jsonl "$LOG_DIR"/transformers.jsonl 2>/dev/null | "$PYTHON" -c '

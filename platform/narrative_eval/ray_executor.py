@@ -206,7 +206,7 @@ def run_ray(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, prog
     runtime_env["env_vars"] = {**(runtime_env.get("env_vars") or {}), **worker_env(config)}
     workdir = os.getcwd()
     started_here = _connect(options)
-    # Ray's own task retries stay off: the loop below retries both worker deaths and failed cells, once each.
+    # Ray's own task retries stay off: the loop below retries worker deaths and failed cells alike, up to max_retries.
     remote_cell = ray.remote(max_retries=0)(run_cell_on_worker)
 
     def submit(index: int):
@@ -221,8 +221,11 @@ def run_ray(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, prog
     generated = [0] * len(cells)
     seconds = [0.0] * len(cells)
 
+    # Object ref -> cell index of every task in flight.
+    pending: dict[Any, int] = {}
+
     def completed() -> Iterator[int]:
-        pending = {submit(i): i for i in range(len(cells))}
+        pending.update({submit(i): i for i in range(len(cells))})
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             ref = done[0]
@@ -253,6 +256,11 @@ def run_ray(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, prog
     try:
         for _ in progress(completed(), "cells", len(cells)):
             pass
+    except BaseException:
+        # An interrupted sweep must not leave its cells running on a shared cluster.
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise
     finally:
         if started_here:
             ray.shutdown()

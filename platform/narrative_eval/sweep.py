@@ -106,6 +106,8 @@ class CellOutcome:
     """Wall time spent on the cell."""
     error: str | None = None
     """Traceback tail when the cell failed."""
+    request_failure_rate: float = 0.0
+    """Share of the cell's requests that failed after retries."""
 
 
 def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, generated: Callable[[], int]) -> CellOutcome:
@@ -126,14 +128,28 @@ def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, gener
         log.error("cell %s failed: %s", cell.run_name, error)
         return CellOutcome(cell, "failed", run_id, generated() - before, time.perf_counter() - start,
                            traceback.format_exc(limit=8))
-    return CellOutcome(cell, "finished", run_id, result.generated, time.perf_counter() - start)
+    return CellOutcome(cell, "finished", run_id, result.generated, time.perf_counter() - start,
+                       request_failure_rate=float(result.metrics.get("request_failure_rate", 0.0)))
+
+
+def over_budget(outcome: CellOutcome, config: SweepConfig) -> bool:
+    """True when a cell's failed requests exceed the sweep's failure budget: the sweep stops there."""
+    if config.failure_budget is None or outcome.request_failure_rate <= config.failure_budget:
+        return False
+    log.error("cell %s: %.0f%% of requests failed, over the failure budget of %.0f%%; stopping the sweep",
+              outcome.cell.run_name, 100 * outcome.request_failure_rate, 100 * config.failure_budget)
+    return True
 
 
 def run_local(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, progress: ProgressFactory) -> list[CellOutcome]:
     pool = BackendPool(config.cache)
     runtime = Runtime(backend_for=pool, progress=progress)
-    return [run_cell_tracked(cell, parent_run_id, runtime, lambda: pool.generated)
-            for cell in progress(cells, "cells", len(cells))]
+    outcomes = []
+    for cell in progress(cells, "cells", len(cells)):
+        outcomes.append(run_cell_tracked(cell, parent_run_id, runtime, lambda: pool.generated))
+        if over_budget(outcomes[-1], config):
+            break
+    return outcomes
 
 
 @dataclass

@@ -21,6 +21,8 @@ TASKS = load_tasks(REPO / "data" / "creative" / "tasks.json", REPO / "data" / "c
 SYSTEM = load_system_prompt("default")
 # Greedy, short, and stopped at the first clause end, so every turn finishes well before the limit.
 SHORT = GenerationParams(temperature=0.0, max_new_tokens=64, stop=(",", ".", ";", ":", "!", "?", "\n"))
+# A word or two per reply: for checks that only need the conversation's shape.
+TINY = GenerationParams(temperature=0.0, max_new_tokens=12, stop=(" ", ",", ".", "\n"))
 
 
 def test_default_system_prompt_is_the_studys():
@@ -75,6 +77,7 @@ def test_request_seeds_depend_on_story_attempt_and_turn_only():
     assert request_seed(0, "fantasy_001", 0, 0) == request_seed(0, "fantasy_001", 0, 0)
 
 
+@pytest.mark.slow
 def test_sharded_sends_exactly_the_shards_in_order_with_full_history(recording_smollm2):
     tasks = [TASKS[0], TASKS[5]]  # 7 and 7 shards from two genres
     trajectories = deliver(recording_smollm2, tasks, "sharded", SYSTEM, SHORT, seed=3)
@@ -105,17 +108,19 @@ def test_sharded_sends_exactly_the_shards_in_order_with_full_history(recording_s
 
 
 def test_full_sends_one_turn_with_the_whole_brief(recording_smollm2):
-    [trajectory] = deliver(recording_smollm2, [TASKS[3]], "full", SYSTEM, SHORT, seed=0)
+    [trajectory] = deliver(recording_smollm2, [TASKS[3]], "full", SYSTEM, TINY, seed=0)
     assert recording_smollm2.calls == [[[Message(role="system", content=SYSTEM), Message(role="user", content=TASKS[3].full_instruction)]]]
     assert len(trajectory.turns) == 1 and trajectory.turns[0].final
     assert trajectory.final_text == trajectory.turns[0].text
 
 
+@pytest.mark.slow
 def test_snowball_and_recap_send_their_turn_texts(recording_smollm2):
-    task = TASKS[8]
+    task = TASKS[12]  # romance_001: six shards keep the snowball short
+    assert len(task.shards) == 6
     for condition in ("snowball", "recap"):
         recording_smollm2.calls.clear()
-        [trajectory] = deliver(recording_smollm2, [task], condition, SYSTEM, SHORT, seed=0)
+        [trajectory] = deliver(recording_smollm2, [task], condition, SYSTEM, TINY, seed=0)
         sent_users = [call[0][-1].content for call in recording_smollm2.calls]
         assert sent_users == conversation_turns(task, condition)
         assert len(recording_smollm2.calls[-1][0]) == 1 + 2 * len(sent_users) - 1
@@ -131,9 +136,10 @@ def test_length_limit_flags_the_trajectory_and_stops_it(recording_smollm2):
     assert len(recording_smollm2.calls) == 1
 
 
+@pytest.mark.slow
 def test_continue_after_length_keeps_the_flag_and_the_whole_conversation(recording_smollm2):
     tiny = GenerationParams(temperature=0.0, max_new_tokens=2)
-    task = TASKS[0]
+    task = TASKS[12]
     [trajectory] = deliver(recording_smollm2, [task], "sharded", SYSTEM, tiny, seed=0, continue_after_length=True)
     assert trajectory.truncated
     assert [turn.user for turn in trajectory.turns] == list(task.shards)

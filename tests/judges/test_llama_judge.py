@@ -63,25 +63,34 @@ def test_infilling_judgment_is_schema_valid_and_blind(smollm2_backend, smollm2_j
             assert fact not in prompt
 
 
-@pytest.mark.slow
-def test_every_creative_rubric_gives_schema_valid_judgments(smollm2_backend, smollm2_judge):
-    item = {"task": TASK, "requirements": list(REQUIREMENTS), "response": STORY_A}
-    [checklist] = judge_checklist(smollm2_backend, smollm2_judge, [item])
+CREATIVE_ITEM = {"task": TASK, "requirements": list(REQUIREMENTS), "response": STORY_A}
+
+
+def test_checklist_judgment_is_schema_valid(smollm2_backend, smollm2_judge):
+    [checklist] = judge_checklist(smollm2_backend, smollm2_judge, [CREATIVE_ITEM])
     assert checklist.ok, checklist.error
     assert [i["constraint_id"] for i in checklist.details["items"]] == ["c1", "c2", "c3"]
     assert all(i["score"] in (0.0, 0.5, 1.0) and isinstance(i["reason"], str) for i in checklist.details["items"])
     expected = sum(i["score"] for i in checklist.details["items"]) / 3
     assert checklist.scores == {"adherence": pytest.approx(expected)}
+    assert checklist.rubric_hash == load_rubric("creative_checklist").hash
 
-    [quality] = judge_quality(smollm2_backend, smollm2_judge, [item])
+
+def test_quality_judgment_is_schema_valid(smollm2_backend, smollm2_judge):
+    [quality] = judge_quality(smollm2_backend, smollm2_judge, [CREATIVE_ITEM])
     assert quality.ok, quality.error
     quality_keys = ("craft", "structure_coherence", "originality", "genre_effectiveness", "characterization")
     assert_scale(quality, quality_keys, nullable=("characterization",))
 
+
+def test_pairwise_judgment_in_both_orders_is_schema_valid(smollm2_backend, smollm2_judge):
     pair = {"task": TASK, "requirements": list(REQUIREMENTS), "response_a": STORY_A, "response_b": STORY_B}
     [preference] = judge_pairwise(smollm2_backend, smollm2_judge, [pair])
     assert preference.ok, preference.error
-    assert set(preference.details["forward"]) == {"constraint_following", "overall_quality"}
+    labels = set(load_rubric("pairwise").verdicts)
+    for order in ("forward", "reversed"):
+        assert set(preference.details[order]) == {"constraint_following", "overall_quality"}
+        assert set(preference.details[order].values()) <= labels
     assert all(-2 <= v <= 2 for v in preference.scores.values())
     assert 0.0 <= pairwise_consistency([preference]) <= 1.0
     assert preference.attempts >= 2  # both orders were asked

@@ -70,3 +70,20 @@ def test_install_into_fresh_directory(tmp_path):
 def test_missing_system_wordnet_names_the_command(tmp_path):
     with pytest.raises(wn_setup.WordNetUnavailable, match="wordnet-base"):
         wn_setup.install_from_system(tmp_path / "out", source_dir=tmp_path / "nowhere")
+
+
+def test_same_as_plain_nltk_meteor(meteor):
+    from nltk.corpus import wordnet
+    from nltk.translate.meteor_score import meteor_score
+
+    from narrative_eval.metrics.text import tokenize_words
+
+    pairs = [
+        ("The fishermen hurried to the docks, but the boats had gone.", "The boats were gone when the men reached the harbour."),
+        ("She smiled quietly and closed the letter.", "Closing the letter, she gave a quiet smile."),
+        ("Cars and automobiles filled the big road.", "The large street was full of autos."),
+    ]
+    ours = meteor.score([c for c, _ in pairs], [r for _, r in pairs])
+    plain = [meteor_score([tokenize_words(r)], tokenize_words(c), wordnet=wordnet) for c, r in pairs]
+    assert ours == pytest.approx(plain, abs=1e-12)
+    assert all(0.0 < value < 1.0 for value in ours)

@@ -59,7 +59,7 @@ def test_sweep_runs_land_in_postgres(server_sweep, postgres_server, mlflow_serve
 
 
 def test_artifacts_are_served_by_the_server(server_sweep, mlflow_server):
-    config, outcome = server_sweep
+    config, _ = server_sweep
     experiment = tracking.client().get_experiment_by_name("infilling")
     assert experiment.artifact_location.startswith("mlflow-artifacts:")
     run_id = tracking.sweep_cell_runs("infilling", config.sweep).iloc[0]["run_id"]

@@ -98,7 +98,7 @@ def test_generations_tables_match(both_runs):
     for setting in ("L1", "L2"):
         ray_id = ray_runs.loc[ray_runs["params.prompt_setting"] == setting, "run_id"].iloc[0]
         local_id = local_runs.loc[local_runs["params.prompt_setting"] == setting, "run_id"].iloc[0]
-        columns = ["instance_id", "seed", "raw_reply", "answer", "extraction_status", "rouge1"]
+        columns = ["instance_id", "seed", "messages", "raw_reply", "answer", "extraction_status", "rouge1", "bertscore"]
         assert tracking.load_table(ray_id)[columns].equals(tracking.load_table(local_id)[columns])
 
 

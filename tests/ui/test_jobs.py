@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from ui import jobs
 
-REPO_ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def wait_until_ended(folder, job_id, timeout=60.0) -> jobs.Job:

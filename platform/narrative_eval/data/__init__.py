@@ -34,3 +34,4 @@ def __getattr__(name: str) -> Any:
 
 
 # Creative-writing task loaders are imported below.
+from narrative_eval.data.tasks import GENRES, load_tasks, save_tasks  # noqa: E402

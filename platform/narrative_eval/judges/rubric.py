@@ -63,8 +63,6 @@ class Rubric:
     """Allowed integer scores (scores rubrics)."""
     item_scores: tuple[float, ...] = ()
     """Allowed per-requirement scores (checklist rubrics)."""
-    reason_max_chars: int = 160
-    """Longest reason asked for in the answer schema (checklist rubrics); bounds small judges' rambling."""
     verdicts: Mapping[str, int] = field(default_factory=dict, hash=False, compare=False)
     """Verdict label -> signed preference for response A (pairwise rubrics)."""
     path: Path | None = field(default=None, compare=False)
@@ -135,7 +133,6 @@ def _load(path_text: str, size: int, mtime_ns: int) -> Rubric:
         dimensions=dimensions,
         scale=tuple(int(v) for v in data.get("scale") or ()),
         item_scores=tuple(float(v) for v in data.get("item_scores") or ()),
-        reason_max_chars=int(data.get("reason_max_chars", 160)),
         verdicts={str(k): int(v) for k, v in (data.get("verdicts") or {}).items()},
         path=path,
     )
@@ -191,7 +188,8 @@ def answer_schema(rubric: Rubric, requirement_ids: Sequence[str] = ()) -> dict[s
     item = _object(
         {
             "score": {"type": "number", "enum": [_plain_number(v) for v in rubric.item_scores]},
-            "reason": {"type": "string", "maxLength": rubric.reason_max_chars},
+            # No maxLength: OpenAI's strict mode rejects it; max_new_tokens bounds a rambling reason.
+            "reason": {"type": "string"},
         }
     )
     # One shared definition keeps the grammar small when a task has many requirements.

@@ -6,6 +6,9 @@ mean. [CLS]/[SEP] are excluded (bert-score gives them zero weight), no idf weigh
 rescaling. The project default is the embedded all-MiniLM-L6-v2 at its last (6th) layer, because it
 ships offline; the published study used roberta-large at bert-score's default layer (17), which is one
 config line away: bertscore_model='roberta-large', bertscore_layers=None (needs those weights locally).
+
+bert-score 0.3.13 runs unchanged on transformers 5 for BERT-family models; tests/metrics checks its
+numbers against a direct computation of the definition from the model's hidden states.
 """
 
 from __future__ import annotations

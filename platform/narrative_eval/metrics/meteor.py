@@ -24,7 +24,7 @@ class _MemoisedSynsets:
     """WordNet seen through a memo of `synsets(word)`, the one lookup NLTK's METEOR makes.
 
     NLTK repeats the lookup (with morphological analysis) for every unmatched word of every pair;
-    caching it gives the same scores several times faster on a batch.
+    caching it gives the same scores faster on a batch.
     """
 
     def __init__(self, wordnet) -> None:

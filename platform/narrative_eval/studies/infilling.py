@@ -10,7 +10,7 @@ from narrative_eval.data.infilling import blank_position, domain, load_instances
 from narrative_eval.data.subset import stratified_subset
 from narrative_eval.extraction import extract_answer
 from narrative_eval.judges import failure_rate, judge_infills, qavg, rubric_hash
-from narrative_eval.metrics import at_avg, score_all
+from narrative_eval.metrics import AT_AVG_NAMES, at_avg, score_all
 from narrative_eval.prompts import load_prompt_file, render_infilling
 from narrative_eval.records import CellSpec, GenerationParams, InfillingInstance, InfillingSample, stable_hash
 from narrative_eval.studies.base import CellResult, Runtime
@@ -48,7 +48,8 @@ def _seed_summary(samples: list[InfillingSample], metric_names: tuple[str, ...],
     scored = [s for s in samples if s.answer is not None]
     for name in metric_names:
         summary[name] = _mean([s.metrics[name] for s in scored if name in s.metrics])
-    summary["at_avg"] = at_avg({name: summary[name] for name in metric_names}) if scored else float("nan")
+    if scored and set(AT_AVG_NAMES) <= set(metric_names):
+        summary["at_avg"] = at_avg({name: summary[name] for name in AT_AVG_NAMES})
     total = len(samples) or 1
     summary["extraction_success_rate"] = sum(s.extraction_status in ("tag", "echo") for s in samples) / total
     for status in ("tag", "echo", "fallback", "none"):
