@@ -13,6 +13,10 @@ APT_RUNTIME := wordnet-base wordnet-sense-index
 APT_TEST := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
+# llama-cpp-python compiles llama.cpp at install: skip the parts we never load (the multimodal
+# library and the HTTP model downloader) and use every core.
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_HTTPLIB=OFF
+export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 
 .PHONY: install install-test demo test test-fast ui system-packages system-packages-test clean-results help
 

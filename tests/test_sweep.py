@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mlflow
+import pandas as pd
 import pytest
 
 from narrative_eval import tracking
@@ -10,14 +11,26 @@ from narrative_eval.config import load_config
 from narrative_eval.sweep import expand_grid, run_sweep
 
 
+PUBLISHED_COLUMNS = ["dataset", "ref_id", "source_text", "problem", "gold_answer", "unit", "n", "unit_idx"]
+
+
 @pytest.fixture(scope="module")
-def tiny_config(tmp_path_factory, repo_root):
+def published_csv(tmp_path_factory, repo_root):
+    """Shipped instances written exactly as the published benchmark file is: pandas CSV with its index column."""
+    frame = pd.read_json(repo_root / "data/infilling/sample.jsonl", lines=True)[PUBLISHED_COLUMNS]
+    path = tmp_path_factory.mktemp("published") / "narrative_infilling.csv"
+    frame.to_csv(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory, repo_root, published_csv):
     path = tmp_path_factory.mktemp("cfg") / "tiny.yaml"
     path.write_text(
         f"""
 study: infilling
 sweep: tiny-{path.parent.name}
-data: {repo_root / 'data/infilling/sample.jsonl'}
+data: {published_csv}
 limit: 3
 models: [smollm2]
 prompt_settings: [L1, L2]
@@ -83,3 +96,20 @@ def test_rerun_skips_finished_cells_and_generates_nothing(first_run, tiny_config
     assert again.count("skipped") == 2 and again.generated == 0
     assert len(tracking.sweep_cell_runs("infilling", tiny_config.sweep, finished_only=False)) == 2
     assert mlflow.get_run(first_run.parent_run_id).info.status == "FINISHED"
+
+
+def test_dry_run_counts_without_loading_models(repo_root, published_csv, capsys):
+    from experiments.sweep import main
+
+    from narrative_eval.backends import registry
+    from narrative_eval.data import load_instances, stratified_subset
+
+    loaded = len(registry._loaded)
+    assert main(["--config", str(repo_root / "experiments/configs/seed_variance.yaml"), "--dry-run",
+                 "--data", str(published_csv)]) == 0
+    out = capsys.readouterr().out
+    subset = len(stratified_subset(load_instances(published_csv), fraction=0.1, seed=42))
+    # 4 models x 2 prompt settings, five seeds inside each cell, one judge.
+    assert "8 cells" in out
+    assert f"generations: {8 * 5 * subset}" in out and f"judge calls: {8 * 5 * subset}" in out
+    assert len(registry._loaded) == loaded  # no model was loaded
