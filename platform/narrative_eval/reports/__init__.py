@@ -1,0 +1,1 @@
+"""Report writers: the tables and figures of a finished sweep (or of imported score records)."""

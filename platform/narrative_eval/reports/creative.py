@@ -1,0 +1,197 @@
+"""The incremental-delivery report: Creative Integrity, ICIR and FULL - X effects from score records.
+
+Files (PRODUCT.md), for the comparison condition X (default 'sharded'):
+
+| file | columns |
+|---|---|
+| model_ci.csv | model, full_ci, <x>_ci, icir, icir_lo, icir_hi (last row ALL, pooled) |
+| paired_effects.csv | dimension, n, full, <x>, delta, lo, hi |
+| equal_adherence.csv | dimension, all_pairs_delta, equal_adherence_delta, n_pairs |
+| equal_genre.csv | dimension, delta, lo, hi |
+| model_effects.csv + model_effects.png | model, dimension, d_av (heatmap) |
+
+and beside them: paired_effects_by_model.csv (model, dimension, n, full, <x>, delta, lo, hi),
+same_judge.csv (paired_effects over pairs scored by one judge, with n), and, when recap or
+snowball records are present, icir_by_condition.csv (condition, model, full_ci, ci, icir, icir_lo,
+icir_hi). Intervals: story-clustered bootstrap, percentile, seed settable.
+
+When several judges scored the same responses (a judge panel) their scores are never pooled:
+the top-level files use one judge (`judge=`, default the judge with the most records) and each
+judge gets the same files under by_judge/<judge>/.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from narrative_eval.records import ScoreRecord
+from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
+from narrative_eval.stats.effects import (
+    DIMENSIONS,
+    icir_table,
+    judges_per_response,
+    model_d_av,
+    pair_frame,
+    paired_effects,
+    paired_effects_by_model,
+    primary_judge,
+    responses_frame,
+    same_judge,
+)
+from narrative_eval.stats.effects import equal_adherence as equal_adherence_table
+from narrative_eval.stats.effects import equal_genre as equal_genre_table
+
+REPLANNING_CONDITIONS: tuple[str, ...] = ("recap", "snowball")
+"""Conditions beyond the study whose ICIR against FULL gets its own file."""
+
+FLOAT_DIGITS = 6
+"""Decimals kept in the CSV files."""
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    if table.empty:
+        return "(no rows)"
+    try:
+        return table.to_markdown(index=False, floatfmt=".3f")
+    except ImportError:  # tabulate missing: a plain pipe table
+        header = "| " + " | ".join(map(str, table.columns)) + " |"
+        rule = "|" + "|".join("---" for _ in table.columns) + "|"
+        body = [
+            "| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |"
+            for row in table.itertuples(index=False)
+        ]
+        return "\n".join([header, rule, *body])
+
+
+def _write_csv(table: pd.DataFrame, path: Path) -> None:
+    table.round(FLOAT_DIGITS).to_csv(path, index=False)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "judge"
+
+
+def draw_d_av_heatmap(effects: pd.DataFrame, comparison: str, path: Path) -> None:
+    """Heatmap of d_av (model x dimension): blue favours FULL, orange favours the comparison condition."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LinearSegmentedColormap
+
+    grid = effects.pivot(index="model", columns="dimension", values="d_av").reindex(columns=list(DIMENSIONS))
+    values = grid.to_numpy(dtype=float)
+    finite = np.abs(values[np.isfinite(values)])
+    bound = max(float(finite.max()) if finite.size else 1.0, 0.1)
+    colours = LinearSegmentedColormap.from_list("full_vs_other", ["#e66101", "#f7f7f7", "#2166ac"])
+    fig, ax = plt.subplots(figsize=(1.3 * len(DIMENSIONS) + 2.5, 0.55 * max(len(grid), 1) + 1.8))
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=colours, vmin=-bound, vmax=bound, aspect="auto")
+    ax.set_xticks(range(len(grid.columns)), [c.replace("_", " ") for c in grid.columns], rotation=30, ha="right")
+    ax.set_yticks(range(len(grid.index)), list(grid.index))
+    for (row, col), value in np.ndenumerate(values):
+        ax.text(col, row, "n/a" if np.isnan(value) else f"{value:+.2f}", ha="center", va="center", fontsize=8)
+    fig.colorbar(image, ax=ax, label=f"d_av (FULL - {comparison.upper()})")
+    ax.set_title(f"Model-wise standardized effect, FULL - {comparison.upper()}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def _write_set(
+    responses: pd.DataFrame, out_dir: Path, comparison: str, judge: str | None, n_boot: int, seed: int
+) -> dict[str, str]:
+    """The PRODUCT.md files (and the extras) for one judge's records (or all, when one judge per response)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pairs = pair_frame(responses, comparison, judge)
+    if pairs.empty:
+        raise ValueError(f"no matched full/{comparison} pairs (pairs match on story_id and model)")
+    x = comparison
+    upper = comparison.upper()
+    suffix = f" (judge {judge})" if judge else ""
+    tables: dict[str, str] = {}
+
+    model_ci = icir_table(pairs, n_boot, seed).rename(columns={"x_ci": f"{x}_ci"})
+    model_ci = model_ci[["model", "full_ci", f"{x}_ci", "icir", "icir_lo", "icir_hi"]]
+    _write_csv(model_ci, out_dir / "model_ci.csv")
+    tables[f"Creative Integrity and ICIR, FULL vs {upper}{suffix}"] = _markdown(model_ci)
+
+    effects = paired_effects(pairs, n_boot, seed).rename(columns={"x": x})
+    _write_csv(effects[["dimension", "n", "full", x, "delta", "lo", "hi"]], out_dir / "paired_effects.csv")
+    tables[f"Paired FULL - {upper} effects{suffix}"] = _markdown(effects)
+
+    by_model = paired_effects_by_model(pairs, n_boot, seed).rename(columns={"x": x})
+    _write_csv(by_model, out_dir / "paired_effects_by_model.csv")
+    tables[f"Paired FULL - {upper} effects by model{suffix}"] = _markdown(by_model)
+
+    equal = equal_adherence_table(pairs)
+    _write_csv(equal, out_dir / "equal_adherence.csv")
+    tables[f"Equal-adherence pairs, FULL - {upper}{suffix}"] = _markdown(equal)
+
+    genre = equal_genre_table(pairs, n_boot, seed)
+    _write_csv(genre, out_dir / "equal_genre.csv")
+    tables[f"Equal-genre weighting, FULL - {upper}{suffix}"] = _markdown(genre)
+
+    same = same_judge(pairs, n_boot, seed).rename(columns={"x": x})
+    _write_csv(same, out_dir / "same_judge.csv")
+    tables[f"Pairs scored by the same judge, FULL - {upper}{suffix}"] = _markdown(same)
+
+    d_av = model_d_av(pairs)
+    _write_csv(d_av, out_dir / "model_effects.csv")
+    draw_d_av_heatmap(d_av, comparison, out_dir / "model_effects.png")
+    wide = d_av.pivot(index="model", columns="dimension", values="d_av").reindex(columns=list(DIMENSIONS)).reset_index()
+    tables[f"Model-wise d_av, FULL - {upper}{suffix}"] = _markdown(wide)
+    return tables
+
+
+def icir_by_condition(responses: pd.DataFrame, judge: str | None, n_boot: int, seed: int) -> pd.DataFrame:
+    """ICIR of every non-full condition against FULL, per model and pooled."""
+    frames = []
+    for condition in sorted(set(responses["condition"]) - {"full"}):
+        pairs = pair_frame(responses, condition, judge)
+        if pairs.empty:
+            continue
+        table = icir_table(pairs, n_boot, seed).rename(columns={"x_ci": "ci"})
+        table.insert(0, "condition", condition)
+        frames.append(table[["condition", "model", "full_ci", "ci", "icir", "icir_lo", "icir_hi"]])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def write_creative_report(
+    records: Iterable[ScoreRecord],
+    out_dir: str | Path,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+    comparison: str = "sharded",
+    judge: str | None = None,
+) -> dict[str, str]:
+    """Write the report files to out_dir and return title -> markdown table (for the terminal and MLflow)."""
+    out_dir = Path(out_dir)
+    responses = responses_frame(records)
+    present = set(responses["condition"])
+    for needed in ("full", comparison):
+        if needed not in present:
+            raise ValueError(f"no '{needed}' records to compare (conditions present: {', '.join(sorted(present)) or 'none'})")
+    judges = sorted(responses["judge"].unique())
+    panel = judges_per_response(responses) > 1
+    if judge is not None and judge not in judges:
+        raise ValueError(f"no records from judge {judge!r} (judges: {', '.join(judges)})")
+    if panel and judge is None:
+        judge = primary_judge(responses)
+
+    tables = _write_set(responses, out_dir, comparison, judge, n_boot, seed)
+    if present & set(REPLANNING_CONDITIONS):
+        by_condition = icir_by_condition(responses, judge, n_boot, seed)
+        _write_csv(by_condition, out_dir / "icir_by_condition.csv")
+        tables["ICIR of every condition against FULL" + (f" (judge {judge})" if judge else "")] = _markdown(by_condition)
+    if panel:
+        for other in judges:
+            try:
+                _write_set(responses, out_dir / "by_judge" / _slug(other), comparison, other, n_boot, seed)
+            except ValueError:  # this judge scored no complete pair
+                continue
+    return tables

@@ -1,0 +1,258 @@
+"""Tables and figures of an infilling sweep, read back from MLflow.
+
+Each table kind is written as CSV, markdown and LaTeX when the sweep's grid supports it:
+main (model x setting: metrics, AtAvg, judge dimensions, QAvg, High%), AtAvg pivot, seeds
+(mean ± SD across seeds), judges (QAvg per judge, agreement and rank order), position and domain
+(Avg / High%), and system-level Kendall tau between judge dimensions and metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from narrative_eval import tracking
+
+METRICS = ("bertscore", "rouge1", "meteor", "chrf", "semf1")
+EXPERIMENT = "infilling"
+
+
+def _judges(runs: pd.DataFrame) -> list[str]:
+    found = set()
+    for column in runs.columns:
+        if column.startswith("metrics.judge/") and column.endswith("/qavg"):
+            found.add(column.split("/")[1])
+    return sorted(found)
+
+
+def _dimensions(runs: pd.DataFrame, judge: str) -> list[str]:
+    skip = {"qavg", "high_pct", "failure_rate"}
+    prefix = f"metrics.judge/{judge}/"
+    return sorted(
+        c[len(prefix):] for c in runs.columns
+        if c.startswith(prefix) and not c.endswith("_sd") and c[len(prefix):] not in skip
+    )
+
+
+def _seed_count(runs: pd.DataFrame) -> int:
+    return int(runs["metrics.n_seeds"].max()) if "metrics.n_seeds" in runs else 1
+
+
+def _write(table: pd.DataFrame, out_dir: Path, name: str, float_format: str = "%.3f") -> str:
+    table.to_csv(out_dir / f"{name}.csv", index=False)
+    markdown = table.to_markdown(index=False, floatfmt=".3f") if not table.empty else "(empty)"
+    (out_dir / f"{name}.md").write_text(markdown + "\n")
+    (out_dir / f"{name}.tex").write_text(table.to_latex(index=False, float_format=float_format.__mod__))
+    return markdown
+
+
+def _cells(runs: pd.DataFrame) -> pd.DataFrame:
+    return runs.assign(model=runs["params.model_id"], setting=runs["params.prompt_setting"])
+
+
+def main_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per model x prompt setting with every automatic metric, AtAvg and each judge's dimensions."""
+    runs = _cells(runs)
+    table = runs[["model", "setting"]].copy()
+    for name in (*METRICS, "at_avg", "extraction_success_rate"):
+        column = f"metrics.{name}"
+        table[name] = runs[column] if column in runs else np.nan
+    for judge in _judges(runs):
+        for dimension in (*_dimensions(runs, judge), "qavg", "high_pct", "failure_rate"):
+            table[f"{judge}:{dimension}"] = runs.get(f"metrics.judge/{judge}/{dimension}", np.nan)
+    return table.sort_values(["model", "setting"]).reset_index(drop=True)
+
+
+def pivot(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    runs = _cells(runs)
+    column = f"metrics.{metric}"
+    if column not in runs:
+        return pd.DataFrame()
+    table = runs.pivot_table(index="model", columns="setting", values=column, aggfunc="mean")
+    return table.reset_index()
+
+
+def seed_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """QAvg (per judge) and AtAvg as mean ± SD across the seeds run inside each cell."""
+    runs = _cells(runs)
+    rows = []
+    for _, run in runs.iterrows():
+        row: dict[str, Any] = {"model": run["model"], "setting": run["setting"], "seeds": int(run.get("metrics.n_seeds", 1))}
+        for key, label in [("at_avg", "AtAvg")] + [(f"judge/{j}/qavg", f"QAvg[{j}]") for j in _judges(runs)]:
+            mean, sd = run.get(f"metrics.{key}", np.nan), run.get(f"metrics.{key}_sd", np.nan)
+            row[label] = f"{mean:.4f} ± {sd:.4f}" if _finite(mean) else "n/a"
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values(["model", "setting"]).reset_index(drop=True)
+
+
+def judge_table(runs: pd.DataFrame) -> pd.DataFrame:
+    runs = _cells(runs)
+    table = runs[["model", "setting"]].copy()
+    for judge in _judges(runs):
+        table[judge] = runs[f"metrics.judge/{judge}/qavg"]
+    table = table.sort_values(["model", "setting"]).reset_index(drop=True)
+    for judge in _judges(runs):
+        table[f"rank[{judge}]"] = table[judge].rank(ascending=False, method="min")
+    return table
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def generations(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every cell's generations table, stacked, with model and setting columns."""
+    frames = []
+    for _, run in _cells(runs).iterrows():
+        try:
+            frame = tracking.load_table(run["run_id"], "generations.json")
+        except Exception:  # a run without a table (failed mid-logging) is skipped, not fatal
+            continue
+        frames.append(frame.assign(model=run["model"], setting=run["setting"], run_id=run["run_id"]))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def breakdown(gens: pd.DataFrame, by: str, judge: str) -> pd.DataFrame:
+    """Avg QAvg / High% of one judge by blank position or domain, per prompt setting."""
+    column = f"judge/{judge}/qavg"
+    if gens.empty or column not in gens:
+        return pd.DataFrame()
+    valid = gens[pd.to_numeric(gens[column], errors="coerce").notna()].copy()
+    valid[column] = valid[column].astype(float)
+    grouped = valid.groupby(["setting", by])[column]
+    table = grouped.agg(avg="mean", high=lambda s: 100 * (s > 4).mean()).reset_index()
+    table["cell"] = table.apply(lambda r: f"{r['avg']:.2f} / {r['high']:.1f}%", axis=1)
+    return table.pivot(index="setting", columns=by, values="cell").reset_index()
+
+
+def metric_breakdown(gens: pd.DataFrame, by: str) -> pd.DataFrame:
+    if gens.empty or by not in gens:
+        return pd.DataFrame()
+    present = [m for m in METRICS if m in gens]
+    if not present:
+        return pd.DataFrame()
+    frame = gens.copy()
+    for m in present:
+        frame[m] = pd.to_numeric(frame[m], errors="coerce")
+    frame["at_avg"] = frame[present].mean(axis=1)
+    table = frame.groupby(["setting", by])["at_avg"].mean().reset_index()
+    return table.pivot(index="setting", columns=by, values="at_avg").reset_index()
+
+
+def kendall_table(runs: pd.DataFrame, judge: str) -> pd.DataFrame:
+    """System-level Kendall tau between each judge dimension and each metric (systems = cells)."""
+    from scipy.stats import kendalltau
+
+    runs = _cells(runs)
+    rows = []
+    for dimension in (*_dimensions(runs, judge), "qavg"):
+        row: dict[str, Any] = {"dimension": dimension}
+        judged = runs.get(f"metrics.judge/{judge}/{dimension}")
+        for metric in METRICS:
+            values = runs.get(f"metrics.{metric}")
+            if judged is None or values is None:
+                row[metric] = np.nan
+                continue
+            mask = judged.notna() & values.notna()
+            row[metric] = kendalltau(judged[mask], values[mask]).statistic if mask.sum() >= 3 else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def judge_agreement(gens: pd.DataFrame, judges: list[str]) -> pd.DataFrame:
+    """Pairwise agreement between judges on the same outputs: Spearman rho and quadratic kappa of QAvg (rounded)."""
+    from scipy.stats import spearmanr
+
+    from narrative_eval.judges.agreement import cohen_kappa
+
+    rows = []
+    for i, a in enumerate(judges):
+        for b in judges[i + 1:]:
+            ca, cb = f"judge/{a}/qavg", f"judge/{b}/qavg"
+            if ca not in gens or cb not in gens:
+                continue
+            pair = gens[[ca, cb]].apply(pd.to_numeric, errors="coerce").dropna()
+            if len(pair) < 3:
+                continue
+            rho = spearmanr(pair[ca], pair[cb]).statistic
+            kappa = cohen_kappa(pair[ca].round().astype(int).tolist(), pair[cb].round().astype(int).tolist(), weights="quadratic")
+            rows.append({"judge_a": a, "judge_b": b, "n": len(pair), "spearman_rho": rho, "kappa_quadratic": kappa})
+    return pd.DataFrame(rows)
+
+
+def figures(table: pd.DataFrame, judges: list[str], out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for judge in judges:
+        high = table.groupby("model")[f"{judge}:high_pct"].mean()
+        if high.notna().any():
+            fig, ax = plt.subplots(figsize=(6, 3.5))
+            high.plot.bar(ax=ax, color="#4C72B0")
+            ax.set_ylabel("High-quality completions (%)")
+            ax.set_title(f"High% per model (judge {judge})")
+            fig.tight_layout()
+            path = out_dir / f"high_pct_{judge}.png"
+            fig.savefig(path, dpi=120)
+            plt.close(fig)
+            written.append(path)
+        lines = table.pivot_table(index="setting", columns="model", values=f"{judge}:qavg")
+        if not lines.empty and lines.notna().any().any():
+            fig, ax = plt.subplots(figsize=(6, 3.5))
+            lines.plot(ax=ax, marker="o")
+            ax.set_ylabel("QAvg")
+            ax.set_title(f"QAvg per prompt setting (judge {judge})")
+            fig.tight_layout()
+            path = out_dir / f"qavg_by_setting_{judge}.png"
+            fig.savefig(path, dpi=120)
+            plt.close(fig)
+            written.append(path)
+    return written
+
+
+def write_infilling_report(sweep: str, out_dir: str | Path) -> dict[str, str]:
+    """Write every table kind the sweep supports into out_dir; return title -> markdown."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = tracking.sweep_cell_runs(EXPERIMENT, sweep)
+    if runs.empty:
+        raise ValueError(f"no finished cell runs for infilling sweep {sweep!r} at {tracking.tracking_uri()}")
+    judges = _judges(runs)
+    tables: dict[str, str] = {}
+    main = main_table(runs)
+    tables["Main results (model x setting)"] = _write(main, out_dir, "main")
+    tables["AtAvg per model x prompt setting"] = _write(pivot(runs, "at_avg"), out_dir, "at_avg")
+    if _seed_count(runs) > 1:
+        tables["Seed variance (mean ± SD across seeds)"] = _write(seed_table(runs), out_dir, "seeds")
+    if judges:
+        for judge in judges:
+            tables[f"QAvg per model x prompt setting [{judge}]"] = _write(pivot(runs, f"judge/{judge}/qavg"), out_dir, f"qavg_{judge}")
+            tables[f"Kendall tau, judge dimension vs metric [{judge}]"] = _write(kendall_table(runs, judge), out_dir, f"kendall_{judge}")
+    gens = generations(runs)
+    if len(judges) > 1:
+        tables["Judge sensitivity (QAvg per judge)"] = _write(judge_table(runs), out_dir, "judges")
+        agreement = judge_agreement(gens, judges)
+        if not agreement.empty:
+            tables["Agreement between judges"] = _write(agreement, out_dir, "judge_agreement")
+    for by in ("position", "domain"):
+        table = metric_breakdown(gens, by)
+        if not table.empty:
+            tables[f"AtAvg by {by}"] = _write(table, out_dir, f"at_avg_by_{by}")
+        for judge in judges:
+            table = breakdown(gens, by, judge)
+            if not table.empty:
+                tables[f"Avg / High% by {by} [{judge}]"] = _write(table, out_dir, f"{by}_{judge}")
+    figures(main, judges, out_dir)
+    (out_dir / "tables.json").write_text(json.dumps(tables, indent=1, ensure_ascii=False))
+    return tables

@@ -1,0 +1,114 @@
+"""The creative-integrity report: the PRODUCT.md files with their columns, from score records."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+from narrative_eval.records import ScoreRecord
+from narrative_eval.reports.creative import write_creative_report
+from narrative_eval.scores import load_score_records, save_score_records
+
+PRODUCT_FILES = {
+    "model_ci.csv": ["model", "full_ci", "sharded_ci", "icir", "icir_lo", "icir_hi"],
+    "paired_effects.csv": ["dimension", "n", "full", "sharded", "delta", "lo", "hi"],
+    "equal_adherence.csv": ["dimension", "all_pairs_delta", "equal_adherence_delta", "n_pairs"],
+    "equal_genre.csv": ["dimension", "delta", "lo", "hi"],
+    "model_effects.csv": ["model", "dimension", "d_av"],
+}
+GENRES = ("fantasy", "historical_fiction", "mystery", "romance", "science_fiction", "comedy")
+
+
+def simulate(conditions=("full", "sharded"), judges=("j1",), models=("m1", "m2"), n_tasks=24, seed=0) -> list[ScoreRecord]:
+    rng = np.random.default_rng(seed)
+    records = []
+    for t in range(n_tasks):
+        genre = GENRES[t % len(GENRES)]
+        story = f"{genre}_{t:03d}"
+        for model in models:
+            for offset, condition in enumerate(conditions):
+                for judge in judges:
+                    items = [float(rng.choice([0, 0.5, 1], p=[0.1 + 0.1 * offset, 0.2, 0.7 - 0.1 * offset])) for _ in range(4)]
+                    quality = {dim: int(rng.integers(max(1, 3 - offset), 6)) for dim in ("craft", "structure_coherence", "originality", "genre_effectiveness")}
+                    quality["characterization"] = None if t % 5 == 0 else int(rng.integers(1, 6))
+                    records.append(
+                        ScoreRecord(
+                            record_id=f"{model}/{condition}/{story}/{judge}", story_id=story, genre=genre, model=model,
+                            condition=condition, judge=judge,
+                            adherence=[{"constraint_id": f"c{k}", "score": s} for k, s in enumerate(items)], quality=quality,
+                        )
+                    )
+    return records
+
+
+def read(path):
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    return rows[0], rows[1:]
+
+
+def test_report_writes_every_product_file_with_its_columns(tmp_path):
+    tables = write_creative_report(simulate(), tmp_path, n_boot=1000, seed=0)
+    for name, columns in PRODUCT_FILES.items():
+        header, rows = read(tmp_path / name)
+        assert header == columns, name
+        assert rows, name
+    header, rows = read(tmp_path / "model_ci.csv")
+    assert [r[0] for r in rows] == ["m1", "m2", "ALL"]
+    for row in rows:
+        icir, lo, hi = map(float, row[3:6])
+        assert lo <= icir <= hi
+        assert float(row[3]) == pytest.approx(100 * float(row[2]) / float(row[1]), rel=1e-4)
+    _, effects = read(tmp_path / "paired_effects.csv")
+    assert [r[0] for r in effects] == ["adherence", "craft", "structure_coherence", "originality", "genre_effectiveness", "characterization"]
+    assert int(effects[-1][1]) < int(effects[0][1])  # characterization N/A in some pairs
+    _, d_rows = read(tmp_path / "model_effects.csv")
+    assert len(d_rows) == 2 * 6
+    png = (tmp_path / "model_effects.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "icir_by_condition.csv").exists()
+    assert any("ICIR" in title for title in tables)
+    assert all(markdown.startswith("|") for markdown in tables.values())
+
+
+def test_same_seed_same_report(tmp_path):
+    records = simulate()
+    write_creative_report(records, tmp_path / "a", n_boot=500, seed=3)
+    write_creative_report(records, tmp_path / "b", n_boot=500, seed=3)
+    for name in PRODUCT_FILES:
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
+
+
+def test_replanning_conditions_get_their_icir(tmp_path):
+    records = simulate(conditions=("full", "sharded", "recap", "snowball"))
+    tables = write_creative_report(records, tmp_path, n_boot=500)
+    header, rows = read(tmp_path / "icir_by_condition.csv")
+    assert header == ["condition", "model", "full_ci", "ci", "icir", "icir_lo", "icir_hi"]
+    assert sorted({r[0] for r in rows}) == ["recap", "sharded", "snowball"]
+    assert any(title.startswith("ICIR of every condition") for title in tables)
+    # The main files can compare FULL with another condition.
+    write_creative_report(records, tmp_path / "recap", n_boot=200, comparison="recap")
+    header, _ = read(tmp_path / "recap" / "model_ci.csv")
+    assert header == ["model", "full_ci", "recap_ci", "icir", "icir_lo", "icir_hi"]
+
+
+def test_judge_panel_is_reported_per_judge(tmp_path):
+    records = simulate(judges=("alpha", "beta"))
+    tables = write_creative_report(records, tmp_path, n_boot=200, judge="beta")
+    assert all("(judge beta)" in title for title in tables)
+    for judge in ("alpha", "beta"):
+        for name in PRODUCT_FILES:
+            assert (tmp_path / "by_judge" / judge / name).is_file()
+    assert (tmp_path / "model_ci.csv").read_text() == (tmp_path / "by_judge" / "beta" / "model_ci.csv").read_text()
+
+
+def test_report_from_an_imported_score_file(tmp_path):
+    path = save_score_records(simulate(n_tasks=12), tmp_path / "scores.jsonl")
+    tables = write_creative_report(load_score_records(path), tmp_path / "out", n_boot=200)
+    assert (tmp_path / "out" / "paired_effects.csv").is_file() and tables
+
+
+def test_missing_condition_is_explained(tmp_path):
+    with pytest.raises(ValueError, match="no 'sharded' records"):
+        write_creative_report(simulate(conditions=("full",)), tmp_path)
