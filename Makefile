@@ -54,7 +54,7 @@ demo: install
 	$(PY) -m experiments.sweep --config experiments/configs/quickstart.yaml
 
 test: install-test
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=20 $(PYTEST_ARGS)
 
 # The fast set: everything but the slow end-to-end tests (a few minutes).
 test-fast: install-test

@@ -56,7 +56,7 @@ def test_truncated_trajectories_are_regenerated_then_left_unscored(runtime, smol
     assert result.artifacts["score_records.json"] == []
     assert result.metrics["truncated_rate"] == 1.0 and result.metrics["seed0/truncated_rate"] == 1.0
     assert result.metrics["regenerated_rate"] == 1.0
-    assert "smol-judge/adherence" not in result.metrics  # nothing was judged, so nothing is reported as a score
+    assert "judge/smol-judge/adherence" not in result.metrics  # nothing was judged, so nothing is reported as a score
     rows = result.tables["conversations.json"]
     assert [(r["story_id"], r["turn"], r["final"], r["finish_reason"], r["attempt"]) for r in rows] == [
         ("fantasy_001", 0, False, "length", 1), ("fantasy_002", 0, False, "length", 1)
@@ -87,8 +87,8 @@ def test_cell_logs_conversations_scores_and_seed_metrics(runtime, smollm2_spec):
     assert failure == pytest.approx(1 - len(records) / 2)
     for dim in ("adherence", "craft", "structure_coherence", "ci"):
         if records:
-            assert f"seed0/smol-judge/{dim}" in result.metrics
-            assert result.metrics[f"smol-judge/{dim}_sd"] == 0.0  # one seed
+            assert f"seed0/judge/smol-judge/{dim}" in result.metrics
+            assert result.metrics[f"judge/smol-judge/{dim}_sd"] == 0.0  # one seed
     assert result.metrics["prompt_tokens"] > 0 and result.metrics["completion_tokens"] > 0
     assert result.metrics["n_tasks"] == 2
     assert not math.isnan(result.metrics["scored_rate"])

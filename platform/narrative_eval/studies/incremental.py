@@ -275,7 +275,7 @@ class IncrementalDeliveryStudy:
         for judge_id, judge_records in seed_records.items():
             for dim in SCORE_DIMENSIONS:
                 values = [value for value in (_record_value(r, dim) for r in judge_records) if value is not None]
-                summary[f"{judge_id}/{dim}"] = _mean(values)
+                summary[f"judge/{judge_id}/{dim}"] = _mean(values)
             counts = failures[judge_id]
             summary[f"judge/{judge_id}/failure_rate"] = counts["any"] / n_scored if n_scored else float("nan")
             summary[f"judge/{judge_id}/checklist_failure_rate"] = counts["checklist"] / n_scored if n_scored else float("nan")
@@ -329,7 +329,7 @@ class IncrementalDeliveryStudy:
                     for judge_id in judge_ids:
                         record = scores.get((trajectory.story_id, judge_id))
                         for dim in SCORE_DIMENSIONS:
-                            row[f"{judge_id}/{dim}"] = _record_value(record, dim) if record else None
+                            row[f"judge/{judge_id}/{dim}"] = _record_value(record, dim) if record else None
                 rows.append(row)
         return rows
 
