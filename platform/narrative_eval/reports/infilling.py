@@ -188,36 +188,35 @@ def judge_agreement(gens: pd.DataFrame, judges: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def figures(table: pd.DataFrame, judges: list[str], out_dir: Path) -> list[Path]:
+def _save_plot(draw, ylabel: str, title: str, path: Path) -> Path:
+    """Draw one figure with `draw(ax)`, label it and save it as PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    draw(ax)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def figures(table: pd.DataFrame, judges: list[str], out_dir: Path) -> list[Path]:
+    """High% per model as bars and QAvg per prompt setting as lines, one pair per judge."""
     written = []
     for judge in judges:
         high = table.groupby("model")[f"{judge}:high_pct"].mean()
         if high.notna().any():
-            fig, ax = plt.subplots(figsize=(6, 3.5))
-            high.plot.bar(ax=ax, color="#4C72B0")
-            ax.set_ylabel("High-quality completions (%)")
-            ax.set_title(f"High% per model (judge {judge})")
-            fig.tight_layout()
-            path = out_dir / f"high_pct_{judge}.png"
-            fig.savefig(path, dpi=120)
-            plt.close(fig)
-            written.append(path)
+            written.append(_save_plot(lambda ax: high.plot.bar(ax=ax, color="#4C72B0"), "High-quality completions (%)",
+                                      f"High% per model (judge {judge})", out_dir / f"high_pct_{judge}.png"))
         lines = table.pivot_table(index="setting", columns="model", values=f"{judge}:qavg")
         if not lines.empty and lines.notna().any().any():
-            fig, ax = plt.subplots(figsize=(6, 3.5))
-            lines.plot(ax=ax, marker="o")
-            ax.set_ylabel("QAvg")
-            ax.set_title(f"QAvg per prompt setting (judge {judge})")
-            fig.tight_layout()
-            path = out_dir / f"qavg_by_setting_{judge}.png"
-            fig.savefig(path, dpi=120)
-            plt.close(fig)
-            written.append(path)
+            written.append(_save_plot(lambda ax: lines.plot(ax=ax, marker="o"), "QAvg",
+                                      f"QAvg per prompt setting (judge {judge})", out_dir / f"qavg_by_setting_{judge}.png"))
     return written
 
 
