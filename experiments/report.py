@@ -1,6 +1,6 @@
 """Tables and figures of a sweep.
 
-  python -m experiments.report infilling --sweep NAME --out DIR
+  python -m experiments.report infilling --sweep NAME --out DIR [--ratings FILE.csv | --annotations FILE.sqlite]
   python -m experiments.report creative-integrity (--sweep NAME | --scores FILE.jsonl) --out DIR
 """
 
@@ -16,6 +16,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     infilling = sub.add_parser("infilling", help="tables and figures of an infilling sweep, from MLflow")
     infilling.add_argument("--sweep", required=True, help="sweep name (the parent run)")
     infilling.add_argument("--out", required=True, help="output folder")
+    humans = infilling.add_mutually_exclusive_group()
+    humans.add_argument("--ratings", help="human ratings CSV (rater, model, prompt_setting, instance_id, seed, one 1-5 "
+                                          "column per dimension) for the human-agreement table")
+    humans.add_argument("--annotations", help="the app's annotation store (default: .cache/annotations.sqlite, if present)")
     creative = sub.add_parser("creative-integrity", help="tables and figures of a FULL/SHARDED study")
     source = creative.add_mutually_exclusive_group(required=True)
     source.add_argument("--sweep", help="incremental-delivery sweep name, read from MLflow")
@@ -31,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.kind == "infilling":
         from narrative_eval.reports.infilling import write_infilling_report
 
-        tables = write_infilling_report(args.sweep, args.out)
+        tables = write_infilling_report(args.sweep, args.out, ratings_csv=args.ratings, annotations_path=args.annotations)
     else:
         from narrative_eval.reports.creative import creative_report_from_scores, creative_report_from_sweep
 

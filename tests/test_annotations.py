@@ -111,3 +111,36 @@ def test_rater_agreement_needs_two_raters(tmp_path):
     assert row["alpha"] == pytest.approx(1.0)
     empty = ann.AnnotationStore(tmp_path / "empty.sqlite")
     assert math.isnan(ann.rater_agreement(empty, ["fluency"])[0]["alpha"])
+
+
+def test_sweep_ratings_locate_each_rated_output(tmp_path):
+    store = ann.AnnotationStore(tmp_path / "a.sqlite")
+    item = _item("pointwise", 1, [{"fluency": 4.0}])
+    store.add_item(item)
+    store.save_rating(ann.Rating(item.item_id, "ann", "pointwise", (0,), scores={"fluency": 5, "coherence": 3}))
+    other = ann.AnnotationItem(**{**item.__dict__, "item_id": "x", "sweep": "another"})
+    store.add_item(other)
+    store.save_rating(ann.Rating("x", "ann", "pointwise", (0,), scores={"fluency": 1}))
+    assert ann.sweep_ratings(store, "sw") == [
+        {"rater": "ann", "model": "model-run-a", "prompt_setting": "L2", "instance_id": "inst1", "seed": 0,
+         "fluency": 5, "coherence": 3}
+    ]
+
+
+def test_ratings_csv_reports_every_bad_row_with_its_line(tmp_path):
+    good = tmp_path / "good.csv"
+    good.write_text("rater,model,prompt_setting,instance_id,fluency,coherence\nann,m,L2,i1,4,\nbob,m,L2,i1,5,2\n")
+    rows = ann.read_ratings_csv(good, DIMS)
+    assert rows[0] == {"rater": "ann", "model": "m", "prompt_setting": "L2", "instance_id": "i1", "seed": 0, "fluency": 4.0}
+    assert rows[1]["coherence"] == 2.0
+    bad = tmp_path / "bad.csv"
+    bad.write_text("rater,model,prompt_setting,instance_id,seed,fluency\nann,m,L2,i1,0,4\n,m,L2,i2,0,6\nann,m,L2,i3,x,3\n")
+    with pytest.raises(ValueError) as error:
+        ann.read_ratings_csv(bad, DIMS)
+    message = str(error.value)
+    assert f"{bad}:3: empty rater; fluency = '6' is not a score in 1-5" in message
+    assert f"{bad}:4: seed 'x' is not an integer" in message
+    no_keys = tmp_path / "nokeys.csv"
+    no_keys.write_text("rater,fluency\nann,4\n")
+    with pytest.raises(ValueError, match=r"nokeys.csv:1: missing column\(s\) model, prompt_setting, instance_id"):
+        ann.read_ratings_csv(no_keys, DIMS)

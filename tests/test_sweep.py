@@ -66,7 +66,7 @@ def test_sweep_logs_cells_under_parent(first_run, tiny_config):
         for name in ("bertscore", "rouge1", "meteor", "chrf", "semf1", "at_avg", "extraction_success_rate"):
             assert f"metrics.{name}" in run and run[f"metrics.{name}"] == run[f"metrics.{name}"], name
         # Seed variance lives inside the run: one value per seed plus mean and SD.
-        assert {f"metrics.seed0/at_avg", "metrics.seed1/at_avg", "metrics.at_avg_sd"} <= set(run.index)
+        assert {"metrics.seed0/at_avg", "metrics.seed1/at_avg", "metrics.at_avg_sd"} <= set(run.index)
         mean = (run["metrics.seed0/at_avg"] + run["metrics.seed1/at_avg"]) / 2
         assert run["metrics.at_avg"] == pytest.approx(mean)
         assert "metrics.judge/tiny-judge/qavg" in run or "metrics.judge/tiny-judge/failure_rate" in run
@@ -113,3 +113,24 @@ def test_dry_run_counts_without_loading_models(repo_root, published_csv, capsys)
     assert "8 cells" in out
     assert f"generations: {8 * 5 * subset}" in out and f"judge calls: {8 * 5 * subset}" in out
     assert len(registry._loaded) == loaded  # no model was loaded
+
+
+def test_report_reads_human_ratings_csv(first_run, tiny_config, tmp_path):
+    """Two raters' scores of the sweep's outputs give the human-agreement table (Table 2 of the study)."""
+    from experiments.report import main as report_main
+
+    runs = tracking.sweep_cell_runs("infilling", tiny_config.sweep)
+    rows = []
+    for _, run in runs.iterrows():
+        for k, gen in tracking.load_table(run["run_id"]).iterrows():
+            for rater, score in (("ann", 1 + k % 5), ("bob", 1 + (k + k % 2) % 5)):
+                rows.append({"rater": rater, "model": run["params.model_id"], "prompt_setting": run["params.prompt_setting"],
+                             "instance_id": gen["instance_id"], "seed": gen["seed"], "fluency": score, "coherence": score})
+    ratings = tmp_path / "ratings.csv"
+    pd.DataFrame(rows).to_csv(ratings, index=False)
+    assert report_main(["infilling", "--sweep", tiny_config.sweep, "--out", str(tmp_path / "out"), "--ratings", str(ratings)]) == 0
+    table = pd.read_csv(tmp_path / "out" / "human_agreement_tiny-judge.csv")
+    assert list(table["dimension"])[-1] == "Average"
+    fluency = table.set_index("dimension").loc["fluency"]
+    assert fluency["n_outputs"] == len(rows) / 2 and -1 <= fluency["kappa[ann|bob]"] <= 1
+    assert "rho[tiny-judge|ann]" in table.columns

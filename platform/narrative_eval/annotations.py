@@ -360,8 +360,75 @@ def ratings_frame_rows(store: AnnotationStore, rater: str | None = None) -> list
     return rows
 
 
+# --------------------------------------------------------------------------- ratings for a sweep's report
+
+RATING_KEYS = ("rater", "model", "prompt_setting", "instance_id", "seed")
+"""Columns that locate one rated output in a ratings table (CSV or store); the rest are 1-5 dimension scores."""
+
+
+def sweep_ratings(store: AnnotationStore, sweep: str) -> list[dict[str, Any]]:
+    """Pointwise ratings of one sweep's outputs, one row per (rater, output): RATING_KEYS + dimension scores."""
+    items = {item.item_id: item for item in store.items("pointwise") if item.sweep == sweep}
+    rows = []
+    for rating in store.ratings(kind="pointwise"):
+        item = items.get(rating.item_id)
+        if item is None or not item.sources:
+            continue
+        source = item.sources[0]
+        rows.append({"rater": rating.rater, "model": source.get("model"), "prompt_setting": source.get("prompt_setting"),
+                     "instance_id": item.instance_id, "seed": item.seed, **rating.scores})
+    return rows
+
+
+def read_ratings_csv(path: str | Path, dimensions: Sequence[str]) -> list[dict[str, Any]]:
+    """Human ratings made outside the app: a CSV with RATING_KEYS (seed optional, default 0) and one 1-5 column per
+    dimension (a blank cell is a missing rating). Every bad row is reported with its file and line."""
+    import csv
+
+    from narrative_eval.data.errors import DataError, DataErrors
+
+    path = Path(path)
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames or []
+        missing = [c for c in RATING_KEYS if c != "seed" and c not in header]
+        if missing:
+            raise DataError(path, 1, f"missing column(s) {', '.join(missing)}")
+        scored = [d for d in dimensions if d in header]
+        if not scored:
+            raise DataError(path, 1, f"no dimension column; expected some of {', '.join(dimensions)}")
+        rows, errors = [], []
+        for line, record in enumerate(reader, start=2):
+            problems = [f"empty {c}" for c in ("rater", "model", "prompt_setting", "instance_id") if not (record.get(c) or "").strip()]
+            row: dict[str, Any] = {c: (record.get(c) or "").strip() for c in ("rater", "model", "prompt_setting", "instance_id")}
+            try:
+                row["seed"] = int(record.get("seed") or 0)
+            except ValueError:
+                problems.append(f"seed {record.get('seed')!r} is not an integer")
+            for dimension in scored:
+                cell = (record.get(dimension) or "").strip()
+                if not cell:
+                    continue
+                try:
+                    value = float(cell)
+                except ValueError:
+                    value = math.nan
+                if not 1 <= value <= 5:
+                    problems.append(f"{dimension} = {cell!r} is not a score in 1-5")
+                else:
+                    row[dimension] = value
+            if problems:
+                errors.append(DataError(path, line, "; ".join(problems)))
+            else:
+                rows.append(row)
+    if errors:
+        raise DataErrors(errors)
+    return rows
+
+
 __all__ = [
     "DEFAULT_PATH",
+    "RATING_KEYS",
     "ENV_PATH",
     "AnnotationItem",
     "AnnotationStore",
@@ -375,4 +442,6 @@ __all__ = [
     "pointwise_agreement",
     "rater_agreement",
     "ratings_frame_rows",
+    "read_ratings_csv",
+    "sweep_ratings",
 ]

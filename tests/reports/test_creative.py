@@ -103,10 +103,18 @@ def test_judge_panel_is_reported_per_judge(tmp_path):
     assert (tmp_path / "model_ci.csv").read_text() == (tmp_path / "by_judge" / "beta" / "model_ci.csv").read_text()
 
 
-def test_report_from_an_imported_score_file(tmp_path):
+def test_report_command_from_an_imported_score_file(tmp_path, capsys):
+    from experiments.report import main as report_main
+
     path = save_score_records(simulate(n_tasks=12), tmp_path / "scores.jsonl")
-    tables = write_creative_report(load_score_records(path), tmp_path / "out", n_boot=200)
-    assert (tmp_path / "out" / "paired_effects.csv").is_file() and tables
+    out = tmp_path / "out"
+    assert report_main(["creative-integrity", "--scores", str(path), "--out", str(out), "--resamples", "200"]) == 0
+    for name in PRODUCT_FILES:
+        assert (out / name).is_file(), name
+    direct = write_creative_report(load_score_records(path), tmp_path / "direct", n_boot=200)
+    assert (out / "model_ci.csv").read_text() == (tmp_path / "direct" / "model_ci.csv").read_text()
+    printed = capsys.readouterr().out
+    assert all(title in printed for title in direct) and f"written to {out}/" in printed
 
 
 def test_missing_condition_is_explained(tmp_path):

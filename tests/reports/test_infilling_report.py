@@ -80,3 +80,28 @@ def test_kendall_tau_system_level():
     assert table.loc["fluency", "rouge1"] == pytest.approx(1.0)
     # QAvg per system: 3.0, 4.0, 3.5 against metrics 0.1x, 0.3x, 0.2x: also concordant.
     assert table.loc["qavg", "chrf"] == pytest.approx(1.0)
+
+
+def test_human_agreement_table_against_hand_values():
+    """Raters a and b share outputs 1-4; a alone rated output 5. kappa uses the shared outputs only
+    (quadratic weights (i-j)^2/16: observed 1/32, expected 3/16, kappa = 1 - 1/6); each rho uses
+    every output its rater scored (a: sum d^2 = 2 over 5 -> 0.9; b: ties, rho = 3 / sqrt(22.5))."""
+    from narrative_eval.reports.infilling import human_agreement_table
+
+    a, b, judge = [1, 2, 3, 4, 5], [2, 2, 3, 5, None], [1, 3, 2, 4, 5]
+    ratings = pd.DataFrame(
+        [{"rater": "a", "model": "m", "prompt_setting": "L2", "instance_id": f"i{k}", "seed": 0, "fluency": v}
+         for k, v in enumerate(a)]
+        + [{"rater": "b", "model": "m", "prompt_setting": "L2", "instance_id": f"i{k}", "seed": 0, "fluency": v}
+           for k, v in enumerate(b) if v is not None]
+    )
+    gens = pd.DataFrame([{"model": "m", "setting": "L2", "instance_id": f"i{k}", "seed": 0, "judge/j/fluency": v}
+                         for k, v in enumerate(judge)])
+    table = human_agreement_table(ratings, gens, "j", ["fluency"])
+    row = table.iloc[0]
+    assert row["kappa[a|b]"] == pytest.approx(1 - 1 / 6)
+    assert row["rho[j|a]"] == pytest.approx(0.9)
+    assert row["rho[j|b]"] == pytest.approx(3 / 22.5 ** 0.5)
+    assert row["n_outputs"] == 5
+    assert list(table["dimension"]) == ["fluency", "Average"]
+    assert table.iloc[1]["rho[j|a]"] == pytest.approx(0.9)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from narrative_eval.records import ScoreRecord
 from narrative_eval.stats.effects import (
@@ -62,6 +63,18 @@ def test_creative_integrity_and_icir_by_hand():
     assert table.loc[1, "full_ci"] == pytest.approx(0.625)
     assert table.loc[1, "x_ci"] == pytest.approx(0.1875)
     assert table.loc[1, "icir"] == pytest.approx(30.0)
+
+
+def test_icir_is_undefined_not_a_crash_when_full_has_no_integrity():
+    """Weak models can score CI = 0 on every FULL story (structure 1 or adherence 0): ICIR is then NaN, and
+    resamples with a zero denominator drop out of the interval instead of making it infinite."""
+    assert math.isnan(icir([0.25, 0.0], [0.0, 0.0]))
+    frame = pd.DataFrame({"model": "m", "story_id": ["s1", "s2", "s3"], "ci_full": [0.0, 0.0, 0.5], "ci_x": [0.1, 0.0, 0.25]})
+    row = icir_table(frame, n_boot=500, seed=0).iloc[0]
+    assert row["icir"] == pytest.approx(100 * (0.35 / 3) / (0.5 / 3))
+    assert math.isfinite(row["icir_lo"]) and math.isfinite(row["icir_hi"])
+    zero = icir_table(frame.assign(ci_full=0.0), n_boot=200, seed=0).iloc[0]
+    assert math.isnan(zero["icir"]) and math.isnan(zero["icir_lo"])
 
 
 def test_paired_effects_by_hand():

@@ -9,7 +9,6 @@ process killed with SIGKILL loses at most the batch in flight.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading

@@ -49,6 +49,9 @@ from narrative_eval.stats.effects import equal_genre as equal_genre_table
 REPLANNING_CONDITIONS: tuple[str, ...] = ("recap", "snowball")
 """Conditions beyond the study whose ICIR against FULL gets its own file."""
 
+EXPERIMENT = "incremental-delivery"
+"""The MLflow experiment of the study's cell runs."""
+
 FLOAT_DIGITS = 6
 """Decimals kept in the CSV files."""
 
@@ -195,3 +198,28 @@ def write_creative_report(
             except ValueError:  # this judge scored no complete pair
                 continue
     return tables
+
+
+def creative_report_from_scores(path: str | Path, out_dir: str | Path, n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> dict[str, str]:
+    """The report from a score-record JSONL file (published or external judgments; nothing is regenerated)."""
+    from narrative_eval.scores import load_score_records
+
+    return write_creative_report(load_score_records(path), out_dir, n_boot=n_boot, seed=seed)
+
+
+def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> dict[str, str]:
+    """The report from an incremental-delivery sweep's finished cell runs in MLflow; their score records are
+    exported beside it as score_records.jsonl, so the analysis can be rerun or shared without MLflow."""
+    from narrative_eval import tracking
+    from narrative_eval.scores import save_score_records
+
+    runs = tracking.sweep_cell_runs(EXPERIMENT, sweep)
+    if runs.empty:
+        raise ValueError(f"no finished cell runs for sweep {sweep!r} in experiment {EXPERIMENT!r} at {tracking.tracking_uri()}")
+    records: list[ScoreRecord] = []
+    for run_id in runs["run_id"]:
+        records.extend(ScoreRecord(**payload) for payload in tracking.load_json_artifact(run_id, "score_records.json"))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_score_records(records, out_dir / "score_records.jsonl")
+    return write_creative_report(records, out_dir, n_boot=n_boot, seed=seed)

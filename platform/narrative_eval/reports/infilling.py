@@ -3,7 +3,9 @@
 Each table kind is written as CSV, markdown and LaTeX when the sweep's grid supports it:
 main (model x setting: metrics, AtAvg, judge dimensions, QAvg, High%), AtAvg pivot, seeds
 (mean ± SD across seeds), judges (QAvg per judge, agreement and rank order), position and domain
-(Avg / High%), and system-level Kendall tau between judge dimensions and metrics.
+(Avg / High%), system-level Kendall tau between judge dimensions and metrics, and, when human
+ratings of the sweep's outputs exist (the app's annotation store or a CSV), human-human and
+human-judge agreement per dimension as in the study's Table 2.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from narrative_eval import tracking
 
 METRICS = ("bertscore", "rouge1", "meteor", "chrf", "semf1")
 EXPERIMENT = "infilling"
+HUMAN_RUBRIC = "infilling_narrative"
+"""The rubric whose dimensions human raters score (the app's Annotate tab uses the same one)."""
 
 
 def _judges(runs: pd.DataFrame) -> list[str]:
@@ -188,6 +192,57 @@ def judge_agreement(gens: pd.DataFrame, judges: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def human_agreement_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, dimensions: list[str]) -> pd.DataFrame:
+    """Per dimension: quadratic-weighted Cohen's kappa between every pair of raters on the outputs both rated, and
+    Spearman rho between the judge and each rater; a last row averages each column (the study's Table 2)."""
+    from narrative_eval.judges.agreement import cohen_kappa, spearman
+
+    keys = ["model", "setting", "instance_id", "seed"]
+    judged = gens.assign(seed=pd.to_numeric(gens["seed"]).astype(int))
+    ratings = ratings.rename(columns={"prompt_setting": "setting"}).assign(seed=lambda f: f["seed"].astype(int))
+    raters = sorted(ratings["rater"].unique())
+    scale = [1, 2, 3, 4, 5]
+    rows = []
+    for dimension in dimensions:
+        row: dict[str, Any] = {"dimension": dimension}
+        if dimension not in ratings:
+            rows.append(row)
+            continue
+        wide = ratings.pivot_table(index=keys, columns="rater", values=dimension, aggfunc="mean")
+        for i, a in enumerate(raters):
+            for b in raters[i + 1:]:
+                if a in wide and b in wide:
+                    both = wide[[a, b]].dropna()
+                    row[f"kappa[{a}|{b}]"] = (cohen_kappa(both[a].round().astype(int).tolist(), both[b].round().astype(int).tolist(),
+                                                          weights="quadratic", labels=scale) if len(both) >= 2 else np.nan)
+        column = f"judge/{judge}/{dimension}"
+        merged = wide.reset_index().merge(judged[keys + [column]], on=keys, how="inner") if column in judged else pd.DataFrame()
+        for rater in raters:
+            pair = merged[[rater, column]].apply(pd.to_numeric, errors="coerce").dropna() if rater in merged else pd.DataFrame()
+            row[f"rho[{judge}|{rater}]"] = spearman(pair[rater].tolist(), pair[column].tolist(), n_boot=200).estimate if len(pair) >= 3 else np.nan
+        row["n_outputs"] = len(wide)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        average = {"dimension": "Average", **table.drop(columns=["dimension", "n_outputs"], errors="ignore").mean(numeric_only=True).to_dict()}
+        table = pd.concat([table, pd.DataFrame([average])], ignore_index=True)
+    return table
+
+
+def human_ratings(sweep: str, ratings_csv: str | Path | None, annotations_path: str | Path | None) -> pd.DataFrame:
+    """The sweep's human ratings: from a CSV when given, else from the annotation store (when it exists)."""
+    from narrative_eval import annotations
+    from narrative_eval.judges import load_rubric
+
+    if ratings_csv is not None:
+        dimensions = [d.key for d in load_rubric(HUMAN_RUBRIC).dimensions]
+        rows = annotations.read_ratings_csv(ratings_csv, dimensions)
+    else:
+        path = Path(annotations_path) if annotations_path is not None else annotations.default_path()
+        rows = annotations.sweep_ratings(annotations.AnnotationStore(path), sweep) if path.exists() else []
+    return pd.DataFrame(rows)
+
+
 def _save_plot(draw, ylabel: str, title: str, path: Path) -> Path:
     """Draw one figure with `draw(ax)`, label it and save it as PNG."""
     import matplotlib
@@ -220,8 +275,14 @@ def figures(table: pd.DataFrame, judges: list[str], out_dir: Path) -> list[Path]
     return written
 
 
-def write_infilling_report(sweep: str, out_dir: str | Path) -> dict[str, str]:
-    """Write every table kind the sweep supports into out_dir; return title -> markdown."""
+def write_infilling_report(
+    sweep: str, out_dir: str | Path, *, ratings_csv: str | Path | None = None, annotations_path: str | Path | None = None
+) -> dict[str, str]:
+    """Write every table kind the sweep supports into out_dir; return title -> markdown.
+
+    Human ratings come from `ratings_csv` when given, else from the annotation store at `annotations_path`
+    (default: the app's store); with none, the human-agreement table is left out.
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = tracking.sweep_cell_runs(EXPERIMENT, sweep)
@@ -252,6 +313,11 @@ def write_infilling_report(sweep: str, out_dir: str | Path) -> dict[str, str]:
             table = breakdown(gens, by, judge)
             if not table.empty:
                 tables[f"Avg / High% by {by} [{judge}]"] = _write(table, out_dir, f"{by}_{judge}")
+    ratings = human_ratings(sweep, ratings_csv, annotations_path)
+    if not ratings.empty and not gens.empty:
+        for judge in judges:
+            table = human_agreement_table(ratings, gens, judge, _dimensions(runs, judge))
+            tables[f"Human-human (kappa) and human-judge (Spearman rho) agreement [{judge}]"] = _write(table, out_dir, f"human_agreement_{judge}")
     figures(main, judges, out_dir)
     (out_dir / "tables.json").write_text(json.dumps(tables, indent=1, ensure_ascii=False))
     return tables

@@ -94,9 +94,9 @@ class ClusterBootstrap:
 
 
 def percentile_interval(replicates: np.ndarray, level: float = DEFAULT_LEVEL) -> tuple[float, float]:
-    """Percentile interval of bootstrap replicates (replicates that are NaN are ignored)."""
+    """Percentile interval of bootstrap replicates (undefined replicates, NaN or infinite, are ignored)."""
     replicates = np.asarray(replicates, dtype=float)
-    replicates = replicates[~np.isnan(replicates)]
+    replicates = replicates[np.isfinite(replicates)]
     if replicates.size == 0:
         return (float("nan"), float("nan"))
     tail = 100.0 * (1.0 - level) / 2.0

@@ -56,8 +56,11 @@ def adherence_of(record: ScoreRecord) -> float:
 
 
 def icir(ci_condition: Sequence[float] | np.ndarray, ci_full: Sequence[float] | np.ndarray) -> float:
-    """ICIR = 100 * mean CI(condition) / mean CI(full)."""
-    return 100.0 * float(np.nanmean(np.asarray(ci_condition, dtype=float))) / float(np.nanmean(np.asarray(ci_full, dtype=float)))
+    """ICIR = 100 * mean CI(condition) / mean CI(full); NaN when FULL's mean CI is 0 (no integrity to retain)."""
+    full = float(np.nanmean(np.asarray(ci_full, dtype=float)))
+    if not np.isfinite(full) or full == 0.0:
+        return float("nan")
+    return 100.0 * float(np.nanmean(np.asarray(ci_condition, dtype=float))) / full
 
 
 def d_av(full: Sequence[float] | np.ndarray, other: Sequence[float] | np.ndarray) -> float:

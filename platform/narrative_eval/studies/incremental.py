@@ -336,25 +336,14 @@ class IncrementalDeliveryStudy:
     # ------------------------------------------------------------------ the sweep's report
 
     def summarise(self, sweep: str, out_dir: Path, tracking_uri: str | None = None) -> dict[str, str]:
-        """Read every cell run's score records from MLflow, export them, and write the creative-integrity report."""
+        """Export the sweep's score records and write the creative-integrity report from MLflow."""
         import os
 
-        from narrative_eval import tracking
-        from narrative_eval.reports.creative import write_creative_report
-        from narrative_eval.scores import save_score_records
+        from narrative_eval.reports.creative import creative_report_from_sweep
 
         if tracking_uri:
             os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
-        runs = tracking.sweep_cell_runs(self.experiment, sweep)
-        if runs.empty:
-            raise ValueError(f"no finished cell runs for sweep {sweep!r} in experiment {self.experiment!r}")
-        records: list[ScoreRecord] = []
-        for run_id in runs["run_id"]:
-            records.extend(ScoreRecord(**payload) for payload in tracking.load_json_artifact(run_id, "score_records.json"))
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        save_score_records(records, out_dir / "score_records.jsonl")
-        return write_creative_report(records, out_dir)
+        return creative_report_from_sweep(sweep, out_dir)
 
 
 def is_scoreable(trajectory: Trajectory, score_truncated: bool = False) -> bool:

@@ -12,7 +12,7 @@ from narrative_eval.extraction import extract_answer
 from narrative_eval.judges import failure_rate, judge_infills, qavg, rubric_hash
 from narrative_eval.metrics import AT_AVG_NAMES, at_avg, score_all
 from narrative_eval.prompts import load_prompt_file, render_infilling
-from narrative_eval.records import CellSpec, GenerationParams, InfillingInstance, InfillingSample, stable_hash
+from narrative_eval.records import CellSpec, InfillingInstance, InfillingSample, stable_hash
 from narrative_eval.studies.base import CellResult, Runtime
 
 INFILL_RUBRIC = "infilling_narrative"
