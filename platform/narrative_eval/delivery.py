@@ -150,7 +150,9 @@ def deliver(
 ) -> list[Trajectory]:
     """Run every task's conversation under `condition` and return one trajectory per task, in task order.
 
-    Turn k of every task still in play goes out in one backend call. Each request is seeded
+    Turn k of every task still in play goes out in one backend call, except on a sequential engine
+    (llama.cpp), which runs each conversation to its end so every turn reuses the cached history
+    before the next conversation starts. Each request is seeded
     from (seed, story_id, attempt, turn), so a task's replies do not depend on which other tasks
     run with it; `attempt` > 0 gives a regeneration fresh seeds. `observe(story_id, turn, reply)`
     sees every raw reply (for timing and cache accounting the Turn record does not carry).
@@ -167,14 +169,11 @@ def deliver(
     truncated = [False] * len(tasks)
     stopped = [False] * len(tasks)
     errors: list[str | None] = [None] * len(tasks)
-    n_turns = max((len(t) for t in turn_texts), default=0)
-    steps: Iterable[int] = range(n_turns)
-    if progress is not None:
-        steps = progress(steps, f"{condition} turns", n_turns)
-    for k in steps:
-        batch = [i for i in range(len(tasks)) if k < len(turn_texts[i]) and not stopped[i]]
+
+    def run_turn(k: int, members: list[int]) -> None:
+        batch = [i for i in members if k < len(turn_texts[i]) and not stopped[i]]
         if not batch:
-            continue
+            return
         for i in batch:
             histories[i].append(Message(role="user", content=turn_texts[i][k]))
         request_params = [params.model_copy(update={"seed": request_seed(seed, tasks[i].story_id, attempt, k)}) for i in batch]
@@ -200,6 +199,24 @@ def deliver(
                 truncated[i] = True
                 stopped[i] = ends
                 errors[i] = errors[i] or reply.error
+
+    if getattr(backend, "sequential", False):
+        # One conversation at a time, to its end: each turn then reuses the engine's cached history.
+        steps: Iterable[int] = range(len(tasks))
+        if progress is not None:
+            steps = progress(steps, f"{condition} conversations", len(tasks))
+        for i in steps:
+            for k in range(len(turn_texts[i])):
+                run_turn(k, [i])
+    else:
+        # Turn k of every task in one call, so batching engines (vLLM, hosted APIs) work in parallel.
+        n_turns = max((len(t) for t in turn_texts), default=0)
+        steps = range(n_turns)
+        if progress is not None:
+            steps = progress(steps, f"{condition} turns", n_turns)
+        everyone = list(range(len(tasks)))
+        for k in steps:
+            run_turn(k, everyone)
     return [
         Trajectory(story_id=task.story_id, condition=condition, seed=seed, turns=turns[i], truncated=truncated[i], error=errors[i])
         for i, task in enumerate(tasks)

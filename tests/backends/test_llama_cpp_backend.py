@@ -50,3 +50,33 @@ def test_context_overflow_is_a_length_error():
     finally:
         backend.close()
     assert reply.finish_reason == "length" and reply.error and not reply.ok
+
+
+def test_prefix_reuse_is_block_aligned_and_does_not_depend_on_request_order():
+    """Requests sharing a long system prompt read only what follows the last shared 64-token block, and a
+    seeded reply is the same whether its prefix came from the cache or was read fresh, in any order."""
+    spec = ModelSpec(id="smollm2-prefix", weights="embedded:smollm2-135m-instruct", options={"n_ctx": 2048})
+    system = Message(role="system", content="You are a careful storyteller. " * 25)
+    questions = ["Name a color.", "Name a fruit.", "Name a city.", "Name an animal."]
+    conversations = [[system, Message(role="user", content=q)] for q in questions]
+    params = [GenerationParams(temperature=0.9, max_new_tokens=16, seed=11 + i) for i in range(len(questions))]
+    backend, fresh = LlamaCppBackend(spec), LlamaCppBackend(spec)
+    try:
+        reads: list[int] = []
+        evaluate = backend.llm.eval
+        backend.llm.eval = lambda tokens: (reads.append(len(tokens)) if len(tokens) > 1 else None, evaluate(tokens))[1]
+        forward = backend.generate(conversations, params)
+        prompt_sizes = [reply.prompt_tokens for reply in forward]
+        assert reads[0] == prompt_sizes[0]
+        for size, read in zip(prompt_sizes[1:], reads[1:]):
+            assert read < size and (size - read) % backend.llm.n_batch == 0
+        backward = backend.generate(conversations[::-1], params[::-1])[::-1]
+        alone = []
+        for conversation, p in zip(conversations, params):
+            fresh.llm.reset()
+            alone.append(fresh.generate([conversation], p)[0])
+    finally:
+        backend.close()
+        fresh.close()
+    assert [r.text for r in forward] == [r.text for r in backward] == [r.text for r in alone]
+    assert len({r.text for r in forward}) > 1

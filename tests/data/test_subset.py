@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from narrative_eval.data import stratified_subset
+from narrative_eval.data import spread_limit, stratified_subset
 from narrative_eval.records import InfillingInstance
 
 
@@ -58,3 +58,17 @@ def test_full_fraction_keeps_everything_and_bad_fraction_fails() -> None:
     with pytest.raises(ValueError):
         stratified_subset(instances, fraction=0.0)
     assert stratified_subset([], fraction=0.1) == []
+
+
+def test_limit_spreads_over_strata_round_robin() -> None:
+    # A file sorted by dataset, as the shipped benchmark is: its head is one stratum only.
+    instances = [make(d, ref, u) for d, u, size in [("wikipedia", 1, 4), ("sind", 2, 3), ("rocstories", 3, 1)]
+                 for ref in range(size)]
+    picked = spread_limit(instances, 5)
+    # Round 1 takes the first of each stratum, round 2 the second of the strata that have one.
+    assert [(i.dataset, i.ref_id) for i in picked] == [
+        ("wikipedia", "0"), ("wikipedia", "1"), ("sind", "0"), ("sind", "1"), ("rocstories", "0")]
+    assert spread_limit(instances, 100) == instances
+    assert spread_limit(instances, 0) == []
+    with pytest.raises(ValueError):
+        spread_limit(instances, -1)

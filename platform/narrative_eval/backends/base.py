@@ -24,6 +24,9 @@ class Backend(ABC):
     per_request_params: bool = False
     """True when generate() accepts one GenerationParams per conversation (a list); otherwise callers
     group requests by identical params (CachedBackend does this)."""
+    sequential: bool = False
+    """True when the engine serves one conversation at a time and reuses the previous prompt's cached
+    prefix: a multi-turn driver should then run each conversation to its end before the next."""
 
     def __init__(self, spec: ModelSpec):
         self.spec = spec

@@ -100,6 +100,10 @@ class CachedBackend:
     def spec(self):
         return self.backend.spec
 
+    @property
+    def sequential(self) -> bool:
+        return self.backend.sequential
+
     def generate(
         self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]
     ) -> list[Reply]:

@@ -16,6 +16,11 @@ from narrative_eval.embedded import default_chat_format, resolve_weights
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
 
+PREFIX_BLOCK = 64
+"""Default n_batch: on CPU, reading a prompt in chunks of 64 tokens is as fast as in chunks of 512, and a
+small chunk lets more of a shared prefix (system prompt, conversation history) be reused."""
+
+
 @cache
 def file_digest(path: str, size: int, mtime: float) -> str:
     """sha256 of a weights file (memoised on path, size and mtime)."""
@@ -26,10 +31,36 @@ def file_digest(path: str, size: int, mtime: float) -> str:
     return digest.hexdigest()
 
 
+def block_aligned_llama(llama_class: type) -> type:
+    """A llama_cpp.Llama that reuses the previous prompt's KV prefix only up to a multiple of n_batch.
+
+    Reusing a cached prefix saves re-reading it (prompt reading dominates on CPU, and every turn of
+    a multi-turn conversation starts with the whole history). llama.cpp reads a prompt in chunks of
+    n_batch tokens from the first uncached position, and a chunk's shape can change the logits'
+    last bits; cutting the reused prefix back to a chunk boundary keeps every chunk where a fresh
+    read would put it, so a seeded reply does not depend on which request ran before it.
+    """
+
+    class BlockAlignedLlama(llama_class):
+        def generate(self, tokens, *args, reset: bool = True, **kwargs):
+            if reset and self.n_tokens > 0:
+                shared = 0
+                for cached, token in zip(self._input_ids, tokens):
+                    if cached != token:
+                        break
+                    shared += 1
+                # At least one prompt token is always read again, so the logits are fresh.
+                self.n_tokens = (min(shared, len(tokens) - 1) // self.n_batch) * self.n_batch
+            yield from super().generate(tokens, *args, reset=reset, **kwargs)
+
+    return BlockAlignedLlama
+
+
 class LlamaCppBackend(Backend):
     name = "llama_cpp"
     supports_json_schema = True
     per_request_params = True
+    sequential = True
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
@@ -41,14 +72,16 @@ class LlamaCppBackend(Backend):
         options = dict(spec.options)
         self.n_ctx = int(options.pop("n_ctx", 4096))
         threads = int(options.pop("n_threads", os.cpu_count() or 1))
+        # The chunk size of prompt reading, and with it the grain of prefix reuse (see block_aligned_llama).
+        n_batch = int(options.pop("n_batch", PREFIX_BLOCK))
         chat_format = spec.chat_format or default_chat_format(spec.weights)
         # llama.cpp prints its load log on stderr; keep the terminal readable.
         with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
-            self.llm = Llama(
+            self.llm = block_aligned_llama(Llama)(
                 model_path=self.path,
                 n_ctx=self.n_ctx,
                 n_threads=threads,
-                n_batch=min(512, self.n_ctx),
+                n_batch=min(n_batch, self.n_ctx),
                 chat_format=chat_format,
                 verbose=False,
                 **options,
@@ -80,9 +113,6 @@ class LlamaCppBackend(Backend):
         for conversation, params in zip(conversations, per_request):
             messages = [m.model_dump() for m in conversation]
             start = time.perf_counter()
-            # Forget the previous prompt: reusing its KV prefix changes batch splits and with them the
-            # logits' last bits, so a seeded reply would depend on what ran before it.
-            self.llm.reset()
             try:
                 out = self.llm.create_chat_completion(messages=messages, **self._kwargs(params))
             except ValueError as error:  # prompt longer than the context window

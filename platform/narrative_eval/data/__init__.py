@@ -18,7 +18,7 @@ from narrative_eval.data.infilling import (
     sentences,
     split_problem,
 )
-from narrative_eval.data.subset import stratified_subset
+from narrative_eval.data.subset import spread_limit, stratified_subset
 
 # The builder is also a command (python -m narrative_eval.data.builder); importing it here
 # eagerly would make runpy warn that the module was loaded twice, so its names load on first use.

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.data.infilling import blank_position, domain, load_instances
-from narrative_eval.data.subset import stratified_subset
+from narrative_eval.data.subset import spread_limit, stratified_subset
 from narrative_eval.extraction import extract_answer
 from narrative_eval.judges import failure_rate, judge_infills, qavg, rubric_hash
 from narrative_eval.metrics import AT_AVG_NAMES, at_avg, score_all
@@ -20,12 +20,12 @@ BATCH = 8
 
 
 def select_instances(cell: CellSpec) -> list[InfillingInstance]:
-    """The cell's instances: the data file, stratified subset, then the limit."""
+    """The cell's instances: the data file, stratified subset, then the limit (spread over the strata)."""
     instances = load_instances(cell.data_path)
     if cell.subset is not None:
         instances = stratified_subset(instances, fraction=cell.subset.fraction, seed=cell.subset.seed)
     if cell.limit is not None:
-        instances = instances[: cell.limit]
+        instances = spread_limit(instances, cell.limit)
     return instances
 
 
