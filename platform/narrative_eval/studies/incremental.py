@@ -27,6 +27,7 @@ from narrative_eval.delivery import (
     load_system_prompt,
     load_turn_templates,
 )
+from narrative_eval.reports.creative import EXPERIMENT as CREATIVE_EXPERIMENT
 from narrative_eval.records import CellSpec, JudgeResult, Reply, ScoreRecord, Trajectory, WritingTask
 from narrative_eval.scores import QUALITY_FIELDS
 from narrative_eval.studies.base import CellResult, Runtime
@@ -91,7 +92,7 @@ def _chunks(items: list[Any], size: int) -> list[list[Any]]:
 
 class IncrementalDeliveryStudy:
     name = "incremental-delivery"
-    experiment = "incremental-delivery"
+    experiment = CREATIVE_EXPERIMENT
 
     def count_requests(self, cell: CellSpec) -> int:
         """Generation requests of one seed (one per user turn, regenerations not counted)."""
