@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 
-from narrative_eval.backends.llama_cpp import LlamaCppBackend
+import numpy as np
+import pytest
+
+from narrative_eval.backends.llama_cpp import DEFAULT_N_BATCH, PREFIX_BLOCK, LlamaCppBackend, reuse_point
+from narrative_eval.embedded import embedded_path
 from narrative_eval.records import GenerationParams, Message, ModelSpec
 
 
@@ -53,8 +59,8 @@ def test_context_overflow_is_a_length_error():
 
 
 def test_prefix_reuse_is_block_aligned_and_does_not_depend_on_request_order():
-    """Requests sharing a long system prompt read only what follows the last shared 64-token block, and a
-    seeded reply is the same whether its prefix came from the cache or was read fresh, in any order."""
+    """Requests sharing a long system prompt read only what follows the last shared block, and a seeded
+    reply is the same whether its prefix came from the cache or was read fresh, in any order."""
     spec = ModelSpec(id="smollm2-prefix", weights="embedded:smollm2-135m-instruct", options={"n_ctx": 2048})
     system = Message(role="system", content="You are a careful storyteller. " * 25)
     questions = ["Name a color.", "Name a fruit.", "Name a city.", "Name an animal."]
@@ -69,7 +75,7 @@ def test_prefix_reuse_is_block_aligned_and_does_not_depend_on_request_order():
         prompt_sizes = [reply.prompt_tokens for reply in forward]
         assert reads[0] == prompt_sizes[0]
         for size, read in zip(prompt_sizes[1:], reads[1:]):
-            assert read < size and (size - read) % backend.llm.n_batch == 0
+            assert read < size and (size - read) % backend.llm.prefix_block == 0
         backward = backend.generate(conversations[::-1], params[::-1])[::-1]
         alone = []
         for conversation, p in zip(conversations, params):
@@ -80,3 +86,46 @@ def test_prefix_reuse_is_block_aligned_and_does_not_depend_on_request_order():
         fresh.close()
     assert [r.text for r in forward] == [r.text for r in backward] == [r.text for r in alone]
     assert len({r.text for r in forward}) > 1
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m-instruct", "gemma3-270m"])
+def test_aligned_prefix_reuse_gives_the_logits_of_a_fresh_read(model):
+    """Reading a prompt on top of the cached prefix that reuse_point keeps gives, bit for bit, the logits
+    of a fresh read (Gemma's differ by tenths at other cut points). The last token attends to every
+    row read, so equal logits there mean the reuse changed none of them."""
+    from llama_cpp import Llama
+
+    with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
+        llm = Llama(model_path=str(embedded_path(model)), n_ctx=2048, n_batch=DEFAULT_N_BATCH, verbose=False)
+
+    def last_logits() -> np.ndarray:
+        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).copy()
+
+    try:
+        story = "The lighthouse keeper counted the ships that passed each night, and wrote their names down. " * 60
+        tokens = llm.tokenize(story.encode())
+        assert len(tokens) > 600
+        # Within one chunk and across the chunk boundary; shared up to the end, or ending mid-block.
+        cases = [(96 + tail, 96 + tail) for tail in (1, 3, 6, 8)] + [(150, 100), (600, 600)]
+        for length, shared in cases:
+            prompt, cut = tokens[:length], reuse_point(shared, length)
+            assert cut % PREFIX_BLOCK == 0 and length - cut >= PREFIX_BLOCK
+            llm.reset()
+            llm.eval(prompt)
+            fresh = last_logits()
+            # Leave a different continuation in the cache after the kept prefix, as a previous request would.
+            llm.reset()
+            llm.eval(prompt[:cut] + tokens[-30:])
+            llm.n_tokens = cut
+            llm.eval(prompt[cut:])
+            assert np.array_equal(fresh, last_logits()), (model, length, shared, cut)
+    finally:
+        llm.close()
+
+
+def test_reuse_point():
+    assert reuse_point(shared=100, length=200) == 96
+    assert reuse_point(shared=200, length=200) == 192
+    assert reuse_point(shared=195, length=200) == 192
+    assert reuse_point(shared=197, length=200) == 192 and reuse_point(shared=200, length=201) == 192
+    assert reuse_point(shared=10, length=12) == 0

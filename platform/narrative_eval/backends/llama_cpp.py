@@ -16,9 +16,12 @@ from narrative_eval.embedded import default_chat_format, resolve_weights
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
 
-PREFIX_BLOCK = 16
-"""Default n_batch: on CPU, reading a prompt in chunks of 16 tokens is as fast as in chunks of 512, and a
-small chunk lets more of a shared prefix (system prompt, conversation history) be reused."""
+PREFIX_BLOCK = 8
+"""Grain of prefix reuse: a reused prompt prefix is cut back to a multiple of this many tokens, and at
+least this many prompt tokens are read again."""
+
+DEFAULT_N_BATCH = 512
+"""llama.cpp's own default chunk for reading a prompt; short prompts are read in one chunk."""
 
 
 @cache
@@ -31,14 +34,25 @@ def file_digest(path: str, size: int, mtime: float) -> str:
     return digest.hexdigest()
 
 
-def block_aligned_llama(llama_class: type) -> type:
-    """A llama_cpp.Llama that reuses the previous prompt's KV prefix only up to a multiple of n_batch.
+def reuse_point(shared: int, length: int, block: int = PREFIX_BLOCK) -> int:
+    """How many cached tokens of a `length`-token prompt to keep when its first `shared` are cached.
 
-    Reusing a cached prefix saves re-reading it (prompt reading dominates on CPU, and every turn of
-    a multi-turn conversation starts with the whole history). llama.cpp reads a prompt in chunks of
-    n_batch tokens from the first uncached position, and a chunk's shape can change the logits'
-    last bits; cutting the reused prefix back to a chunk boundary keeps every chunk where a fresh
-    read would put it, so a seeded reply does not depend on which request ran before it.
+    A multiple of `block`, leaving at least `block` tokens to read (see block_aligned_llama); 0 for a
+    prompt shorter than two blocks.
+    """
+    return max(0, min(shared, length - block) // block * block)
+
+
+def block_aligned_llama(llama_class: type, prefix_block: int = PREFIX_BLOCK) -> type:
+    """A llama_cpp.Llama whose prefix reuse leaves every logit as a fresh read of the prompt gives it.
+
+    Reusing the previous prompt's KV prefix saves re-reading it (prompt reading dominates on CPU, and
+    every turn of a multi-turn conversation starts with the whole history). But ggml's CPU kernels
+    multiply some matrices a few rows at a time, and take other paths for a chunk of only a few rows,
+    so a prompt token's logits can change (by tenths, for the embedded Gemma 3) with where the read
+    starts. Starting it at a multiple of 8 tokens, with at least 8 tokens left to read, keeps the
+    results bit for bit those of a fresh read, so a seeded reply does not depend on which request
+    ran before it. tests/backends/test_llama_cpp_backend.py checks the logits of both embedded models.
     """
 
     class BlockAlignedLlama(llama_class):
@@ -49,10 +63,10 @@ def block_aligned_llama(llama_class: type) -> type:
                     if cached != token:
                         break
                     shared += 1
-                # At least one prompt token is always read again, so the logits are fresh.
-                self.n_tokens = (min(shared, len(tokens) - 1) // self.n_batch) * self.n_batch
+                self.n_tokens = reuse_point(shared, len(tokens), prefix_block)
             yield from super().generate(tokens, *args, reset=reset, **kwargs)
 
+    BlockAlignedLlama.prefix_block = prefix_block
     return BlockAlignedLlama
 
 
@@ -72,16 +86,19 @@ class LlamaCppBackend(Backend):
         options = dict(spec.options)
         self.n_ctx = int(options.pop("n_ctx", 4096))
         threads = int(options.pop("n_threads", os.cpu_count() or 1))
-        # The chunk size of prompt reading, and with it the grain of prefix reuse (see block_aligned_llama).
-        n_batch = int(options.pop("n_batch", PREFIX_BLOCK))
+        n_batch = int(options.pop("n_batch", DEFAULT_N_BATCH))
+        prefix_block = int(options.pop("prefix_block", PREFIX_BLOCK))
+        if prefix_block % 8 or n_batch % prefix_block:
+            raise ValueError(f"model {spec.id!r}: prefix_block must be a multiple of 8 and divide n_batch "
+                             f"(got prefix_block={prefix_block}, n_batch={n_batch})")
         chat_format = spec.chat_format or default_chat_format(spec.weights)
         # llama.cpp prints its load log on stderr; keep the terminal readable.
         with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
-            self.llm = block_aligned_llama(Llama)(
+            self.llm = block_aligned_llama(Llama, prefix_block)(
                 model_path=self.path,
                 n_ctx=self.n_ctx,
                 n_threads=threads,
-                n_batch=min(n_batch, self.n_ctx),
+                n_batch=min(n_batch, self.n_ctx // prefix_block * prefix_block),
                 chat_format=chat_format,
                 verbose=False,
                 **options,
