@@ -43,7 +43,7 @@ def reuse_point(shared: int, length: int, block: int = PREFIX_BLOCK) -> int:
     return max(0, min(shared, length - block) // block * block)
 
 
-def block_aligned_llama(llama_class: type, prefix_block: int = PREFIX_BLOCK) -> type:
+def block_aligned_llama(llama_class: type, block: int = PREFIX_BLOCK) -> type:
     """A llama_cpp.Llama whose prefix reuse leaves every logit as a fresh read of the prompt gives it.
 
     Reusing the previous prompt's KV prefix saves re-reading it (prompt reading dominates on CPU, and
@@ -56,6 +56,8 @@ def block_aligned_llama(llama_class: type, prefix_block: int = PREFIX_BLOCK) -> 
     """
 
     class BlockAlignedLlama(llama_class):
+        prefix_block = block
+
         def generate(self, tokens, *args, reset: bool = True, **kwargs):
             if reset and self.n_tokens > 0:
                 shared = 0
@@ -63,10 +65,9 @@ def block_aligned_llama(llama_class: type, prefix_block: int = PREFIX_BLOCK) -> 
                     if cached != token:
                         break
                     shared += 1
-                self.n_tokens = reuse_point(shared, len(tokens), prefix_block)
+                self.n_tokens = reuse_point(shared, len(tokens), self.prefix_block)
             yield from super().generate(tokens, *args, reset=reset, **kwargs)
 
-    BlockAlignedLlama.prefix_block = prefix_block
     return BlockAlignedLlama
 
 
