@@ -180,17 +180,25 @@ def log_tail(job: Job, max_chars: int = 4000) -> str:
 def run(job_path: str | Path) -> int:
     """Run a job's command to the end, recording start, pid and exit status in its state file."""
     job = load(job_path)
-    job.runner_pid = os.getpid()
-    job.status, job.started_at = "running", time.time()
-    save(job)
     with open(job.log_path, "ab", buffering=0) as log:
-        child = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            child = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        except OSError as error:  # the command could not start: record it, the job never ran
+            log.write(f"cannot start {job.command[0]}: {error}\n".encode())
+            job.status, job.finished_at = "failed", time.time()
+            save(job)
+            return 0
 
         def forward(signum, _frame):
             child.send_signal(signum)
 
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
+        # Announced as running only now: a cancel that sees "running" must find the handler in place,
+        # or the runner dies without recording the end and the job reads as lost.
+        job.runner_pid = os.getpid()
+        job.status, job.started_at = "running", time.time()
+        save(job)
         returncode = child.wait()
     job = load(job_path)
     job.returncode = returncode
