@@ -28,6 +28,10 @@ class Backend(ABC):
     """True when the engine serves one conversation at a time and reuses the previous prompt's cached
     prefix: a multi-turn driver should then run each conversation to its end before the next."""
 
+    batch_size: int = 8
+    """Requests a study hands to one generate() call (and so writes to the request cache at once).
+    Batching engines raise it (model option `batch_size`); a SIGKILL loses at most one such chunk."""
+
     def __init__(self, spec: ModelSpec):
         self.spec = spec
 

@@ -104,6 +104,10 @@ class CachedBackend:
     def sequential(self) -> bool:
         return self.backend.sequential
 
+    @property
+    def batch_size(self) -> int:
+        return self.backend.batch_size
+
     def generate(
         self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]
     ) -> list[Reply]:
