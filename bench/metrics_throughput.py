@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from narrative_eval.metrics import METRICS, at_avg
+    from narrative_eval.metrics import METRICS, at_avg, metric_names
     from narrative_eval.metrics.bertscore import BertScore
     from narrative_eval.metrics.semf1 import SemF1
     from narrative_eval.records import MetricsSpec
@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     total_cpu = 0.0
     total_loading = 0.0
     means: dict[str, float] = {}
-    for name in spec.names:
-        metric = METRICS[name].from_spec(spec)
+    for name in metric_names(spec):
+        metric = METRICS.get(name).from_spec(spec)
         if isinstance(metric, (BertScore, SemF1)):
             metric.batch_size = args.batch_size
         # Warm-up on one pair loads the model (and WordNet); timed apart from scoring.

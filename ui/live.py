@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
+from functools import cache
 
 import gradio as gr
 import pandas as pd
 
+from narrative_eval.data.infilling import BLANK_RE
 from ui.common import AppSettings, data_files, esc, instances_by_id, load_catalog, passage_html, texts
 
 TAGS = re.compile(r"<\s*/?\s*answer\s*>", re.IGNORECASE)
@@ -27,31 +29,38 @@ def instance_choices(path: str | None) -> list[tuple[str, str]]:
 
 
 def prompt_settings() -> list[tuple[str, str]]:
-    from narrative_eval.prompts import load_prompt_file
+    """Every registered infilling prompt setting (plugins included), titled."""
+    from narrative_eval.prompts.render import PROMPT_SETTINGS
 
-    prompts = load_prompt_file()
-    return [(f"{name} — {prompts.settings[name].get('title', '')}", name) for name in prompts.names()]
+    entries = [e for e in PROMPT_SETTINGS.entries() if e.meta.get("study") == "infilling"]
+    return [(f"{e.name} — {e.target.settings[e.name].get('title', '')}", e.name) for e in entries]
 
 
 def _metrics_frame(answer: str, gold: str) -> pd.DataFrame:
-    from narrative_eval.metrics import AT_AVG_NAMES, at_avg, score_all
+    from narrative_eval.metrics import at_avg, at_avg_names, score_all
 
     scores = {name: values[0] for name, values in score_all([answer], [gold]).items()}
-    if all(name in scores for name in AT_AVG_NAMES):
+    if all(name in scores for name in at_avg_names()):
         scores["at_avg"] = at_avg(scores)
     return pd.DataFrame({"metric": list(scores), "score": [round(float(v), 4) for v in scores.values()]})
+
+
+@cache
+def _pool():
+    """The app's backends behind the shared request cache (a repeated live fill is served from it)."""
+    from narrative_eval.sweep import BackendPool
+
+    return BackendPool()
 
 
 def live_fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setting: str, temperature: float,
               max_tokens: float) -> Iterator[tuple[str, str, pd.DataFrame, str]]:
     """Stream one fill: yields (passage html, raw reply, metrics table, status line) as the reply grows."""
-    from narrative_eval.backends import get_backend
-    from narrative_eval.extraction import extract_answer
-    from narrative_eval.prompts import load_prompt_file, render_infilling
     from narrative_eval.records import GenerationParams, InfillingInstance, ModelSpec
+    from narrative_eval.studies.infilling import stream_fill
 
     passage = (passage or "").strip()
-    if len(re.findall(r"_{3,}", passage)) != 1:
+    if len(BLANK_RE.findall(passage)) != 1:
         raise gr.Error("The passage needs exactly one blank: six underscores ______ where the missing text goes.")
     catalog = load_catalog(app)
     if model not in catalog:
@@ -60,20 +69,17 @@ def live_fill(app: AppSettings, passage: str, gold: str, n: float, model: str, s
     n_sentences = int(n or 1)
     instance = InfillingInstance(dataset="custom", ref_id="live", source_text=passage, problem=passage,
                                  gold_answer=gold or "", n=n_sentences, unit_idx=0)
-    messages = render_infilling(setting, instance)
     params = GenerationParams(temperature=float(temperature), max_new_tokens=int(max_tokens), seed=0)
     empty = pd.DataFrame({"metric": [], "score": []})
     yield passage_html(passage, "…", "live-fill pending"), "", empty, f"loading {esc(model)}…"
-    reply = ""
+    reply, sample = "", None
     with _engine_lock:
-        backend = get_backend(spec)
-        for piece in backend.stream(messages, params):
-            reply += piece
-            shown = TAGS.sub("", reply).strip() or "…"
-            yield passage_html(passage, shown, "live-fill streaming"), reply, empty, "generating…"
-    found = extract_answer(reply, passage, load_prompt_file().example_answers)
-    answer = found.answer
-    status = f"extraction: {found.status}"
+        for reply, sample in stream_fill(_pool()(spec), instance, setting, params):
+            if sample is None:
+                shown = TAGS.sub("", reply).strip() or "…"
+                yield passage_html(passage, shown, "live-fill streaming"), reply, empty, "generating…"
+    answer = sample.answer
+    status = f"extraction: {sample.extraction_status}"
     html = passage_html(passage, answer or TAGS.sub("", reply).strip() or "(empty reply)", "live-fill done")
     if gold and gold.strip() and answer:
         yield html, reply, empty, status + " · scoring against the gold text…"

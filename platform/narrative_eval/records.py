@@ -24,6 +24,12 @@ def stable_hash(payload: Any, length: int = 16) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
+def derived_seed(*parts: Any) -> int:
+    """An engine seed derived from a cell seed and what identifies one request, stable across runs
+    and independent of which other requests share its batch."""
+    return int(stable_hash(list(parts), 8), 16) % (2**31 - 1)
+
+
 class Frozen(BaseModel):
     """Base for immutable records."""
 
@@ -121,6 +127,8 @@ class JudgeSpec(Frozen):
     """Extra attempts when a reply does not validate."""
     max_new_tokens: int = 256
     """Token budget for one judgment."""
+    rubric: str | None = None
+    """Rubric name from the rubric registry (None: the study's default rubric for this kind of output)."""
 
 
 class SubsetSpec(Frozen):
@@ -135,8 +143,8 @@ class SubsetSpec(Frozen):
 class MetricsSpec(Frozen):
     """Which automatic metrics to compute and with what models."""
 
-    names: tuple[str, ...] = ("bertscore", "rouge1", "meteor", "chrf", "semf1")
-    """Metric names from the metrics registry; AtAvg is their mean."""
+    names: tuple[str, ...] | None = None
+    """Metric names from the metrics registry (None: every registered metric, fixed when the grid is expanded)."""
     bertscore_model: str = "embedded:all-minilm-l6-v2"
     """BERTScore model (local dir, hub id or embedded name)."""
     bertscore_layers: int | None = 6
@@ -151,8 +159,8 @@ class CellSpec(Frozen):
     Seeds and judges run inside the cell. The spec hash decides whether a cell is done.
     """
 
-    study: Literal["infilling", "incremental-delivery"]
-    """Which study this cell belongs to."""
+    study: str
+    """Which study this cell belongs to (a canonical name from the study registry)."""
     sweep: str
     """Sweep name (the parent run)."""
     model: ModelSpec
@@ -388,8 +396,8 @@ class ScoreRecord(BaseModel):
     """Task genre."""
     model: str
     """Generator id."""
-    condition: Literal["full", "sharded", "recap", "snowball"]
-    """Delivery condition."""
+    condition: str
+    """Delivery condition (a name from the condition registry: full, sharded, recap, snowball, ...)."""
     judge: str
     """Judge id."""
     adherence: list[dict[str, Any]]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 import traceback
@@ -12,36 +11,27 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval import tracking
+from narrative_eval.backends.accounting import Prices
 from narrative_eval.backends.cache import CachedBackend, RequestCache
 from narrative_eval.backends.registry import get_backend
 from narrative_eval.config import SweepConfig
 from narrative_eval.data.infilling import file_sha256
+from narrative_eval.executors import EXECUTORS
+from narrative_eval.metrics import metric_names
 from narrative_eval.records import CellSpec, ModelSpec
-from narrative_eval.studies.base import CellResult, ProgressFactory, Runtime, Study, no_progress
+from narrative_eval.studies.base import CellResult, ProgressFactory, Runtime, load_study, no_progress
 
 log = logging.getLogger(__name__)
 
-# study name -> "module:Class"; adding a study is one file plus one line here.
-STUDIES: dict[str, str] = {
-    "infilling": "narrative_eval.studies.infilling:InfillingStudy",
-    "incremental-delivery": "narrative_eval.studies.incremental:IncrementalDeliveryStudy",
-}
-
-# executor name -> "module:function(cells, config, parent_run_id, progress) -> list[CellOutcome]"
-EXECUTORS: dict[str, str] = {
-    "local": "narrative_eval.sweep:run_local",
-    "ray": "narrative_eval.ray_executor:run_ray",
-}
-
-
-def load_study(name: str) -> Study:
-    module_name, _, class_name = STUDIES[name].partition(":")
-    return getattr(importlib.import_module(module_name), class_name)()
+PROMPT_TOKENS_ESTIMATE = 400
+"""Prompt tokens assumed per request when a dry run prices a grid before anything is rendered."""
 
 
 def expand_grid(config: SweepConfig) -> list[CellSpec]:
     """One frozen CellSpec per model x prompt setting x condition."""
     data_sha = file_sha256(config.data)
+    # Fix the metric list now, so a cell's spec (and hash) names exactly the metrics it computes.
+    metrics = config.metrics.model_copy(update={"names": metric_names(config.metrics)})
     extra = dict(config.extra)
     if config.constraints:
         extra["constraints"] = config.constraints
@@ -63,7 +53,7 @@ def expand_grid(config: SweepConfig) -> list[CellSpec]:
             data_sha256=data_sha,
             limit=config.limit,
             subset=config.subset,
-            metrics=config.metrics,
+            metrics=metrics,
             extra=extra,
         )
         for model in config.models
@@ -141,17 +131,6 @@ def over_budget(outcome: CellOutcome, config: SweepConfig) -> bool:
     return True
 
 
-def run_local(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, progress: ProgressFactory) -> list[CellOutcome]:
-    pool = BackendPool(config.cache)
-    runtime = Runtime(backend_for=pool, progress=progress)
-    outcomes = []
-    for cell in progress(cells, "cells", len(cells)):
-        outcomes.append(run_cell_tracked(cell, parent_run_id, runtime, lambda: pool.generated))
-        if over_budget(outcomes[-1], config):
-            break
-    return outcomes
-
-
 @dataclass
 class SweepOutcome:
     """The result of one `run_sweep` call."""
@@ -184,11 +163,7 @@ def run_sweep(
     study = load_study(config.study)
     cells = expand_grid(config)
     parent = tracking.start_sweep_run(study.experiment, config.sweep, config.model_dump(mode="json"))
-    name = executor or config.executor
-    if name not in EXECUTORS:
-        raise ValueError(f"unknown executor {name!r}; known: {', '.join(EXECUTORS)}")
-    module_name, _, function = EXECUTORS[name].partition(":")
-    run = getattr(importlib.import_module(module_name), function)
+    run = EXECUTORS.get(executor or config.executor)
     try:
         outcomes = run(cells, config, parent, progress)
     except BaseException:
@@ -208,15 +183,16 @@ def describe_grid(config: SweepConfig) -> dict[str, Any]:
     """Counts for a dry run: cells, generations and judge calls, and the estimated cost, loading no model."""
     study = load_study(config.study)
     cells = expand_grid(config)
-    units = study.count_requests(cells[0]) if cells and hasattr(study, "count_requests") else 0
-    generations = units * len(cells) * len(config.seeds)
-    judge_calls = study.count_judged(cells[0]) * len(cells) * len(config.seeds) * len(config.judges) if cells and hasattr(
-        study, "count_judged") else 0
+    seeds = len(config.seeds)
+    generations = judge_calls = 0
     cost = 0.0
     for cell in cells:
-        cost += _price(cell.model, units * len(config.seeds), config.generation.max_new_tokens)
+        units, judged = study.count_requests(cell) * seeds, study.count_judged(cell) * seeds
+        generations += units
+        cost += _price(cell.model, units, config.generation.max_new_tokens)
         for judge in config.judges:
-            cost += _price(judge.model, units * len(config.seeds), judge.max_new_tokens)
+            judge_calls += judged
+            cost += _price(judge.model, judged, judge.max_new_tokens)
     return {
         "cells": [(c.model.id, c.prompt_setting, c.condition, c.spec_hash) for c in cells],
         "generations": generations,
@@ -225,6 +201,7 @@ def describe_grid(config: SweepConfig) -> dict[str, Any]:
     }
 
 
-def _price(model: ModelSpec, requests: int, max_new_tokens: int, prompt_tokens: int = 400) -> float:
-    prices = model.options.get("prices") or {}
-    return requests * (prompt_tokens * prices.get("input_per_mtok", 0.0) + max_new_tokens * prices.get("output_per_mtok", 0.0)) / 1e6
+def _price(model: ModelSpec, requests: int, max_new_tokens: int) -> float:
+    """Upper-bound dollars for `requests` to a priced model (every reply at its token limit)."""
+    prices = Prices.of(model)
+    return prices.dollars(requests * PROMPT_TOKENS_ESTIMATE, requests * max_new_tokens) if prices else 0.0

@@ -10,7 +10,6 @@ import pytest
 
 from narrative_eval.backends import CachedBackend, RequestCache
 from narrative_eval.judges import (
-    INFILLING_DIMENSIONS,
     failure_rate,
     judge_checklist,
     judge_infills,
@@ -56,7 +55,7 @@ def test_infilling_judgment_is_schema_valid_and_blind(smollm2_backend, smollm2_j
     assert result.ok, result.error
     assert result.judge_id == "smollm2-judge"
     assert result.rubric_hash == load_rubric("infilling_narrative").hash
-    assert_scale(result, INFILLING_DIMENSIONS)
+    assert_scale(result, load_rubric("infilling_narrative").keys)
     assert recording.prompts and PROBLEM in recording.prompts[0]
     for prompt in recording.prompts:
         for fact in GENERATION_FACTS:
@@ -93,7 +92,12 @@ def test_pairwise_judgment_in_both_orders_is_schema_valid(smollm2_backend, smoll
         assert set(preference.details[order].values()) <= labels
     assert all(-2 <= v <= 2 for v in preference.scores.values())
     assert 0.0 <= pairwise_consistency([preference]) <= 1.0
-    assert preference.attempts >= 2  # both orders were asked
+    # The verdict is the mean of the forward order and the reversed one read back in the forward order.
+    assert preference.attempts == len(preference.raw_replies)
+    for key, value in preference.scores.items():
+        forward, restored = preference.details["forward_scores"][key], preference.details["restored_scores"][key]
+        assert value == (forward + restored) / 2
+        assert preference.details["consistent"][key] == ((forward > 0) - (forward < 0) == (restored > 0) - (restored < 0))
 
 
 @pytest.mark.slow
@@ -115,5 +119,5 @@ def test_judging_is_deterministic_and_cached(smollm2_backend, smollm2_judge, tmp
     assert [r.scores for r in second] == [r.scores for r in first]
     metrics = summarize(first)
     assert metrics["failure_rate"] == failure_rate(first)
-    assert set(INFILLING_DIMENSIONS) <= set(metrics) or metrics["failure_rate"] == 1.0
+    assert set(load_rubric("infilling_narrative").keys) <= set(metrics) or metrics["failure_rate"] == 1.0
     cache.close()

@@ -19,7 +19,8 @@ from narrative_eval.judges import (
     render_quality,
     rubric_hash,
 )
-from narrative_eval.judges.rubric import RubricError, fill_template, rubric_path, template_slots
+from narrative_eval.judges.rubric import RubricError, rubric_path
+from narrative_eval.prompts.render import UnfilledSlotError, fill, slots
 
 from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, STORY_B, TASK
 
@@ -78,7 +79,7 @@ def test_every_rubric_renders_with_all_slots_filled_and_no_leakage(name):
     messages = render_item(rubric, RECORDS[name])
     assert [m.role for m in messages] == ["system", "user"]
     prompt = "\n".join(m.content for m in messages)
-    assert not template_slots(prompt), "a {{slot}} was left in the prompt"
+    assert not slots(prompt), "a {{slot}} was left in the prompt"
     assert "{{" not in prompt
     for leaked in FORBIDDEN:
         assert leaked not in prompt, f"{leaked!r} reached the judge prompt"
@@ -107,8 +108,8 @@ def test_missing_field_raises_instead_of_leaving_a_slot():
     rubric = load_rubric("infilling_narrative")
     with pytest.raises(RubricError, match="candidate"):
         render_item(rubric, {"problem": PROBLEM})
-    with pytest.raises(RubricError, match="unfilled"):
-        fill_template("Passage: {{problem}} Fill: {{candidate}}", {"problem": "x"})
+    with pytest.raises(UnfilledSlotError, match="candidate"):
+        fill("Passage: {{problem}} Fill: {{candidate}}", {"problem": "x"})
 
 
 def test_braces_inside_texts_are_not_taken_for_slots():

@@ -247,8 +247,11 @@ def test_qavg_high_quality_and_summary():
     exactly_four = {"fluency": 4, "faithfulness": 4, "coherence": 4, "consistency": 4, "informativeness": 4}
     assert qavg(exactly_four) == 4.0 and not is_high_quality(exactly_four)
     assert is_high_quality({**exactly_four, "fluency": 5})
-    with pytest.raises(KeyError):
-        qavg({"fluency": 5})
+    dimensions = load_rubric("infilling_narrative").keys
+    with pytest.raises(KeyError, match="faithfulness"):
+        qavg({"fluency": 5}, dimensions)
+    # QAvg follows the rubric's own dimension list, whatever its length.
+    assert qavg({"fluency": 5, "coherence": 2, "relevance": 2}, ("fluency", "coherence", "relevance")) == 3.0
     backend = ScriptedBackend([infill_json(), infill_json(fluency=5, faithfulness=5, coherence=5, consistency=5, informativeness=4), "x", "y"])
     results = judge_many(backend, judge(max_retries=1), "infilling_narrative", [INFILL_ITEM] * 3)
     assert [r.ok for r in results] == [True, True, False]

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from narrative_eval.metrics import BertScore, ChrF, Meteor, Rouge1, SemF1
+from narrative_eval.metrics.bertscore import BertScore
+from narrative_eval.metrics.chrf import ChrF
+from narrative_eval.metrics.meteor import Meteor
+from narrative_eval.metrics.rouge1 import Rouge1
+from narrative_eval.metrics.semf1 import SemF1
 from narrative_eval.metrics.wordnet import ensure_wordnet
 from narrative_eval.records import MetricsSpec
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from narrative_eval.records import ScoreRecord
 from narrative_eval.reports.creative import write_creative_report
-from narrative_eval.scores import load_score_records, save_score_records
+from narrative_eval.stats.score_records import load_score_records, save_score_records
 
 PRODUCT_FILES = {
     "model_ci.csv": ["model", "full_ci", "sharded_ci", "icir", "icir_lo", "icir_hi"],

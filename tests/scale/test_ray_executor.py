@@ -110,7 +110,7 @@ def test_failing_cell_is_retried_then_recorded_without_stopping_the_others(tiny_
          "models=[smollm2, {id: missing-weights, backend: llama_cpp, weights: /nonexistent/missing.gguf}]"],
         catalog=repo_root / "experiments/configs/models.yaml",
     )
-    with caplog.at_level(logging.WARNING, logger="narrative_eval.ray_executor"):
+    with caplog.at_level(logging.WARNING, logger="narrative_eval.executors.ray"):
         outcome = run_sweep(config, executor="ray", write_report=False)
     by_model = {o.cell.model.id: o for o in outcome.cells}
     assert by_model["smollm2"].status == "finished"

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from narrative_eval.config import load_config
-from narrative_eval.ray_executor import CellResources, cell_resources, worker_env
-from narrative_eval.sweep import EXECUTORS, expand_grid
+from narrative_eval.executors import EXECUTORS
+from narrative_eval.executors.ray import CellResources, cell_resources, run_ray, worker_env
+from narrative_eval.sweep import expand_grid
 
 
 @pytest.fixture()
@@ -36,7 +37,7 @@ executor_options: {executor_options}
 
 
 def test_ray_is_a_registered_executor():
-    assert EXECUTORS["ray"] == "narrative_eval.ray_executor:run_ray"
+    assert EXECUTORS.get("ray") is run_ray and EXECUTORS.entry("ray").origin == "narrative_eval.executors.ray"
 
 
 def test_defaults_and_tensor_parallel_groups(grid_config):

@@ -7,7 +7,7 @@ import json
 import pytest
 from narrative_eval.data.errors import DataErrors
 from narrative_eval.records import ScoreRecord
-from narrative_eval.scores import load_score_records, save_score_records
+from narrative_eval.stats.score_records import load_score_records, save_score_records
 
 
 def _record(record_id: str = "r1", **changes) -> dict:

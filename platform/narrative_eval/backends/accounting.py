@@ -1,16 +1,14 @@
-"""Token, time and dollar accounting for a set of replies.
+"""What a hosted model's tokens cost.
 
 Prices come from the model spec (`options.prices = {input_per_mtok, output_per_mtok}`, dollars
-per million tokens), so a config states what a hosted model costs. Cache hits are counted
-apart: they cost nothing this time, and `dollars` only charges what was really sent.
+per million tokens), so a config states what a hosted model costs; the dry run prices a grid with them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from narrative_eval.records import ModelSpec, Reply
+from narrative_eval.records import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -35,47 +33,3 @@ class Prices:
 
     def dollars(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok) / 1e6
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Sums over a set of replies."""
-
-    requests: int
-    """Replies counted."""
-    errors: int
-    """Replies that carry an error."""
-    cached: int
-    """Replies served from the request cache."""
-    prompt_tokens: int
-    """Prompt tokens over all replies (cached ones included: they describe the run)."""
-    completion_tokens: int
-    """Generated tokens over all replies."""
-    seconds: float
-    """Generation seconds over all replies (cache hits keep their original time)."""
-    dollars: float | None
-    """Cost of the replies generated now (cache hits excluded); None without a price table."""
-
-    def as_metrics(self, prefix: str = "") -> dict[str, float]:
-        """Flat name -> number map for metric logging (dollars left out when unknown)."""
-        return {f"{prefix}{name}": float(value) for name, value in asdict(self).items() if value is not None}
-
-
-def account(replies: Iterable[Reply], spec: ModelSpec | None = None) -> Usage:
-    """Token, time and dollar totals of `replies`, priced with `spec`'s price table if it has one."""
-    replies = list(replies)
-    prices = Prices.of(spec) if spec is not None else None
-    fresh = [r for r in replies if not r.cached]
-    return Usage(
-        requests=len(replies),
-        errors=sum(1 for r in replies if r.error is not None),
-        cached=len(replies) - len(fresh),
-        prompt_tokens=sum(r.prompt_tokens for r in replies),
-        completion_tokens=sum(r.completion_tokens for r in replies),
-        seconds=sum(r.seconds for r in replies),
-        dollars=(
-            prices.dollars(sum(r.prompt_tokens for r in fresh), sum(r.completion_tokens for r in fresh))
-            if prices is not None
-            else None
-        ),
-    )

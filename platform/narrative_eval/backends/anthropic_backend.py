@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from narrative_eval.backends.base import Conversation
+from narrative_eval.backends.base import Conversation, backend
 from narrative_eval.backends.retry import RemoteBackend, call_with_retry
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
@@ -34,8 +34,8 @@ FINISH_REASONS = {
 }
 
 
+@backend("anthropic")
 class AnthropicBackend(RemoteBackend):
-    name = "anthropic"
     supports_seed = False
     supports_json_schema = True
 

@@ -6,8 +6,30 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 
 from narrative_eval.records import GenerationParams, Message, ModelSpec, Reply
+from narrative_eval.registry import Registry
 
 Conversation = Sequence[Message]
+
+BACKENDS: Registry[type["Backend"]] = Registry(
+    "backend",
+    # Importing these reads no engine: each imports its engine (llama_cpp, torch, vllm, SDKs) when a model loads.
+    modules=tuple(
+        f"narrative_eval.backends.{module}"
+        for module in ("llama_cpp", "transformers_backend", "vllm_backend", "openai_compatible", "openai_backend", "anthropic_backend")
+    ),
+)
+"""Backend name -> Backend class (ModelSpec.backend names one)."""
+
+
+def backend(name: str):
+    """Register a Backend subclass under `name` (its `name` attribute is set to match)."""
+
+    def register(backend_class: type[Backend]) -> type[Backend]:
+        backend_class.name = name
+        BACKENDS.add(name, backend_class)
+        return backend_class
+
+    return register
 
 
 class Backend(ABC):

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
 
-from narrative_eval.backends.base import Backend, Conversation
+from narrative_eval.backends.base import Backend, Conversation, backend
 from narrative_eval.embedded import default_chat_format, resolve_weights
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
@@ -71,8 +71,8 @@ def block_aligned_llama(llama_class: type, block: int = PREFIX_BLOCK) -> type:
     return BlockAlignedLlama
 
 
+@backend("llama_cpp")
 class LlamaCppBackend(Backend):
-    name = "llama_cpp"
     supports_json_schema = True
     per_request_params = True
     sequential = True

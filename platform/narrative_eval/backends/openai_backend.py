@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 
+from narrative_eval.backends.base import backend
 from narrative_eval.backends.openai_compatible import OpenAICompatibleBackend
 
 API_KEY_ENV = "OPENAI_API_KEY"
 
 
+@backend("openai")
 class OpenAIBackend(OpenAICompatibleBackend):
-    name = "openai"
     # OpenAI deprecated 'max_tokens' for chat completions (reasoning models refuse it).
     max_tokens_field = "max_completion_tokens"
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from narrative_eval.backends.base import Conversation
+from narrative_eval.backends.base import Conversation, backend
 from narrative_eval.backends.retry import RemoteBackend, call_with_retry
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
@@ -33,8 +33,8 @@ JSON_MODES = ("json_schema", "json_object_schema", "json_object", "none")
 NO_KEY = "no-key-needed"
 
 
+@backend("openai_compatible")
 class OpenAICompatibleBackend(RemoteBackend):
-    name = "openai_compatible"
     supports_json_schema = True
     max_tokens_field = "max_tokens"
     """Request field for the token budget; most compatible servers only know 'max_tokens'."""

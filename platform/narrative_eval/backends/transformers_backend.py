@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from narrative_eval.backends.base import Backend, Conversation
+from narrative_eval.backends.base import Backend, Conversation, backend
 from narrative_eval.embedded import resolve_weights
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
@@ -234,8 +234,8 @@ def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
     return text[: min(positions)], True
 
 
+@backend("transformers")
 class TransformersBackend(Backend):
-    name = "transformers"
     supports_json_schema = False
 
     def __init__(self, spec: ModelSpec):

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from narrative_eval.backends.base import Backend, Conversation
+from narrative_eval.backends.base import Backend, Conversation, backend
 from narrative_eval.backends.transformers_backend import weights_identity
 from narrative_eval.embedded import resolve_weights
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
@@ -39,8 +39,8 @@ def structured_json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"structured_outputs": StructuredOutputsParams(json=schema)}
 
 
+@backend("vllm")
 class VllmBackend(Backend):
-    name = "vllm"
     supports_json_schema = True
 
     def __init__(self, spec: ModelSpec):

@@ -4,11 +4,9 @@ recorded failures, and agreement statistics across judge panels."""
 from narrative_eval.judges.judge import (
     CHECKLIST_RUBRIC,
     HIGH_QUALITY_THRESHOLD,
-    INFILLING_DIMENSIONS,
     INFILLING_RUBRIC,
     PAIRWISE_RUBRIC,
     QUALITY_RUBRIC,
-    backend_for,
     failure_rate,
     is_high_quality,
     judge_checklist,
@@ -30,11 +28,13 @@ from narrative_eval.judges.render import (
     render_quality,
 )
 from narrative_eval.judges.rubric import (
+    RUBRICS,
     Rubric,
     RubricError,
     answer_schema,
     available_rubrics,
     load_rubric,
+    register_rubric,
     rubric_hash,
 )
 from narrative_eval.judges.validate import JudgeReplyError, parse_reply
@@ -42,16 +42,15 @@ from narrative_eval.judges.validate import JudgeReplyError, parse_reply
 __all__ = [
     "CHECKLIST_RUBRIC",
     "HIGH_QUALITY_THRESHOLD",
-    "INFILLING_DIMENSIONS",
     "INFILLING_RUBRIC",
     "PAIRWISE_RUBRIC",
     "QUALITY_RUBRIC",
     "JudgeReplyError",
+    "RUBRICS",
     "Rubric",
     "RubricError",
     "answer_schema",
     "available_rubrics",
-    "backend_for",
     "failure_rate",
     "is_high_quality",
     "judge_checklist",
@@ -70,6 +69,7 @@ __all__ = [
     "render_item",
     "render_pairwise",
     "render_quality",
+    "register_rubric",
     "rubric_hash",
     "summarize",
 ]

@@ -25,23 +25,14 @@ CHECKLIST_RUBRIC = "creative_checklist"
 QUALITY_RUBRIC = "creative_quality"
 PAIRWISE_RUBRIC = "pairwise"
 
-INFILLING_DIMENSIONS = ("fluency", "faithfulness", "coherence", "consistency", "informativeness")
-"""The five infilling judge dimensions; QAvg is their mean."""
 HIGH_QUALITY_THRESHOLD = 4.0
-"""An infill is high-quality when its QAvg is strictly above this."""
+"""An output is high-quality when its QAvg (mean over the rubric's dimensions) is strictly above this."""
 
 
 class GeneratingBackend(Protocol):
     """Anything that turns conversations into replies: a Backend or a CachedBackend."""
 
     def generate(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]: ...
-
-
-def backend_for(judge: JudgeSpec, cache=None):
-    """The judge's model loaded once per process, seen through the request cache when one is given."""
-    from narrative_eval.backends import CachedBackend, get_backend
-
-    return CachedBackend(get_backend(judge.model), cache)
 
 
 def judge_params(judge: JudgeSpec, schema: dict[str, Any] | None, attempt: int) -> GenerationParams:
@@ -115,8 +106,8 @@ def judge_many(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items:
 
 
 def judge_infills(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
-    """Score infills on the five narrative dimensions; items are {problem, candidate}."""
-    return judge_many(backend, judge, INFILLING_RUBRIC, items)
+    """Score infills on the dimensions of the judge's rubric (default: the five narrative ones); items are {problem, candidate}."""
+    return judge_many(backend, judge, judge.rubric or INFILLING_RUBRIC, items)
 
 
 def judge_checklist(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
@@ -129,8 +120,9 @@ def judge_checklist(backend: GeneratingBackend, judge: JudgeSpec, items: Sequenc
 
 
 def judge_quality(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
-    """Score writing quality on five dimensions (characterization may be None); items are {task, requirements, response}."""
-    return judge_many(backend, judge, QUALITY_RUBRIC, items)
+    """Score writing quality on the judge's rubric (default: five dimensions, characterization may be None);
+    items are {task, requirements, response}."""
+    return judge_many(backend, judge, judge.rubric or QUALITY_RUBRIC, items)
 
 
 def judge_pairwise(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
@@ -179,17 +171,18 @@ def _combine_orders(first: JudgeResult, second: JudgeResult) -> JudgeResult:
 # --------------------------------------------------------------------------- summaries
 
 
-def qavg(scores: Mapping[str, float | None]) -> float:
-    """QAvg: the mean of the five infilling dimensions (all five must be present)."""
-    missing = [key for key in INFILLING_DIMENSIONS if scores.get(key) is None]
-    if missing:
-        raise KeyError(f"QAvg needs all five infilling dimensions; missing {missing}")
-    return sum(float(scores[key]) for key in INFILLING_DIMENSIONS) / len(INFILLING_DIMENSIONS)
+def qavg(scores: Mapping[str, float | None], dimensions: Sequence[str] | None = None) -> float:
+    """QAvg: the mean of a rubric's dimensions (default: every score given); all of them must be present."""
+    keys = tuple(dimensions) if dimensions is not None else tuple(scores)
+    missing = [key for key in keys if scores.get(key) is None]
+    if missing or not keys:
+        raise KeyError(f"QAvg needs every dimension of the rubric; missing {missing or 'all'}")
+    return sum(float(scores[key]) for key in keys) / len(keys)
 
 
-def is_high_quality(scores: Mapping[str, float | None]) -> bool:
-    """True when the infill's QAvg is strictly above 4."""
-    return qavg(scores) > HIGH_QUALITY_THRESHOLD
+def is_high_quality(scores: Mapping[str, float | None], dimensions: Sequence[str] | None = None) -> bool:
+    """True when the output's QAvg is strictly above 4."""
+    return qavg(scores, dimensions) > HIGH_QUALITY_THRESHOLD
 
 
 def failure_rate(results: Sequence[JudgeResult]) -> float:
@@ -215,8 +208,8 @@ def pairwise_consistency(results: Sequence[JudgeResult], dimension: str | None =
 
 def summarize(results: Sequence[JudgeResult]) -> dict[str, float]:
     """Per-judge metrics to log: mean of each dimension over valid judgments, failure rate, and
-    for infilling QAvg and High% (share of valid judgments with QAvg > 4, in percent), for
-    pairwise the order consistency. All results must come from one judge and one rubric."""
+    for a scores rubric QAvg over its dimensions and High% (share of valid judgments with QAvg > 4,
+    in percent), for pairwise the order consistency. All results must come from one judge and one rubric."""
     if not results:
         return {"failure_rate": math.nan, "n_judged": 0.0}
     judges = {(r.judge_id, r.rubric) for r in results}
@@ -228,12 +221,12 @@ def summarize(results: Sequence[JudgeResult]) -> dict[str, float]:
     for key in keys:
         values = [r.scores[key] for r in valid if r.scores.get(key) is not None]
         metrics[key] = sum(values) / len(values) if values else math.nan
-    rubric = results[0].rubric
-    if rubric == INFILLING_RUBRIC:
-        per_item = [qavg(r.scores) for r in valid]
+    rubric = load_rubric(results[0].rubric)
+    if rubric.kind == "scores" and not any(d.nullable for d in rubric.dimensions):
+        per_item = [qavg(r.scores, rubric.keys) for r in valid]
         metrics["qavg"] = sum(per_item) / len(per_item) if per_item else math.nan
         metrics["high_pct"] = 100 * sum(q > HIGH_QUALITY_THRESHOLD for q in per_item) / len(per_item) if per_item else math.nan
-    if rubric == PAIRWISE_RUBRIC and valid and "consistent" in valid[0].details:
+    if rubric.kind == "pairwise" and valid and "consistent" in valid[0].details:
         metrics["order_consistency"] = pairwise_consistency(valid)
         for key in valid[0].details["consistent"]:
             metrics[f"{key}_order_consistency"] = pairwise_consistency(valid, key)
@@ -242,7 +235,6 @@ def summarize(results: Sequence[JudgeResult]) -> dict[str, float]:
 
 __all__ = [
     "Requirement",
-    "backend_for",
     "failure_rate",
     "is_high_quality",
     "judge_checklist",

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from narrative_eval.judges.rubric import Rubric, RubricError, fill_template, load_rubric
+from narrative_eval.judges.rubric import Rubric, RubricError, load_rubric
+from narrative_eval.prompts.render import fill
 from narrative_eval.records import Constraint, Message
 
 Requirement = Constraint | Mapping | str
@@ -60,8 +61,8 @@ def format_requirements(items: Sequence[RequirementItem]) -> str:
 
 def _messages(rubric: Rubric, values: Mapping[str, str]) -> list[Message]:
     return [
-        Message(role="system", content=fill_template(rubric.system, values).strip()),
-        Message(role="user", content=fill_template(rubric.user, values).strip()),
+        Message(role="system", content=fill(rubric.system, values).strip()),
+        Message(role="user", content=fill(rubric.user, values).strip()),
     ]
 
 

@@ -8,7 +8,6 @@ every judged run, so a changed rubric can never pass for the old one.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -17,8 +16,10 @@ from typing import Any, Literal
 
 import yaml
 
+from narrative_eval.prompts.render import slots
+from narrative_eval.registry import Registry, UnknownName
+
 RUBRIC_DIR = Path(__file__).parent / "rubrics"
-SLOT_PATTERN = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 RubricKind = Literal["scores", "checklist", "pairwise"]
 
@@ -73,21 +74,36 @@ class Rubric:
         return tuple(d.key for d in self.dimensions)
 
 
+def register_rubric(path: str | Path, registry: Registry | None = None) -> str:
+    """Register a rubric file under its stem (a plugin's rubric, or one of the shipped ones)."""
+    path = Path(path)
+    (registry or RUBRICS).add(path.stem, path.resolve(), origin=str(path))
+    return path.stem
+
+
+def _discover(registry: Registry) -> None:
+    for path in sorted(RUBRIC_DIR.glob("*.yaml")):
+        register_rubric(path, registry)
+
+
+RUBRICS: Registry[Path] = Registry("rubric", discover=_discover)
+"""Rubric name -> its YAML file: every file in judges/rubrics/ plus those plugins register."""
+
+
 def rubric_path(name: str | Path) -> Path:
     """The file behind a rubric name ('infilling_narrative') or an explicit path to a YAML file."""
     candidate = Path(name)
     if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
         return candidate
-    path = RUBRIC_DIR / f"{name}.yaml"
-    if not path.is_file():
-        known = ", ".join(available_rubrics())
-        raise RubricError(f"unknown rubric {str(name)!r}; shipped rubrics: {known}")
-    return path
+    try:
+        return RUBRICS.get(str(name))
+    except UnknownName as error:
+        raise RubricError(str(error)) from None
 
 
 def available_rubrics() -> list[str]:
-    """Names of the shipped rubric files."""
-    return sorted(p.stem for p in RUBRIC_DIR.glob("*.yaml"))
+    """Names of the registered rubrics."""
+    return sorted(RUBRICS.names())
 
 
 def rubric_hash(name: str | Path) -> str:
@@ -136,9 +152,9 @@ def _load(path_text: str, size: int, mtime_ns: int) -> Rubric:
         verdicts={str(k): int(v) for k, v in (data.get("verdicts") or {}).items()},
         path=path,
     )
-    slots = template_slots(rubric.system) | template_slots(rubric.user)
-    if slots != set(rubric.inputs):
-        raise RubricError(f"{path}: template slots {sorted(slots)} differ from declared inputs {list(rubric.inputs)}")
+    used = slots(rubric.system) | slots(rubric.user)
+    if used != set(rubric.inputs):
+        raise RubricError(f"{path}: template slots {sorted(used)} differ from declared inputs {list(rubric.inputs)}")
     if kind in ("scores", "pairwise") and not dimensions:
         raise RubricError(f"{path}: a {kind} rubric needs dimensions")
     if kind == "scores" and not rubric.scale:
@@ -148,27 +164,6 @@ def _load(path_text: str, size: int, mtime_ns: int) -> Rubric:
     if kind == "pairwise" and not rubric.verdicts:
         raise RubricError(f"{path}: a pairwise rubric needs verdicts")
     return rubric
-
-
-def template_slots(template: str) -> set[str]:
-    """The {{slot}} names a template uses."""
-    return set(SLOT_PATTERN.findall(template))
-
-
-def fill_template(template: str, values: Mapping[str, str]) -> str:
-    """Substitute every {{slot}}; raise when a slot has no value or a value has no slot.
-
-    Substitution is one pass over the template, so braces inside the inserted texts
-    (a story may contain '{{') are never taken for slots.
-    """
-    slots = template_slots(template)
-    missing = slots - set(values)
-    if missing:
-        raise RubricError(f"template slots left unfilled: {sorted(missing)}")
-    empty = sorted(k for k in slots if values[k] is None)
-    if empty:
-        raise RubricError(f"template slots given no text: {empty}")
-    return SLOT_PATTERN.sub(lambda match: str(values[match.group(1)]), template)
 
 
 def answer_schema(rubric: Rubric, requirement_ids: Sequence[str] = ()) -> dict[str, Any]:

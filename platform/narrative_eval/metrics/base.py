@@ -9,6 +9,21 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from narrative_eval.records import MetricsSpec
+from narrative_eval.registry import Registry
+
+METRICS: Registry[type[Metric]] = Registry("metric", modules=("narrative_eval.metrics",))
+"""Metric name -> scorer class; entries carry `in_at_avg` (whether AtAvg averages it)."""
+
+
+def metric(name: str, *, in_at_avg: bool = False):
+    """Register a Metric subclass under `name` (its `name` attribute is set to match)."""
+
+    def register(metric_class: type[Metric]) -> type[Metric]:
+        metric_class.name = name
+        METRICS.add(name, metric_class, in_at_avg=in_at_avg)
+        return metric_class
+
+    return register
 
 
 def set_offline_defaults() -> None:
@@ -61,7 +76,7 @@ class Metric(ABC):
     """One automatic metric: batched scoring of candidates against references, each score in [0, 1]."""
 
     name: ClassVar[str]
-    """Registry name, also the key under which the score is logged."""
+    """Registry name, also the key under which the score is logged (set by @metric)."""
 
     @classmethod
     def from_spec(cls, spec: MetricsSpec) -> Metric:

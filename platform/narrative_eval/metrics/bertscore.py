@@ -13,10 +13,8 @@ numbers against a direct computation of the definition from the model's hidden s
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from narrative_eval.embedded import resolve_weights
-from narrative_eval.metrics.base import Metric, cached_model
+from narrative_eval.metrics.base import Metric, cached_model, metric
 from narrative_eval.records import MetricsSpec
 
 DEFAULT_MODEL = "embedded:all-minilm-l6-v2"
@@ -48,10 +46,9 @@ def _bert_scorer(model_path: str, num_layers: int | None):
     return cached_model(("bertscore", model_path, num_layers), load)
 
 
+@metric("bertscore", in_at_avg=True)
 class BertScore(Metric):
     """BERTScore F1 of each candidate against its reference."""
-
-    name: ClassVar[str] = "bertscore"
 
     def __init__(
         self, model: str = DEFAULT_MODEL, num_layers: int | None = DEFAULT_LAYERS, batch_size: int = DEFAULT_BATCH_SIZE

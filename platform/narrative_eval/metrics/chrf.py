@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from narrative_eval.metrics.base import Metric, cached_model
+from narrative_eval.metrics.base import Metric, cached_model, metric
 
 CHAR_ORDER = 6
 """Character n-gram orders 1..6, sacrebleu's chrF default."""
@@ -23,10 +21,9 @@ def _chrf():
     )
 
 
+@metric("chrf", in_at_avg=True)
 class ChrF(Metric):
     """sacrebleu's sentence-level chrF divided by 100."""
-
-    name: ClassVar[str] = "chrf"
 
     def _score_nonblank(self, candidates: list[str], references: list[str]) -> list[float]:
         chrf = _chrf()

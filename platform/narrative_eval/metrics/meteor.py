@@ -7,9 +7,7 @@ and a repeated word aligns to its last occurrence.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from narrative_eval.metrics.base import Metric, cached_model
+from narrative_eval.metrics.base import Metric, cached_model, metric
 from narrative_eval.metrics.text import tokenize_words
 
 ALPHA = 0.9
@@ -68,10 +66,9 @@ def _meteor_resources():
     return cached_model(("meteor", "wordnet"), load)
 
 
+@metric("meteor", in_at_avg=True)
 class Meteor(Metric):
     """NLTK's meteor_score with one reference per candidate."""
-
-    name: ClassVar[str] = "meteor"
 
     def _score_nonblank(self, candidates: list[str], references: list[str]) -> list[float]:
         from nltk.translate.meteor_score import meteor_score

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from narrative_eval.metrics.base import Metric, cached_model
+from narrative_eval.metrics.base import Metric, cached_model, metric
 
 
 def _rouge_scorer():
@@ -13,10 +11,9 @@ def _rouge_scorer():
     return cached_model(("rouge1", "no-stemmer"), lambda: rouge_scorer.RougeScorer(["rouge1"], use_stemmer=False))
 
 
+@metric("rouge1", in_at_avg=True)
 class Rouge1(Metric):
     """ROUGE-1 F: harmonic mean of unigram precision and recall (rouge-score's own tokenizer)."""
-
-    name: ClassVar[str] = "rouge1"
 
     def _score_nonblank(self, candidates: list[str], references: list[str]) -> list[float]:
         scorer = _rouge_scorer()

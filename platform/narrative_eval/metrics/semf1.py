@@ -7,12 +7,10 @@ their harmonic mean (0 when either is 0), clipped to [0, 1].
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import numpy as np
 
 from narrative_eval.embedded import resolve_weights
-from narrative_eval.metrics.base import Metric, cached_model
+from narrative_eval.metrics.base import Metric, cached_model, metric
 from narrative_eval.metrics.text import split_sentences
 from narrative_eval.records import MetricsSpec
 
@@ -42,10 +40,9 @@ def sem_f1_from_similarity(similarity: np.ndarray) -> float:
     return 2.0 * precision * recall / (precision + recall)
 
 
+@metric("semf1", in_at_avg=True)
 class SemF1(Metric):
     """Sentence-embedding precision/recall/F1 between candidate and reference."""
-
-    name: ClassVar[str] = "semf1"
 
     def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         self.model_path = resolve_weights(model)

@@ -1,4 +1,10 @@
-"""The one renderer for prompt files: fill {{slots}}, refuse to send a prompt with a slot left over."""
+"""Prompt settings as data files, the prompt-setting registry, and the one {{slot}} filler.
+
+Every setting of the packaged prompt files (the infilling study's TELeR levels and reasoning paradigms,
+the incremental study's system prompts) is registered under its name; a plugin adds settings with
+`register_prompt_file(path)` or `register_system_prompts(path)`. A config's `prompt_file` still
+replaces the packaged infilling file as a whole.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from typing import Any
 import yaml
 
 from narrative_eval.records import InfillingInstance, Message
+from narrative_eval.registry import Registry
 
 PROMPTS_DIR = Path(__file__).parent
 DEFAULT_INFILLING_FILE = PROMPTS_DIR / "infilling" / "settings.yaml"
@@ -19,14 +26,22 @@ SLOT = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
 class UnfilledSlotError(ValueError):
-    pass
+    """A template was filled without a value (or with None) for one of its slots."""
+
+
+def slots(template: str) -> set[str]:
+    """The {{slot}} names a template uses."""
+    return set(SLOT.findall(template))
 
 
 def fill(template: str, values: dict[str, Any]) -> str:
     """Replace every {{name}} with values[name]; raise if a slot has no value."""
-    missing = sorted({m.group(1) for m in SLOT.finditer(template)} - set(values))
+    missing = sorted(slots(template) - set(values))
     if missing:
         raise UnfilledSlotError(f"no value for slot(s) {', '.join(missing)} in template: {template[:80]!r}")
+    empty = sorted(name for name in slots(template) if values[name] is None)
+    if empty:
+        raise UnfilledSlotError(f"slot(s) {', '.join(empty)} given no text in template: {template[:80]!r}")
     # Values are inserted in one pass, so a value that itself contains '{{x}}' is never re-expanded.
     return SLOT.sub(lambda m: str(values[m.group(1)]), template)
 
@@ -64,11 +79,52 @@ def load_prompt_file(path: str | Path = DEFAULT_INFILLING_FILE) -> PromptSetting
     )
 
 
+CREATIVE_SYSTEM_PROMPTS_FILE = PROMPTS_DIR / "creative" / "system_prompts.yaml"
+
+
+def register_prompt_file(path: str | Path, registry: Registry | None = None) -> list[str]:
+    """Register every setting of an infilling prompt file (target: the loaded file); returns their names."""
+    prompts = load_prompt_file(Path(path))
+    target = registry or PROMPT_SETTINGS
+    for name, setting in prompts.settings.items():
+        target.add(name, prompts, origin=str(path), study="infilling", kind=setting.get("kind", ""))
+    return list(prompts.settings)
+
+
+def register_system_prompts(path: str | Path, registry: Registry | None = None) -> list[str]:
+    """Register the named system prompts of an incremental-delivery prompts file (target: the text)."""
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    target = registry or PROMPT_SETTINGS
+    for name, text in data.items():
+        target.add(name, str(text or ""), origin=str(path), study="incremental-delivery", kind="system")
+    return list(data)
+
+
+def _discover(registry: Registry) -> None:
+    register_prompt_file(DEFAULT_INFILLING_FILE, registry)
+    register_system_prompts(CREATIVE_SYSTEM_PROMPTS_FILE, registry)
+
+
+PROMPT_SETTINGS: Registry[Any] = Registry("prompt setting", discover=_discover)
+"""Setting name -> its prompt file (infilling) or its system prompt text (incremental-delivery)."""
+
+
+def prompt_file_for(setting: str, prompt_file: str | Path | None = None) -> PromptSettings:
+    """The infilling prompt file that defines `setting`: the config's own file, or the registered one."""
+    if prompt_file:
+        prompts = load_prompt_file(Path(prompt_file))
+        if setting not in prompts.settings:
+            raise ValueError(f"unknown prompt setting {setting!r}; {prompts.path} defines {', '.join(prompts.settings)}")
+        return prompts
+    entry = PROMPT_SETTINGS.entry(setting)
+    if entry.meta.get("study") != "infilling":
+        raise ValueError(f"prompt setting {setting!r} belongs to the {entry.meta.get('study')} study, not infilling")
+    return entry.target
+
+
 def render_infilling(setting: str, instance: InfillingInstance, prompt_file: str | Path | None = None) -> list[Message]:
-    """Messages for one instance under one prompt setting (L0-L4 or a reasoning paradigm)."""
-    prompts = load_prompt_file(prompt_file or DEFAULT_INFILLING_FILE)
-    if setting not in prompts.settings:
-        raise ValueError(f"unknown prompt setting {setting!r}; {prompts.path} defines {', '.join(prompts.settings)}")
+    """Messages for one instance under one prompt setting (L0-L4, a reasoning paradigm or a plugin's)."""
+    prompts = prompt_file_for(setting, prompt_file)
     user = fill(prompts.settings[setting]["user"], {"problem": instance.problem, "n": instance.n, "unit": instance.unit})
     messages = [Message(role="user", content=user)]
     if prompts.system:

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from narrative_eval.delivery.conditions import replanning_conditions
 from narrative_eval.records import ScoreRecord
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.stats.effects import (
@@ -45,12 +46,6 @@ from narrative_eval.stats.effects import (
 )
 from narrative_eval.stats.effects import equal_adherence as equal_adherence_table
 from narrative_eval.stats.effects import equal_genre as equal_genre_table
-
-REPLANNING_CONDITIONS: tuple[str, ...] = ("recap", "snowball")
-"""Conditions beyond the study whose ICIR against FULL gets its own file."""
-
-EXPERIMENT = "incremental-delivery"
-"""The MLflow experiment of the study's cell runs."""
 
 FLOAT_DIGITS = 6
 """Decimals kept in the CSV files."""
@@ -187,7 +182,7 @@ def write_creative_report(
         judge = primary_judge(responses)
 
     tables = _write_set(responses, out_dir, comparison, judge, n_boot, seed)
-    if present & set(REPLANNING_CONDITIONS):
+    if present & set(replanning_conditions()):
         by_condition = icir_by_condition(responses, judge, n_boot, seed)
         _write_csv(by_condition, out_dir / "icir_by_condition.csv")
         tables["ICIR of every condition against FULL" + (f" (judge {judge})" if judge else "")] = _markdown(by_condition)
@@ -202,7 +197,7 @@ def write_creative_report(
 
 def creative_report_from_scores(path: str | Path, out_dir: str | Path, n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> dict[str, str]:
     """The report from a score-record JSONL file (published or external judgments; nothing is regenerated)."""
-    from narrative_eval.scores import load_score_records
+    from narrative_eval.stats.score_records import load_score_records
 
     return write_creative_report(load_score_records(path), out_dir, n_boot=n_boot, seed=seed)
 
@@ -211,11 +206,13 @@ def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DE
     """The report from an incremental-delivery sweep's finished cell runs in MLflow; their score records are
     exported beside it as score_records.jsonl, so the analysis can be rerun or shared without MLflow."""
     from narrative_eval import tracking
-    from narrative_eval.scores import save_score_records
+    from narrative_eval.stats.score_records import save_score_records
+    from narrative_eval.studies.base import experiment_of
 
-    runs = tracking.sweep_cell_runs(EXPERIMENT, sweep)
+    experiment = experiment_of("incremental-delivery")
+    runs = tracking.sweep_cell_runs(experiment, sweep)
     if runs.empty:
-        raise ValueError(f"no finished cell runs for sweep {sweep!r} in experiment {EXPERIMENT!r} at {tracking.tracking_uri()}")
+        raise ValueError(f"no finished cell runs for sweep {sweep!r} in experiment {experiment!r} at {tracking.tracking_uri()}")
     records: list[ScoreRecord] = []
     for run_id in runs["run_id"]:
         records.extend(ScoreRecord(**payload) for payload in tracking.load_json_artifact(run_id, "score_records.json"))

@@ -19,9 +19,10 @@ import numpy as np
 import pandas as pd
 
 from narrative_eval import tracking
+from narrative_eval.metrics import METRICS, at_avg_names
+from narrative_eval.studies.base import experiment_of
 
-METRICS = ("bertscore", "rouge1", "meteor", "chrf", "semf1")
-EXPERIMENT = "infilling"
+EXPERIMENT = experiment_of("infilling")
 HUMAN_RUBRIC = "infilling_narrative"
 """The rubric whose dimensions human raters score (the app's Annotate tab uses the same one)."""
 
@@ -35,12 +36,17 @@ def _judges(runs: pd.DataFrame) -> list[str]:
 
 
 def _dimensions(runs: pd.DataFrame, judge: str) -> list[str]:
-    skip = {"qavg", "high_pct", "failure_rate"}
+    skip = {"qavg", "high_pct", "failure_rate", "n_judged"}
     prefix = f"metrics.judge/{judge}/"
     return sorted(
         c[len(prefix):] for c in runs.columns
         if c.startswith(prefix) and not c.endswith("_sd") and c[len(prefix):] not in skip
     )
+
+
+def _metrics(runs: pd.DataFrame) -> list[str]:
+    """Registered metrics to show: the AtAvg ones always, any other one where the sweep logged it."""
+    return [m for m in METRICS.names() if m in at_avg_names() or f"metrics.{m}" in runs]
 
 
 def _seed_count(runs: pd.DataFrame) -> int:
@@ -63,7 +69,7 @@ def main_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per model x prompt setting with every automatic metric, AtAvg and each judge's dimensions."""
     runs = _cells(runs)
     table = runs[["model", "setting"]].copy()
-    for name in (*METRICS, "at_avg", "extraction_success_rate"):
+    for name in (*_metrics(runs), "at_avg", "extraction_success_rate"):
         column = f"metrics.{name}"
         table[name] = runs[column] if column in runs else np.nan
     for judge in _judges(runs):
@@ -140,7 +146,7 @@ def breakdown(gens: pd.DataFrame, by: str, judge: str) -> pd.DataFrame:
 def metric_breakdown(gens: pd.DataFrame, by: str) -> pd.DataFrame:
     if gens.empty or by not in gens:
         return pd.DataFrame()
-    present = [m for m in METRICS if m in gens]
+    present = [m for m in at_avg_names() if m in gens]
     if not present:
         return pd.DataFrame()
     frame = gens.copy()
@@ -160,7 +166,7 @@ def kendall_table(runs: pd.DataFrame, judge: str) -> pd.DataFrame:
     for dimension in (*_dimensions(runs, judge), "qavg"):
         row: dict[str, Any] = {"dimension": dimension}
         judged = runs.get(f"metrics.judge/{judge}/{dimension}")
-        for metric in METRICS:
+        for metric in _metrics(runs):
             values = runs.get(f"metrics.{metric}")
             if judged is None or values is None:
                 row[metric] = np.nan

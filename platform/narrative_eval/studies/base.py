@@ -1,16 +1,47 @@
-"""What a study plugs into the sweep: how to run one cell, and how to summarise a sweep."""
+"""What a study plugs into the sweep, the study registry, and the cell plumbing both studies share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import statistics
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, TypeVar
 
 from narrative_eval.backends.cache import CachedBackend
-from narrative_eval.records import CellSpec, ModelSpec
+from narrative_eval.records import CellSpec, JudgeResult, ModelSpec
+from narrative_eval.registry import Registry
 
+T = TypeVar("T")
 ProgressFactory = Callable[[Iterable[Any], str, int | None], Iterable[Any]]
+
+STUDIES: Registry[type[Study]] = Registry(
+    "study", modules=("narrative_eval.studies.infilling", "narrative_eval.studies.incremental")
+)
+"""Study name -> Study class; entries carry the MLflow `experiment` the study logs to."""
+
+
+def study(name: str, *, experiment: str | None = None, aliases: Iterable[str] = ()):
+    """Register a Study subclass; its runs go to MLflow experiment `experiment` (default: the name)."""
+
+    def register(study_class: type[Study]) -> type[Study]:
+        study_class.name = name
+        study_class.experiment = experiment or name
+        STUDIES.add(name, study_class, aliases=aliases, experiment=study_class.experiment)
+        return study_class
+
+    return register
+
+
+def load_study(name: str) -> Study:
+    """An instance of the study registered under `name` (or one of its aliases)."""
+    return STUDIES.get(name)()
+
+
+def experiment_of(name: str) -> str:
+    """The MLflow experiment of a study name or alias."""
+    return STUDIES.entry(name).meta["experiment"]
 
 
 def no_progress(items: Iterable[Any], description: str = "", total: int | None = None) -> Iterable[Any]:
@@ -39,20 +70,67 @@ class CellResult:
     """Artifact file name (e.g. 'generations.json') -> rows, logged with mlflow.log_table."""
     artifacts: dict[str, Any] = field(default_factory=dict)
     """Artifact file name -> JSON-serialisable object."""
-    figures: dict[str, Any] = field(default_factory=dict)
-    """Artifact file name -> matplotlib figure."""
     generated: int = 0
     """Requests this cell actually sent to engines (cache misses), generators and judges together."""
 
 
-class Study(Protocol):
-    """A study: its MLflow experiment, its cell runner and its sweep summary."""
+class Study(ABC):
+    """A study: its MLflow experiment, its cell runner, its request counts and its sweep summary."""
 
     name: str
+    """Registry name (set by @study)."""
     experiment: str
+    """MLflow experiment its runs go to (set by @study)."""
 
-    def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult: ...
+    @abstractmethod
+    def count_requests(self, cell: CellSpec) -> int:
+        """Generation requests of one seed of a cell (for dry runs and cost estimates)."""
 
-    def summarise(self, sweep: str, out_dir: Path, tracking_uri: str | None = None) -> dict[str, str]:
+    @abstractmethod
+    def count_judged(self, cell: CellSpec) -> int:
+        """Judge requests of one seed and one judge of a cell."""
+
+    @abstractmethod
+    def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
+        """Run one cell: generate, score, judge; return what its MLflow run logs."""
+
+    @abstractmethod
+    def summarise(self, sweep: str, out_dir: Path) -> dict[str, str]:
         """Write the sweep's tables/figures to out_dir; return title -> markdown table for the terminal."""
-        ...
+
+
+# --------------------------------------------------------------------------- shared cell plumbing
+
+
+def chunks(items: Sequence[T], size: int) -> list[list[T]]:
+    """`items` cut into consecutive lists of at most `size`."""
+    size = max(1, int(size))
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def mean_or_nan(values: Iterable[float]) -> float:
+    """The mean, or NaN for no values."""
+    values = list(values)
+    return statistics.fmean(values) if values else float("nan")
+
+
+def aggregate_seeds(summaries: Mapping[int, Mapping[str, float]]) -> dict[str, float]:
+    """Per-seed values as 'seed<k>/<key>', plus their mean '<key>' and SD '<key>_sd' across seeds (NaNs left out)."""
+    metrics: dict[str, float] = {}
+    for key in sorted({k for s in summaries.values() for k in s}):
+        for seed, summary in summaries.items():
+            if key in summary:
+                metrics[f"seed{seed}/{key}"] = summary[key]
+        values = [s[key] for s in summaries.values() if key in s and s[key] == s[key]]
+        if values:
+            metrics[key] = statistics.fmean(values)
+            metrics[f"{key}_sd"] = statistics.stdev(values) if len(values) > 1 else 0.0
+    return metrics
+
+
+def judge_metrics(judge_id: str, results: Sequence[JudgeResult]) -> dict[str, float]:
+    """One judge's summary (judges.summarize) under 'judge/<id>/...', NaN failure rate when nothing was judged."""
+    from narrative_eval.judges import summarize
+
+    summary = summarize(results) if results else {"failure_rate": float("nan")}
+    return {f"judge/{judge_id}/{key}": value for key, value in summary.items()}

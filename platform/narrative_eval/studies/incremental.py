@@ -13,8 +13,6 @@ both verdicts valid becomes one ScoreRecord (the published format).
 from __future__ import annotations
 
 import hashlib
-import statistics
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +25,12 @@ from narrative_eval.delivery import (
     load_system_prompt,
     load_turn_templates,
 )
-from narrative_eval.reports.creative import EXPERIMENT as CREATIVE_EXPERIMENT
 from narrative_eval.records import CellSpec, JudgeResult, Reply, ScoreRecord, Trajectory, WritingTask
-from narrative_eval.scores import QUALITY_FIELDS
-from narrative_eval.studies.base import CellResult, Runtime
+from narrative_eval.stats.score_records import QUALITY_FIELDS, creative_integrity
+from narrative_eval.studies.base import CellResult, Runtime, Study, aggregate_seeds, chunks, mean_or_nan, study
 
 SCORE_DIMENSIONS: tuple[str, ...] = ("adherence", *QUALITY_FIELDS, "ci")
 """Per-judge dimensions logged as metrics (ci = Creative Integrity)."""
-
-JUDGE_BATCH = 8
-"""Final replies judged per progress step."""
 
 DEFAULT_MAX_REGENERATIONS = 1
 """Fresh attempts given to a truncated trajectory before it is left unscored."""
@@ -82,17 +76,8 @@ class SecondsCounter:
         self.total += reply.seconds
 
 
-def _mean(values: Sequence[float]) -> float:
-    return statistics.fmean(values) if values else float("nan")
-
-
-def _chunks(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-class IncrementalDeliveryStudy:
-    name = "incremental-delivery"
-    experiment = CREATIVE_EXPERIMENT
+@study("incremental-delivery", aliases=("incremental", "creative", "creative-integrity"))
+class IncrementalDeliveryStudy(Study):
 
     def count_requests(self, cell: CellSpec) -> int:
         """Generation requests of one seed (one per user turn, regenerations not counted)."""
@@ -119,7 +104,7 @@ class IncrementalDeliveryStudy:
         for judge in cell.judges:
             backend = runtime.backend_for(judge.model)
             backends[id(backend)] = backend
-        generated_before = {key: getattr(b, "generated", 0) for key, b in backends.items()}
+        generated_before = {key: b.generated for key, b in backends.items()}
 
         summaries: dict[int, dict[str, float]] = {}
         conversation_rows: list[dict[str, Any]] = []
@@ -135,50 +120,19 @@ class IncrementalDeliveryStudy:
             trajectory_log.extend(attempts_log)
             scored = [t for t in final if is_scoreable(t, score_truncated)]
             verdicts = self._judge(cell, runtime, by_id, scored)
-            seed_records: dict[str, list[ScoreRecord]] = {j.id: [] for j in cell.judges}
-            failures: dict[str, dict[str, int]] = {j.id: {"any": 0, "checklist": 0, "quality": 0} for j in cell.judges}
-            for trajectory in scored:
-                task = by_id[trajectory.story_id]
-                for judge in cell.judges:
-                    checklist, quality = verdicts[(trajectory.story_id, judge.id)]
-                    judgments.append(
-                        {
-                            "story_id": task.story_id, "seed": seed, "judge": judge.id,
-                            "checklist": checklist.model_dump(mode="json"), "quality": quality.model_dump(mode="json"),
-                        }
-                    )
-                    failures[judge.id]["checklist"] += not checklist.ok
-                    failures[judge.id]["quality"] += not quality.ok
-                    if checklist.ok and quality.ok:
-                        seed_records[judge.id].append(score_record(cell, task, seed, judge.id, checklist, quality))
-                    else:
-                        failures[judge.id]["any"] += 1
+            seed_records, failures = self._records(cell, seed, by_id, scored, verdicts, judgments)
             for judge_records in seed_records.values():
                 records.extend(judge_records)
             summaries[seed] = self._seed_summary(final, attempts_log, seed_records, failures, scored, observe.total)
             conversation_rows.extend(self._conversation_rows(final, attempts_log, by_id, seed_records))
 
-        metrics = self._aggregate(summaries)
+        metrics = aggregate_seeds(summaries)
         metrics["n_tasks"] = float(len(tasks))
         metrics["n_seeds"] = float(len(cell.seeds))
-        generated = sum(getattr(b, "generated", 0) - generated_before[key] for key, b in backends.items())
-        params: dict[str, Any] = {
-            "system_prompt_sha256": hashlib.sha256(system_prompt.encode("utf-8")).hexdigest(),
-            "turn_templates_sha256": templates.sha256,
-            "max_regenerations": max_regenerations,
-            "score_truncated": score_truncated,
-            "n_tasks": len(tasks),
-            "constraints_path": cell.extra.get("constraints", "constraints.jsonl next to the tasks file"),
-        }
-        if cell.judges:
-            from narrative_eval.judges import CHECKLIST_RUBRIC, QUALITY_RUBRIC, rubric_hash
-
-            params["rubrics"] = f"{CHECKLIST_RUBRIC},{QUALITY_RUBRIC}"
-            params["checklist_rubric_sha256"] = rubric_hash(CHECKLIST_RUBRIC)
-            params["quality_rubric_sha256"] = rubric_hash(QUALITY_RUBRIC)
+        generated = sum(b.generated - generated_before[key] for key, b in backends.items())
         return CellResult(
             metrics=metrics,
-            params=params,
+            params=self._params(cell, len(tasks), system_prompt, templates.sha256, max_regenerations, score_truncated),
             tables={"conversations.json": conversation_rows},
             artifacts={
                 "trajectories.json": trajectory_log,
@@ -187,6 +141,59 @@ class IncrementalDeliveryStudy:
             },
             generated=generated,
         )
+
+    @staticmethod
+    def _records(
+        cell: CellSpec,
+        seed: int,
+        by_id: dict[str, WritingTask],
+        scored: list[Trajectory],
+        verdicts: dict[tuple[str, str], tuple[JudgeResult, JudgeResult]],
+        judgments: list[dict[str, Any]],
+    ) -> tuple[dict[str, list[ScoreRecord]], dict[str, dict[str, int]]]:
+        """Score records of one seed per judge (both verdicts valid), and the judges' failure counts; every
+        verdict is appended to `judgments`."""
+        seed_records: dict[str, list[ScoreRecord]] = {j.id: [] for j in cell.judges}
+        failures: dict[str, dict[str, int]] = {j.id: {"any": 0, "checklist": 0, "quality": 0} for j in cell.judges}
+        for trajectory in scored:
+            task = by_id[trajectory.story_id]
+            for judge in cell.judges:
+                checklist, quality = verdicts[(trajectory.story_id, judge.id)]
+                judgments.append(
+                    {
+                        "story_id": task.story_id, "seed": seed, "judge": judge.id,
+                        "checklist": checklist.model_dump(mode="json"), "quality": quality.model_dump(mode="json"),
+                    }
+                )
+                failures[judge.id]["checklist"] += not checklist.ok
+                failures[judge.id]["quality"] += not quality.ok
+                if checklist.ok and quality.ok:
+                    seed_records[judge.id].append(score_record(cell, task, seed, judge.id, checklist, quality))
+                else:
+                    failures[judge.id]["any"] += 1
+        return seed_records, failures
+
+    @staticmethod
+    def _params(
+        cell: CellSpec, n_tasks: int, system_prompt: str, templates_sha256: str, max_regenerations: int, score_truncated: bool
+    ) -> dict[str, Any]:
+        """Run params beyond the cell spec: prompt and template digests, regeneration policy, rubric files."""
+        params: dict[str, Any] = {
+            "system_prompt_sha256": hashlib.sha256(system_prompt.encode("utf-8")).hexdigest(),
+            "turn_templates_sha256": templates_sha256,
+            "max_regenerations": max_regenerations,
+            "score_truncated": score_truncated,
+            "n_tasks": n_tasks,
+            "constraints_path": cell.extra.get("constraints", "constraints.jsonl next to the tasks file"),
+        }
+        if cell.judges:
+            from narrative_eval.judges import CHECKLIST_RUBRIC, QUALITY_RUBRIC, rubric_hash
+
+            quality_rubrics = sorted({judge.rubric or QUALITY_RUBRIC for judge in cell.judges})
+            params["rubrics"] = ",".join([CHECKLIST_RUBRIC, *quality_rubrics])
+            params["checklist_rubric_sha256"] = rubric_hash(CHECKLIST_RUBRIC)
+            params["quality_rubric_sha256"] = ",".join(rubric_hash(name) for name in quality_rubrics)
+        return params
 
     def _deliver_with_regeneration(
         self, cell, runtime, generator, tasks, system_prompt, templates, seed, max_regenerations, observe, score_truncated
@@ -232,7 +239,7 @@ class IncrementalDeliveryStudy:
         verdicts: dict[tuple[str, str], tuple[JudgeResult, JudgeResult]] = {}
         for judge in cell.judges:
             backend = runtime.backend_for(judge.model)
-            batches = _chunks(scored, JUDGE_BATCH)
+            batches = chunks(scored, backend.batch_size)
             for batch in runtime.progress(batches, f"{cell.run_name}: judge {judge.id}", len(batches)):
                 items = [
                     {
@@ -271,31 +278,17 @@ class IncrementalDeliveryStudy:
         summary["completion_tokens"] = float(sum(turn["completion_tokens"] for turn in all_turns))
         summary["generation_seconds"] = float(generation_seconds)
         finals = [t.turns[-1] for t in scored]
-        summary["final_completion_tokens"] = _mean([turn.completion_tokens for turn in finals])
-        summary["final_prompt_tokens"] = _mean([turn.prompt_tokens for turn in finals])
+        summary["final_completion_tokens"] = mean_or_nan(turn.completion_tokens for turn in finals)
+        summary["final_prompt_tokens"] = mean_or_nan(turn.prompt_tokens for turn in finals)
         for judge_id, judge_records in seed_records.items():
             for dim in SCORE_DIMENSIONS:
                 values = [value for value in (_record_value(r, dim) for r in judge_records) if value is not None]
-                summary[f"judge/{judge_id}/{dim}"] = _mean(values)
+                summary[f"judge/{judge_id}/{dim}"] = mean_or_nan(values)
             counts = failures[judge_id]
             summary[f"judge/{judge_id}/failure_rate"] = counts["any"] / n_scored if n_scored else float("nan")
             summary[f"judge/{judge_id}/checklist_failure_rate"] = counts["checklist"] / n_scored if n_scored else float("nan")
             summary[f"judge/{judge_id}/quality_failure_rate"] = counts["quality"] / n_scored if n_scored else float("nan")
         return summary
-
-    @staticmethod
-    def _aggregate(summaries: dict[int, dict[str, float]]) -> dict[str, float]:
-        """Per-seed values as 'seed<k>/<key>', plus their mean '<key>' and SD '<key>_sd' across seeds."""
-        metrics: dict[str, float] = {}
-        for key in sorted({k for s in summaries.values() for k in s}):
-            for seed, summary in summaries.items():
-                if key in summary:
-                    metrics[f"seed{seed}/{key}"] = summary[key]
-            values = [s[key] for s in summaries.values() if key in s and s[key] == s[key]]
-            if values:
-                metrics[key] = statistics.fmean(values)
-                metrics[f"{key}_sd"] = statistics.stdev(values) if len(values) > 1 else 0.0
-        return metrics
 
     @staticmethod
     def _conversation_rows(
@@ -336,14 +329,10 @@ class IncrementalDeliveryStudy:
 
     # ------------------------------------------------------------------ the sweep's report
 
-    def summarise(self, sweep: str, out_dir: Path, tracking_uri: str | None = None) -> dict[str, str]:
+    def summarise(self, sweep: str, out_dir: Path) -> dict[str, str]:
         """Export the sweep's score records and write the creative-integrity report from MLflow."""
-        import os
-
         from narrative_eval.reports.creative import creative_report_from_sweep
 
-        if tracking_uri:
-            os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
         return creative_report_from_sweep(sweep, out_dir)
 
 
@@ -359,10 +348,7 @@ def _record_value(record: ScoreRecord, dim: str) -> float | None:
     if dim == "adherence" or dim == "ci":
         items = [float(item["score"]) for item in record.adherence]
         adherence = sum(items) / len(items) if items else None
-        if dim == "adherence" or adherence is None:
-            return adherence
-        structure = record.quality.get("structure_coherence")
-        return adherence * (structure - 1) / 4 if structure is not None else None
+        return adherence if dim == "adherence" else creative_integrity(adherence, record.quality.get("structure_coherence"))
     value = record.quality.get(dim)
     return float(value) if value is not None else None
 

@@ -2,21 +2,36 @@
 
 from __future__ import annotations
 
-import statistics
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.data.infilling import blank_position, domain, load_instances
 from narrative_eval.data.subset import spread_limit, stratified_subset
 from narrative_eval.extraction import extract_answer
-from narrative_eval.judges import failure_rate, judge_infills, qavg, rubric_hash
-from narrative_eval.metrics import AT_AVG_NAMES, at_avg, score_all
-from narrative_eval.prompts import load_prompt_file, render_infilling
-from narrative_eval.records import CellSpec, InfillingInstance, InfillingSample, stable_hash
-from narrative_eval.studies.base import CellResult, Runtime
-
-INFILL_RUBRIC = "infilling_narrative"
-BATCH = 8
+from narrative_eval.judges import INFILLING_RUBRIC, judge_infills, load_rubric, qavg
+from narrative_eval.metrics import at_avg, at_avg_names, metric_names, score_all
+from narrative_eval.prompts.render import prompt_file_for, render_infilling
+from narrative_eval.records import (
+    CellSpec,
+    GenerationParams,
+    InfillingInstance,
+    InfillingSample,
+    Message,
+    Reply,
+    derived_seed,
+)
+from narrative_eval.studies.base import (
+    CellResult,
+    Runtime,
+    Study,
+    aggregate_seeds,
+    chunks,
+    judge_metrics,
+    mean_or_nan,
+    study,
+)
 
 
 def select_instances(cell: CellSpec) -> list[InfillingInstance]:
@@ -29,27 +44,46 @@ def select_instances(cell: CellSpec) -> list[InfillingInstance]:
     return instances
 
 
-def request_seed(cell_seed: int, instance_id: str) -> int:
-    """Per-request engine seed derived from the cell seed and the instance, stable across runs."""
-    return int(stable_hash([cell_seed, instance_id], 8), 16) % (2**31 - 1)
+def judge_rubric(judge_rubric_name: str | None) -> str:
+    """The rubric an infilling judge uses: its own, or the study's narrative rubric."""
+    return judge_rubric_name or INFILLING_RUBRIC
 
 
-def _chunks(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
+def make_sample(
+    instance: InfillingInstance, seed: int, messages: Sequence[Message], reply: Reply, example_answers: Sequence[str]
+) -> InfillingSample:
+    """A sample from one reply: the answer extracted (with its status) next to what was sent and the gold."""
+    found = extract_answer(reply.text, instance.problem, tuple(example_answers))
+    return InfillingSample(
+        instance_id=instance.instance_id, seed=seed, messages=list(messages), raw_reply=reply.text, answer=found.answer,
+        extraction_status=found.status, gold=instance.gold_answer, finish_reason=reply.finish_reason,
+        prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, seconds=reply.seconds, error=reply.error,
+    )
 
 
-def _mean(values: list[float]) -> float:
-    return statistics.fmean(values) if values else float("nan")
+def stream_fill(
+    generator: CachedBackend, instance: InfillingInstance, setting: str, params: GenerationParams, prompt_file: str | None = None
+) -> Iterator[tuple[str, InfillingSample | None]]:
+    """One fill as a cell makes it (same prompt, request cache, extraction), streamed: yields (reply so far, None)
+    while the reply grows, then (whole reply, sample) once; a cached reply comes in one piece."""
+    prompts = prompt_file_for(setting, prompt_file)
+    messages = render_infilling(setting, instance, prompt_file)
+    text = ""
+    for piece in generator.stream(messages, params):
+        text += piece
+        yield text, None
+    yield text, make_sample(instance, params.seed or 0, messages, Reply(text=text), prompts.example_answers)
 
 
-def _seed_summary(samples: list[InfillingSample], metric_names: tuple[str, ...], judge_ids: list[str]) -> dict[str, float]:
+def _seed_summary(samples: list[InfillingSample], cell: CellSpec) -> dict[str, float]:
     """One seed's headline numbers: metric means over extracted answers, extraction and judge rates."""
     summary: dict[str, float] = {}
     scored = [s for s in samples if s.answer is not None]
-    for name in metric_names:
-        summary[name] = _mean([s.metrics[name] for s in scored if name in s.metrics])
-    if scored and set(AT_AVG_NAMES) <= set(metric_names):
-        summary["at_avg"] = at_avg({name: summary[name] for name in AT_AVG_NAMES})
+    names = metric_names(cell.metrics)
+    for name in names:
+        summary[name] = mean_or_nan(s.metrics[name] for s in scored if name in s.metrics)
+    if scored and set(at_avg_names()) <= set(names):
+        summary["at_avg"] = at_avg(summary)
     total = len(samples) or 1
     summary["extraction_success_rate"] = sum(s.extraction_status in ("tag", "echo") for s in samples) / total
     for status in ("tag", "echo", "fallback", "none"):
@@ -58,23 +92,33 @@ def _seed_summary(samples: list[InfillingSample], metric_names: tuple[str, ...],
     summary["prompt_tokens"] = float(sum(s.prompt_tokens for s in samples))
     summary["completion_tokens"] = float(sum(s.completion_tokens for s in samples))
     summary["generation_seconds"] = float(sum(s.seconds for s in samples))
-    for judge_id in judge_ids:
-        results = [s.judges[judge_id] for s in samples if judge_id in s.judges]
-        valid = [r for r in results if r.ok]
-        prefix = f"judge/{judge_id}"
-        for dimension in (valid[0].scores if valid else {}):
-            summary[f"{prefix}/{dimension}"] = _mean([r.scores[dimension] for r in valid if r.scores.get(dimension) is not None])
-        averages = [qavg(r.scores) for r in valid]
-        summary[f"{prefix}/qavg"] = _mean(averages)
-        summary[f"{prefix}/high_pct"] = 100 * sum(a > 4 for a in averages) / len(averages) if averages else float("nan")
-        summary[f"{prefix}/failure_rate"] = failure_rate(results) if results else float("nan")
+    for judge in cell.judges:
+        summary.update(judge_metrics(judge.id, [s.judges[judge.id] for s in samples if judge.id in s.judges]))
     return summary
 
 
-class InfillingStudy:
-    name = "infilling"
-    experiment = "infilling"
+def _row(sample: InfillingSample, instance: InfillingInstance, dimensions: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    """One generations.json row: the instance, what was sent, what came back, and every score."""
+    row: dict[str, Any] = {
+        "instance_id": sample.instance_id, "dataset": instance.dataset, "domain": domain(instance.dataset),
+        "position": blank_position(instance), "n": instance.n, "seed": sample.seed,
+        "messages": [m.model_dump() for m in sample.messages], "raw_reply": sample.raw_reply, "answer": sample.answer,
+        "extraction_status": sample.extraction_status, "gold": sample.gold, "finish_reason": sample.finish_reason,
+        "completion_tokens": sample.completion_tokens, "seconds": round(sample.seconds, 4), "error": sample.error,
+    }
+    row.update(sample.metrics)
+    for judge_id, result in sample.judges.items():
+        row[f"judge/{judge_id}/status"] = "ok" if result.ok else "failed"
+        for dimension, value in result.scores.items():
+            row[f"judge/{judge_id}/{dimension}"] = value
+        row[f"judge/{judge_id}/qavg"] = qavg(result.scores, dimensions[judge_id]) if result.ok else None
+        row[f"judge/{judge_id}/raw"] = result.raw_replies[-1] if result.raw_replies else ""
+        row[f"judge/{judge_id}/error"] = result.error
+    return row
 
+
+@study("infilling")
+class InfillingStudy(Study):
     def count_requests(self, cell: CellSpec) -> int:
         return len(select_instances(cell))
 
@@ -83,36 +127,28 @@ class InfillingStudy:
 
     def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
         instances = select_instances(cell)
-        prompt_file = cell.extra.get("prompt_file")
-        prompts = load_prompt_file(prompt_file) if prompt_file else load_prompt_file()
+        prompts = prompt_file_for(cell.prompt_setting, cell.extra.get("prompt_file"))
+        samples = self._generate(cell, runtime, instances, prompts.example_answers)
+        self._score_metrics(cell, samples)
+        self._judge(cell, runtime, instances, samples)
+        per_seed = {seed: [s for s in samples if s.seed == seed] for seed in cell.seeds}
+        return self._result(cell, instances, per_seed, prompts.sha256)
+
+    def _generate(
+        self, cell: CellSpec, runtime: Runtime, instances: list[InfillingInstance], example_answers: tuple[str, ...]
+    ) -> list[InfillingSample]:
+        """Every instance under every seed, sent in chunks of the backend's batch size (each chunk cached as it returns)."""
         generator = runtime.backend_for(cell.model)
-        conversations = [render_infilling(cell.prompt_setting, inst, prompt_file) for inst in instances]
-        judge_ids = [j.id for j in cell.judges]
-        per_seed: dict[int, list[InfillingSample]] = {}
-
-        for seed in cell.seeds:
-            samples: list[InfillingSample] = []
-            batches = list(zip(_chunks(instances, BATCH), _chunks(conversations, BATCH)))
-            for batch_instances, batch_conversations in runtime.progress(
-                batches, f"{cell.run_name} seed {seed}: generate", len(batches)
-            ):
-                params = [cell.generation.model_copy(update={"seed": request_seed(seed, i.instance_id)}) for i in batch_instances]
-                replies = generator.generate(batch_conversations, params)
-                for inst, messages, reply in zip(batch_instances, batch_conversations, replies):
-                    found = extract_answer(reply.text, inst.problem, prompts.example_answers)
-                    samples.append(
-                        InfillingSample(
-                            instance_id=inst.instance_id, seed=seed, messages=list(messages), raw_reply=reply.text,
-                            answer=found.answer, extraction_status=found.status, gold=inst.gold_answer,
-                            finish_reason=reply.finish_reason, prompt_tokens=reply.prompt_tokens,
-                            completion_tokens=reply.completion_tokens, seconds=reply.seconds, error=reply.error,
-                        )
-                    )
-            self._score_metrics(cell, samples)
-            self._judge(cell, runtime, instances, samples)
-            per_seed[seed] = samples
-
-        return self._result(cell, instances, per_seed, judge_ids, prompts.sha256)
+        conversations = {i.instance_id: render_infilling(cell.prompt_setting, i, cell.extra.get("prompt_file")) for i in instances}
+        requests = [(seed, inst) for seed in cell.seeds for inst in instances]
+        batches = chunks(requests, generator.batch_size)
+        samples: list[InfillingSample] = []
+        for batch in runtime.progress(batches, f"{cell.run_name}: generate", len(batches)):
+            params = [cell.generation.model_copy(update={"seed": derived_seed(seed, inst.instance_id)}) for seed, inst in batch]
+            replies = generator.generate([conversations[inst.instance_id] for _, inst in batch], params)
+            for (seed, inst), reply in zip(batch, replies, strict=True):
+                samples.append(make_sample(inst, seed, conversations[inst.instance_id], reply, example_answers))
+        return samples
 
     def _score_metrics(self, cell: CellSpec, samples: list[InfillingSample]) -> None:
         scored = [s for s in samples if s.answer is not None]
@@ -127,62 +163,30 @@ class InfillingStudy:
         scored = [s for s in samples if s.answer is not None]
         for judge in cell.judges:
             backend = runtime.backend_for(judge.model)
-            for batch in runtime.progress(_chunks(scored, BATCH), f"{cell.run_name}: judge {judge.id}", (len(scored) + BATCH - 1) // BATCH):
+            batches = chunks(scored, backend.batch_size)
+            for batch in runtime.progress(batches, f"{cell.run_name}: judge {judge.id}", len(batches)):
                 # Blinding: the judge sees only the passage with its blank and the candidate fill.
                 items = [{"problem": by_id[s.instance_id].problem, "candidate": s.answer} for s in batch]
-                for sample, result in zip(batch, judge_infills(backend, judge, items)):
+                for sample, result in zip(batch, judge_infills(backend, judge, items), strict=True):
                     sample.judges[judge.id] = result
 
     def _result(
-        self,
-        cell: CellSpec,
-        instances: list[InfillingInstance],
-        per_seed: dict[int, list[InfillingSample]],
-        judge_ids: list[str],
-        prompt_sha256: str,
+        self, cell: CellSpec, instances: list[InfillingInstance], per_seed: dict[int, list[InfillingSample]], prompt_sha256: str
     ) -> CellResult:
-        summaries = {seed: _seed_summary(samples, cell.metrics.names, judge_ids) for seed, samples in per_seed.items()}
-        metrics: dict[str, float] = {}
-        for key in sorted({k for s in summaries.values() for k in s}):
-            values = [s[key] for s in summaries.values() if key in s and s[key] == s[key]]
-            for seed, summary in summaries.items():
-                if key in summary:
-                    metrics[f"seed{seed}/{key}"] = summary[key]
-            if values:
-                metrics[key] = statistics.fmean(values)
-                metrics[f"{key}_sd"] = statistics.stdev(values) if len(values) > 1 else 0.0
+        metrics = aggregate_seeds({seed: _seed_summary(samples, cell) for seed, samples in per_seed.items()})
         metrics["n_instances"] = float(len(instances))
         metrics["n_seeds"] = float(len(per_seed))
-
         by_id = {inst.instance_id: inst for inst in instances}
-        rows = []
-        for samples in per_seed.values():
-            for s in samples:
-                inst = by_id[s.instance_id]
-                row: dict[str, Any] = {
-                    "instance_id": s.instance_id, "dataset": inst.dataset, "domain": domain(inst.dataset),
-                    "position": blank_position(inst), "n": inst.n, "seed": s.seed,
-                    "messages": [m.model_dump() for m in s.messages], "raw_reply": s.raw_reply, "answer": s.answer,
-                    "extraction_status": s.extraction_status, "gold": s.gold, "finish_reason": s.finish_reason,
-                    "completion_tokens": s.completion_tokens, "seconds": round(s.seconds, 4), "error": s.error,
-                }
-                row.update(s.metrics)
-                for judge_id, result in s.judges.items():
-                    row[f"judge/{judge_id}/status"] = "ok" if result.ok else "failed"
-                    for dimension, value in result.scores.items():
-                        row[f"judge/{judge_id}/{dimension}"] = value
-                    row[f"judge/{judge_id}/qavg"] = qavg(result.scores) if result.ok else None
-                    row[f"judge/{judge_id}/raw"] = result.raw_replies[-1] if result.raw_replies else ""
-                    row[f"judge/{judge_id}/error"] = result.error
-                rows.append(row)
-
+        rubrics = {judge.id: load_rubric(judge_rubric(judge.rubric)) for judge in cell.judges}
+        dimensions = {judge_id: rubric.keys for judge_id, rubric in rubrics.items()}
+        rows = [_row(s, by_id[s.instance_id], dimensions) for samples in per_seed.values() for s in samples]
         params: dict[str, Any] = {"prompt_file_sha256": prompt_sha256, "n_instances": len(instances)}
-        if cell.judges:
-            params["rubric"] = INFILL_RUBRIC
-            params["rubric_sha256"] = rubric_hash(INFILL_RUBRIC)
+        if rubrics:
+            params["rubric"] = ",".join(sorted({rubric.name for rubric in rubrics.values()}))
+            params["rubric_sha256"] = ",".join(sorted({rubric.hash for rubric in rubrics.values()}))
         return CellResult(metrics=metrics, params=params, tables={"generations.json": rows})
 
-    def summarise(self, sweep: str, out_dir: Path, tracking_uri: str | None = None) -> dict[str, str]:
+    def summarise(self, sweep: str, out_dir: Path) -> dict[str, str]:
         from narrative_eval.reports.infilling import write_infilling_report
 
         return write_infilling_report(sweep, out_dir)

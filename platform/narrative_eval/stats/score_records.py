@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.data.errors import DataError, DataErrors
+from narrative_eval.delivery.conditions import CONDITIONS
 from narrative_eval.records import ScoreRecord
 
 RECORD_FIELDS: tuple[str, ...] = ("record_id", "story_id", "genre", "model", "condition", "judge", "adherence", "quality")
 """Fields every record carries, in the order they are written."""
-
-CONDITIONS: tuple[str, ...] = ("full", "sharded", "recap", "snowball")
-"""Conditions a record may name."""
 
 ITEM_SCORES: tuple[float, ...] = (0.0, 0.5, 1.0)
 """Allowed checklist item scores."""
@@ -52,7 +50,7 @@ def record_problems(data: Any) -> list[str]:
         if key in data and (not isinstance(data[key], str) or not data[key].strip()):
             problems.append(f"{key} must be a non-empty string")
     if "condition" in data and data["condition"] not in CONDITIONS:
-        problems.append(f"unknown condition {data['condition']!r} (expected one of {', '.join(CONDITIONS)})")
+        problems.append(f"unknown condition {data['condition']!r} (expected one of {', '.join(CONDITIONS.names())})")
     if "adherence" in data:
         items = data["adherence"]
         if not isinstance(items, list) or not items:
@@ -130,6 +128,13 @@ def save_score_records(records: Iterable[ScoreRecord], path: str | Path) -> Path
             data["adherence"] = [{**item, "score": item_score(item["score"])} for item in data["adherence"]]
             handle.write(json.dumps({key: data[key] for key in RECORD_FIELDS}, ensure_ascii=False) + "\n")
     return path
+
+
+def creative_integrity(adherence: float | None, structure: float | None) -> float | None:
+    """Creative Integrity CI = A * (S - 1) / 4 (A: adherence, S: structure/coherence 1-5); None when either is missing."""
+    if adherence is None or structure is None or structure != structure:
+        return None
+    return adherence * (structure - 1) / 4
 
 
 def item_score(value: float) -> float | int:

@@ -1,10 +1,4 @@
-"""Deliver a creative-writing brief to a model: FULL, SHARDED, and the replanning conditions.
-
-- full: system prompt + one user turn holding the full instruction.
-- sharded: system prompt + one user turn per shard, in order; every assistant reply stays in
-  the history before the next shard.
-- recap: sharded, then one more user turn restating every shard and asking for the final story.
-- snowball: like sharded, but each user turn repeats every earlier shard before the new one.
+"""Drive a creative-writing conversation under a delivery condition (see conditions.py), after the system prompt.
 
 Only the last reply of a conversation is judged. Tasks are driven turn by turn: turn k of every
 task still in play goes out in one backend call, so batched engines see whole batches. A reply
@@ -14,30 +8,15 @@ trajectory truncated; the caller decides whether to regenerate it (never to scor
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
 
 from narrative_eval.backends.cache import CachedBackend
-from narrative_eval.prompts.render import PROMPTS_DIR, fill
-from narrative_eval.records import GenerationParams, Message, Reply, Trajectory, Turn, WritingTask, stable_hash
-
-CONDITIONS: tuple[str, ...] = ("full", "sharded", "recap", "snowball")
-"""Delivery conditions; 'full' is the reference every other condition is compared with."""
-
-CREATIVE_PROMPTS_DIR = PROMPTS_DIR / "creative"
-"""Where the study's prompt files live."""
-
-DEFAULT_SYSTEM_PROMPTS_FILE = CREATIVE_PROMPTS_DIR / "system_prompts.yaml"
-"""Named system prompts ('default' is the published study's)."""
-
-DEFAULT_TURNS_FILE = CREATIVE_PROMPTS_DIR / "turns.yaml"
-"""Templates of the recap and snowball user turns."""
+from narrative_eval.delivery.conditions import DEFAULT_SYSTEM_PROMPTS_FILE, TurnTemplates, conversation_turns
+from narrative_eval.records import GenerationParams, Message, Reply, Trajectory, Turn, WritingTask, derived_seed
 
 class GeneratesReplies(Protocol):
     """Anything with the backend call signature (a Backend or a CachedBackend)."""
@@ -45,68 +24,23 @@ class GeneratesReplies(Protocol):
     def generate(self, conversations: Sequence[Sequence[Message]], params: GenerationParams) -> list[Reply]: ...
 
 
-@dataclass(frozen=True)
-class TurnTemplates:
-    """The user-turn templates of the replanning conditions, read from a prompt file."""
-
-    item: str
-    """How one shard is listed inside a recap or snowball turn ({{number}}, {{shard}})."""
-    recap: str
-    """The extra final turn of 'recap' ({{requirements}})."""
-    snowball: str
-    """A later turn of 'snowball' ({{previous}}, {{current}})."""
-    path: str
-    """File the templates came from."""
-    sha256: str
-    """Digest of that file (logged with the run)."""
-
-
-@cache
-def load_turn_templates(path: str | Path = DEFAULT_TURNS_FILE) -> TurnTemplates:
-    """Read the recap/snowball templates from a YAML file."""
-    raw = Path(path).read_bytes()
-    data = yaml.safe_load(raw)
-    return TurnTemplates(
-        item=data["item"], recap=data["recap"], snowball=data["snowball"], path=str(path), sha256=hashlib.sha256(raw).hexdigest()
-    )
-
-
 def load_system_prompt(name: str = "default", path: str | Path = DEFAULT_SYSTEM_PROMPTS_FILE) -> str:
-    """The system prompt called `name` in the prompts file; a path to a .txt/.md file is read as the prompt itself."""
+    """The system prompt called `name`: a registered one (packaged file or plugin) unless another prompts file
+    is given; a path to a .txt/.md file is read as the prompt itself."""
     candidate = Path(name)
     if candidate.suffix in (".txt", ".md") and candidate.is_file():
         return candidate.read_text(encoding="utf-8").strip()
+    if Path(path) == DEFAULT_SYSTEM_PROMPTS_FILE:
+        from narrative_eval.prompts.render import PROMPT_SETTINGS
+
+        entry = PROMPT_SETTINGS.entry(name)
+        if entry.meta.get("study") != "incremental-delivery":
+            raise KeyError(f"{name!r} is a prompt setting of the {entry.meta.get('study')} study, not a system prompt")
+        return entry.target
     prompts = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     if name not in prompts:
         raise KeyError(f"unknown system prompt {name!r}; known: {', '.join(prompts)} (or give a .txt/.md file)")
     return str(prompts[name] or "")
-
-
-def _listing(shards: Sequence[str], templates: TurnTemplates) -> str:
-    return "\n".join(fill(templates.item, {"number": k + 1, "shard": shard}) for k, shard in enumerate(shards))
-
-
-def conversation_turns(task: WritingTask, condition: str, templates: TurnTemplates | None = None) -> list[str]:
-    """The user turns a condition sends for a task, in order."""
-    templates = templates or load_turn_templates()
-    shards = list(task.shards)
-    if condition == "full":
-        return [task.full_instruction]
-    if condition == "sharded":
-        return shards
-    if condition == "recap":
-        return shards + [fill(templates.recap, {"requirements": _listing(shards, templates)})]
-    if condition == "snowball":
-        return [shards[0]] + [
-            fill(templates.snowball, {"previous": _listing(shards[:k], templates), "current": shards[k]})
-            for k in range(1, len(shards))
-        ]
-    raise ValueError(f"unknown condition {condition!r}; expected one of {', '.join(CONDITIONS)}")
-
-
-def request_seed(cell_seed: int, story_id: str, attempt: int, turn_index: int) -> int:
-    """Engine seed of one request: stable across runs and independent of which other tasks share the batch."""
-    return int(stable_hash([cell_seed, story_id, attempt, turn_index], 8), 16) & 0x7FFFFFFF
 
 
 def is_truncated(reply: Reply) -> bool:
@@ -132,6 +66,15 @@ def generate_grouped(
         for i, reply in zip(members, backend.generate([conversations[i] for i in members], params[members[0]])):
             replies[i] = reply
     return [r for r in replies if r is not None]
+
+
+def _turn(index: int, user: str, reply: Reply, final: bool) -> Turn:
+    """The Turn record of one reply (a failed request that claims 'stop' is recorded as 'error')."""
+    return Turn(
+        index=index, final=final, user=user, text=reply.text, prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens,
+        finish_reason="error" if reply.error and reply.finish_reason == "stop" else reply.finish_reason,
+    )
 
 
 def deliver(
@@ -176,24 +119,14 @@ def deliver(
             return
         for i in batch:
             histories[i].append(Message(role="user", content=turn_texts[i][k]))
-        request_params = [params.model_copy(update={"seed": request_seed(seed, tasks[i].story_id, attempt, k)}) for i in batch]
+        request_params = [params.model_copy(update={"seed": derived_seed(seed, tasks[i].story_id, attempt, k)}) for i in batch]
         replies = generate_grouped(backend, [list(histories[i]) for i in batch], request_params)
         for i, reply in zip(batch, replies):
             if observe is not None:
                 observe(tasks[i].story_id, k, reply)
             failed = reply.error is not None or reply.finish_reason == "error"
             ends = failed or (is_truncated(reply) and not continue_after_length)
-            turns[i].append(
-                Turn(
-                    index=k,
-                    final=k == len(turn_texts[i]) - 1 and not ends,
-                    user=turn_texts[i][k],
-                    text=reply.text,
-                    prompt_tokens=reply.prompt_tokens,
-                    completion_tokens=reply.completion_tokens,
-                    finish_reason="error" if reply.error and reply.finish_reason == "stop" else reply.finish_reason,
-                )
-            )
+            turns[i].append(_turn(k, turn_texts[i][k], reply, final=k == len(turn_texts[i]) - 1 and not ends))
             histories[i].append(Message(role="assistant", content=reply.text))
             if is_truncated(reply):
                 truncated[i] = True

@@ -1,6 +1,6 @@
 import pytest
 
-from narrative_eval.metrics import AT_AVG_NAMES, METRICS, at_avg, get_metric, score_all
+from narrative_eval.metrics import METRICS, Metric, at_avg, at_avg_names, get_metric, metric, metric_names, score_all
 from narrative_eval.metrics.base import loaded_model_keys
 from narrative_eval.records import MetricsSpec
 
@@ -16,15 +16,34 @@ REFERENCES = [
 ]
 
 
-def test_registry_holds_the_five_metrics():
-    assert set(METRICS) == set(AT_AVG_NAMES) == {"bertscore", "rouge1", "meteor", "chrf", "semf1"}
-    for name, metric_class in METRICS.items():
-        assert metric_class.name == name
+@pytest.fixture
+def word_overlap():
+    """A metric registered for one test and removed after it."""
+
+    @metric("word_overlap", in_at_avg=True)
+    class WordOverlap(Metric):
+        def _score_nonblank(self, candidates, references):
+            return [len(set(c.split()) & set(r.split())) / len(set(r.split())) for c, r in zip(candidates, references)]
+
+    yield WordOverlap
+    METRICS.remove("word_overlap")
+
+
+def test_a_registered_metric_is_scored_and_joins_atavg_when_flagged(word_overlap):
+    assert word_overlap.name == "word_overlap" and METRICS.get("word_overlap") is word_overlap
+    assert "word_overlap" in at_avg_names() and "word_overlap" in metric_names(MetricsSpec())
+    assert metric_names(MetricsSpec(names=("chrf",))) == ("chrf",)
+    scores = score_all(["a b c"], ["a b d"], MetricsSpec(names=("word_overlap", "rouge1")))
+    assert scores["word_overlap"] == [pytest.approx(2 / 3)]
+    values = {name: 0.5 for name in at_avg_names()} | {"word_overlap": 1.0}
+    assert at_avg(values) == pytest.approx((0.5 * (len(values) - 1) + 1.0) / len(values))
+    with pytest.raises(KeyError, match="missing word_overlap"):
+        at_avg({name: 0.5 for name in at_avg_names() if name != "word_overlap"})
 
 
 def test_score_all_returns_every_metric_in_unit_range(metrics_spec, bertscore, semf1, meteor):
     scores = score_all(CANDIDATES, REFERENCES, metrics_spec)
-    assert list(scores) == list(metrics_spec.names)
+    assert list(scores) == list(metric_names(metrics_spec))
     for name, values in scores.items():
         assert len(values) == len(CANDIDATES), name
         assert all(0.0 <= value <= 1.0 for value in values), (name, values)
@@ -39,7 +58,7 @@ def test_score_all_batched_equals_one_by_one(metrics_spec, bertscore, semf1, met
     batched = score_all(CANDIDATES, REFERENCES, metrics_spec)
     for i, (candidate, reference) in enumerate(zip(CANDIDATES, REFERENCES)):
         single = score_all([candidate], [reference], metrics_spec)
-        for name in metrics_spec.names:
+        for name in metric_names(metrics_spec):
             assert single[name][0] == pytest.approx(batched[name][i], abs=1e-5), name
 
 

@@ -37,6 +37,7 @@ from typing import Any
 from narrative_eval import tracking
 from narrative_eval.config import SweepConfig
 from narrative_eval.records import CellSpec, ModelSpec
+from narrative_eval.executors import executor
 from narrative_eval.studies.base import ProgressFactory
 
 log = logging.getLogger(__name__)
@@ -182,7 +183,7 @@ def _connect(options: dict[str, Any]) -> bool:
 
 def _record_lost_cell(cell: CellSpec, error: str) -> str | None:
     """Mark the MLflow run of a cell whose worker died as FAILED; returns its run id if it has one."""
-    from narrative_eval.sweep import load_study
+    from narrative_eval.studies.base import load_study
 
     found = tracking.find_cell_run(load_study(cell.study).experiment, cell)
     if found is None:
@@ -194,11 +195,26 @@ def _record_lost_cell(cell: CellSpec, error: str) -> str | None:
     return run_id
 
 
-def run_ray(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, progress: ProgressFactory) -> list:
-    """Run the cells as Ray tasks; outcomes come back in grid order, progress advances as cells complete."""
+def _cancel(pending: dict[Any, int], cells: list[CellSpec], reason: str) -> None:
+    """Cancel every task in flight and mark the runs they had started as failed."""
     import ray
 
-    from narrative_eval.sweep import CellOutcome
+    for ref, index in list(pending.items()):
+        ray.cancel(ref, force=True)
+        _record_lost_cell(cells[index], reason)
+    pending.clear()
+
+
+@executor("ray")
+def run_ray(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, progress: ProgressFactory) -> list:
+    """Run the cells as Ray tasks; outcomes come back in grid order, progress advances as cells complete.
+
+    Like the local executor, the sweep stops when a finished cell went over the config's failure budget:
+    the cells in flight are cancelled and the cells not started stay unstarted (a rerun resumes them).
+    """
+    import ray
+
+    from narrative_eval.sweep import CellOutcome, over_budget
 
     options = dict(config.executor_options)
     max_retries = int(options.get("max_retries", DEFAULT_MAX_RETRIES))
@@ -254,8 +270,10 @@ def run_ray(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, prog
             yield index
 
     try:
-        for _ in progress(completed(), "cells", len(cells)):
-            pass
+        for index in progress(completed(), "cells", len(cells)):
+            if over_budget(outcomes[index], config):
+                _cancel(pending, cells, "the sweep stopped: a cell went over the failure budget")
+                break
     except BaseException:
         # An interrupted sweep must not leave its cells running on a shared cluster.
         for ref in pending:

@@ -1,0 +1,111 @@
+"""Delivery conditions: how a creative-writing brief is split into user turns.
+
+Each condition is one function `(task, templates) -> user turns`, registered with `@condition(name)`.
+'full' is the reference every other condition is compared with (ICIR, paired effects).
+
+- full: one user turn holding the full instruction.
+- sharded: one user turn per shard, in order; every reply stays in the history.
+- recap: sharded, then one more turn restating every shard and asking for the final story.
+- snowball: like sharded, but each turn repeats every earlier shard before the new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from narrative_eval.prompts.render import CREATIVE_SYSTEM_PROMPTS_FILE, PROMPTS_DIR, fill
+from narrative_eval.records import WritingTask
+from narrative_eval.registry import Registry
+
+CONDITIONS: Registry[Callable[[WritingTask, "TurnTemplates"], list[str]]] = Registry(
+    "condition", modules=("narrative_eval.delivery.conditions",)
+)
+"""Condition name -> function building its user turns; `replanning=True` marks the recap-like ones."""
+
+REFERENCE_CONDITION = "full"
+"""The condition every other one is compared with."""
+
+CREATIVE_PROMPTS_DIR = PROMPTS_DIR / "creative"
+"""Where the study's prompt files live."""
+
+DEFAULT_SYSTEM_PROMPTS_FILE = CREATIVE_SYSTEM_PROMPTS_FILE
+"""Named system prompts ('default' is the published study's)."""
+
+DEFAULT_TURNS_FILE = CREATIVE_PROMPTS_DIR / "turns.yaml"
+"""Templates of the recap and snowball user turns."""
+
+
+def condition(name: str, *, replanning: bool = False):
+    """Register a function `(task, templates) -> list of user turns` as a delivery condition."""
+    return CONDITIONS(name, replanning=replanning)
+
+
+@dataclass(frozen=True)
+class TurnTemplates:
+    """The user-turn templates of the replanning conditions, read from a prompt file."""
+
+    item: str
+    """How one shard is listed inside a recap or snowball turn ({{number}}, {{shard}})."""
+    recap: str
+    """The extra final turn of 'recap' ({{requirements}})."""
+    snowball: str
+    """A later turn of 'snowball' ({{previous}}, {{current}})."""
+    path: str
+    """File the templates came from."""
+    sha256: str
+    """Digest of that file (logged with the run)."""
+
+
+@cache
+def load_turn_templates(path: str | Path = DEFAULT_TURNS_FILE) -> TurnTemplates:
+    """Read the recap/snowball templates from a YAML file."""
+    raw = Path(path).read_bytes()
+    data = yaml.safe_load(raw)
+    return TurnTemplates(
+        item=data["item"], recap=data["recap"], snowball=data["snowball"], path=str(path), sha256=hashlib.sha256(raw).hexdigest()
+    )
+
+
+def listing(shards: Sequence[str], templates: TurnTemplates) -> str:
+    """Shards as a numbered list, each through the templates' item line."""
+    return "\n".join(fill(templates.item, {"number": k + 1, "shard": shard}) for k, shard in enumerate(shards))
+
+
+def conversation_turns(task: WritingTask, name: str, templates: TurnTemplates | None = None) -> list[str]:
+    """The user turns a condition sends for a task, in order."""
+    return CONDITIONS.get(name)(task, templates or load_turn_templates())
+
+
+def replanning_conditions() -> tuple[str, ...]:
+    """Conditions registered as replanning variants of sharded delivery."""
+    return tuple(entry.name for entry in CONDITIONS.entries() if entry.meta.get("replanning"))
+
+
+@condition("full")
+def full(task: WritingTask, templates: TurnTemplates) -> list[str]:
+    return [task.full_instruction]
+
+
+@condition("sharded")
+def sharded(task: WritingTask, templates: TurnTemplates) -> list[str]:
+    return list(task.shards)
+
+
+@condition("recap", replanning=True)
+def recap(task: WritingTask, templates: TurnTemplates) -> list[str]:
+    shards = list(task.shards)
+    return shards + [fill(templates.recap, {"requirements": listing(shards, templates)})]
+
+
+@condition("snowball", replanning=True)
+def snowball(task: WritingTask, templates: TurnTemplates) -> list[str]:
+    shards = list(task.shards)
+    return [shards[0]] + [
+        fill(templates.snowball, {"previous": listing(shards[:k], templates), "current": shards[k]}) for k in range(1, len(shards))
+    ]

@@ -1,0 +1,23 @@
+"""The `local` executor: every cell in this process, one after the other, backends loaded once."""
+
+from __future__ import annotations
+
+from narrative_eval.config import SweepConfig
+from narrative_eval.executors import executor
+from narrative_eval.records import CellSpec
+from narrative_eval.studies.base import ProgressFactory, Runtime
+
+
+@executor("local")
+def run_local(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, progress: ProgressFactory) -> list:
+    """Run the cells in order; stop after a cell that went over the config's failure budget."""
+    from narrative_eval.sweep import BackendPool, over_budget, run_cell_tracked
+
+    pool = BackendPool(config.cache)
+    runtime = Runtime(backend_for=pool, progress=progress)
+    outcomes = []
+    for cell in progress(cells, "cells", len(cells)):
+        outcomes.append(run_cell_tracked(cell, parent_run_id, runtime, lambda: pool.generated))
+        if over_budget(outcomes[-1], config):
+            break
+    return outcomes

@@ -1,0 +1,35 @@
+"""A plugin adding one of each extension kind: a metric, a rubric, a prompt setting, a condition and a backend."""
+
+from pathlib import Path
+
+from narrative_eval.backends import backend
+from narrative_eval.backends.llama_cpp import LlamaCppBackend
+from narrative_eval.delivery import condition
+from narrative_eval.judges import register_rubric
+from narrative_eval.metrics import Metric, metric
+from narrative_eval.prompts.render import register_prompt_file
+
+HERE = Path(__file__).parent
+
+
+@metric("length_ratio", in_at_avg=True)
+class LengthRatio(Metric):
+    """Shorter word count over longer word count of candidate and reference."""
+
+    def _score_nonblank(self, candidates: list[str], references: list[str]) -> list[float]:
+        return [min(len(c.split()), len(r.split())) / max(len(c.split()), len(r.split())) for c, r in zip(candidates, references)]
+
+
+register_rubric(HERE / "three_dims.yaml")
+register_prompt_file(HERE / "settings.yaml")
+
+
+@condition("reverse")
+def reverse(task, templates):
+    """The shards in reverse order: the last requirement first."""
+    return list(reversed(task.shards))
+
+
+@backend("llama_cpp_plugin")
+class PluginLlamaCpp(LlamaCppBackend):
+    """The llama.cpp engine registered again from outside the project, under its own name."""

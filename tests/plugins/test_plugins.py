@@ -1,0 +1,136 @@
+"""Extensions from outside the repo: a package installed as a plugin adds a metric, a rubric, a prompt setting
+and a condition through the `narrative_eval.plugins` entry point, touching no file of the project.
+
+The plugin is installed with pip into a temporary folder; everything that uses it runs in a subprocess with
+that folder on PYTHONPATH, so the registries of this test process never see it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+HERE = Path(__file__).parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target),
+         str(HERE / "demo_plugin")],
+        check=True, timeout=300,
+    )
+    return target
+
+
+def run_with_plugin(plugin_path: Path, tmp_path: Path, script: str) -> dict:
+    """Run `script` in a fresh interpreter that has the plugin installed; it prints one JSON object last."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(plugin_path), env.get("PYTHONPATH", "")])
+    env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env["NARRATIVE_EVAL_ARTIFACT_ROOT"] = str(tmp_path / "artifacts")
+    env["NARRATIVE_EVAL_CACHE"] = str(tmp_path / "requests.sqlite")
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, capture_output=True, text=True,
+                          timeout=1200, cwd=HERE.parents[1])
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_registries_list_the_plugin_with_its_origin(plugin_path, tmp_path):
+    found = run_with_plugin(plugin_path, tmp_path, """
+        import json
+        from narrative_eval.registry import all_registries
+        print(json.dumps({kind: {e.name: e.origin for e in registry.entries()} for kind, registry in all_registries().items()}))
+    """)
+    plugin = "plugin narrative-eval-demo-plugin"
+    assert found["metric"]["length_ratio"].startswith(plugin)
+    assert found["rubric"]["three_dims"].startswith(plugin)
+    assert found["prompt setting"]["terse"].startswith(plugin)
+    assert found["condition"]["reverse"].startswith(plugin)
+    assert found["backend"]["llama_cpp_plugin"].startswith(plugin)
+    # The project's own entries name the module or file they come from.
+    assert found["metric"]["chrf"] == "narrative_eval.metrics.chrf"
+    assert found["rubric"]["infilling_narrative"].endswith("infilling_narrative.yaml")
+    assert found["prompt setting"]["L2"].endswith("settings.yaml") and not found["prompt setting"]["L2"].startswith(plugin)
+
+
+def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path, tmp_path, repo_root):
+    config = tmp_path / "plugin.yaml"
+    config.write_text(textwrap.dedent(f"""
+        study: infilling
+        sweep: plugin-demo
+        data: {repo_root / 'data/infilling/sample.jsonl'}
+        limit: 4
+        models: [smollm2]
+        prompt_settings: [L2, terse]
+        generation: {{temperature: 0.3, max_new_tokens: 48}}
+        judges:
+          - {{id: demo-judge, model: smollm2, rubric: three_dims, max_new_tokens: 96}}
+        report_dir: {tmp_path / 'report'}
+    """))
+    found = run_with_plugin(plugin_path, tmp_path, f"""
+        import json
+        from narrative_eval import tracking
+        from narrative_eval.config import load_config
+        from narrative_eval.sweep import run_sweep
+        from ui.runs import metric_columns
+
+        outcome = run_sweep(load_config({str(config)!r}, catalog={str(repo_root / 'experiments/configs/models.yaml')!r}))
+        runs = tracking.sweep_cell_runs("infilling", "plugin-demo")
+        rows = {{r["params.prompt_setting"]: tracking.load_json_artifact(r["run_id"], "generations.json") for _, r in runs.iterrows()}}
+        metrics = {{r["params.prompt_setting"]: {{k[8:]: v for k, v in r.items() if k.startswith("metrics.")}} for _, r in runs.iterrows()}}
+        columns = [column for _, column in metric_columns(runs, "mean", "demo-judge")]
+        print(json.dumps({{"statuses": [c.status for c in outcome.cells], "metrics": metrics, "rows": rows,
+                          "columns": columns}}, default=str))
+    """)
+    assert found["statuses"] == ["finished", "finished"]
+    assert set(found["metrics"]) == {"L2", "terse"}  # the plugin's prompt setting ran as a cell
+    for setting, metrics in found["metrics"].items():
+        # The plugin metric is computed, logged, and averaged into AtAvg with the five built-in ones.
+        names = ("bertscore", "rouge1", "meteor", "chrf", "semf1", "length_ratio")
+        assert "length_ratio" in metrics, setting
+        assert metrics["at_avg"] == pytest.approx(sum(metrics[n] for n in names) / 6, abs=1e-9), setting
+        # QAvg is the mean over the rubric's three dimensions, per judged row.
+        judged = [r for r in found["rows"][setting] if r.get("judge/demo-judge/status") == "ok"]
+        for row in judged:
+            dims = [row[f"judge/demo-judge/{d}"] for d in ("fluency", "coherence", "relevance")]
+            assert row["judge/demo-judge/qavg"] == pytest.approx(sum(dims) / 3)
+            assert "judge/demo-judge/faithfulness" not in row
+        if judged:
+            assert "judge/demo-judge/qavg" in metrics
+    assert any("length_ratio" in column for column in found["columns"])
+    main = pd.read_csv(tmp_path / "report" / "main.csv")
+    assert "length_ratio" in main.columns
+    assert set(main["setting"]) == {"L2", "terse"}
+
+
+def test_plugin_condition_drives_a_conversation(plugin_path, tmp_path, repo_root):
+    found = run_with_plugin(plugin_path, tmp_path, f"""
+        import json
+        from narrative_eval.backends import CachedBackend, get_backend
+        from narrative_eval.config import load_config
+        from narrative_eval.data.tasks import load_tasks
+        from narrative_eval.delivery import deliver
+        from narrative_eval.records import GenerationParams
+        from narrative_eval.sweep import describe_grid
+
+        task = load_tasks({str(repo_root / 'data/creative/tasks.json')!r})[0]
+        config = load_config({str(repo_root / 'experiments/configs/incremental_embedded.yaml')!r},
+                             ["conditions=[sharded,reverse]", "limit=2"])
+        generator = CachedBackend(get_backend(config.models[0]), None)
+        [trajectory] = deliver(generator, [task], "reverse", "", GenerationParams(max_new_tokens=8), seed=0,
+                               continue_after_length=True)
+        print(json.dumps({{"users": [turn.user for turn in trajectory.turns], "shards": list(task.shards),
+                          "cells": describe_grid(config)["cells"]}}))
+    """)
+    assert found["users"] == found["shards"][::-1]
+    assert [cell[2] for cell in found["cells"]] == ["sharded", "reverse"] * 2
