@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from narrative_eval.errors import UserError, add_debug_flag, cli_main, require_file
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m experiments.report", description=__doc__,
@@ -27,11 +29,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     creative.add_argument("--out", required=True, help="output folder")
     creative.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     creative.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    for command in (parser, infilling, creative):
+        add_debug_flag(command)
     return parser.parse_args(argv)
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """Every input file named on the command line exists and is text; the sweep exists in MLflow."""
+    problems: list[str] = []
+    require_file(getattr(args, "ratings", None), "ratings file", problems)
+    require_file(getattr(args, "scores", None), "score file", problems)
+    if getattr(args, "sweep", None):
+        from narrative_eval import tracking
+
+        known = tracking.all_sweeps()
+        if args.sweep not in known:
+            problems.append(f"no sweep named {args.sweep!r} in {tracking.tracking_uri()}; known: {', '.join(known) or 'none'}")
+    if problems:
+        raise UserError(problems)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    check_inputs(args)
     if args.kind == "infilling":
         from narrative_eval.reports.infilling import write_infilling_report
 
@@ -50,4 +70,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli_main(main))

@@ -11,7 +11,8 @@ import logging
 import sys
 
 from narrative_eval import tracking
-from narrative_eval.config import load_config
+from narrative_eval.config import SweepConfig, load_config
+from narrative_eval.errors import UserError, add_debug_flag, cli_main, require_file
 from narrative_eval.sweep import describe_grid, run_sweep
 
 
@@ -27,15 +28,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--executor", help="cell executor (local or ray); default from the config")
     parser.add_argument("--dry-run", action="store_true", help="print the grid and the counts, load no model")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_debug_flag(parser)
     return parser.parse_args(argv)
+
+
+def checked_grid(config: SweepConfig) -> dict:
+    """The grid's counts, after checking every input file the sweep reads: all problems are reported at once."""
+    problems: list[str] = []
+    require_file(config.data, "data file", problems)
+    require_file(config.constraints, "constraints file", problems)
+    require_file(config.prompt_file, "prompt file", problems)
+    if config.limit is not None and config.limit < 0:
+        problems.append(f"--limit must be 0 or more, got {config.limit}")
+    if problems:
+        raise UserError(problems)
+    # Counting the requests reads and validates the data (every bad row, with its file:line).
+    return describe_grid(config)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     config = load_config(args.config, args.overrides, data=args.data, limit=args.limit)
+    grid = checked_grid(config)
     if args.dry_run:
-        grid = describe_grid(config)
         print(f"sweep {config.sweep!r} ({config.study}): {len(grid['cells'])} cells, seeds {config.seeds}")
         print(f"{'model':<28} {'setting':<16} {'condition':<10} spec hash")
         for model, setting, condition, digest in grid["cells"]:
@@ -67,4 +83,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli_main(main))

@@ -10,6 +10,7 @@ import argparse
 import os
 from pathlib import Path
 
+from narrative_eval.errors import UserError, add_debug_flag, cli_main
 from ui.common import REPO, AppSettings
 
 AUTH_ENV = "NARRATIVE_EVAL_UI_AUTH"
@@ -29,6 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-jobs", type=int, default=1, help="sweeps allowed to run at once (default 1)")
     parser.add_argument("--mlflow-ui", default=os.environ.get("MLFLOW_UI_URL", "http://127.0.0.1:5000"),
                         help="where `mlflow ui` runs, for links to runs")
+    add_debug_flag(parser)
     return parser.parse_args(argv)
 
 
@@ -38,7 +40,7 @@ def _auth(text: str | None) -> tuple[str, str] | None:
         return None
     user, sep, password = text.partition(":")
     if not sep or not user or not password:
-        raise SystemExit("--auth expects USER:PASS")
+        raise UserError(f"--auth (or {AUTH_ENV}) expects USER:PASS")
     return user, password
 
 
@@ -52,8 +54,24 @@ def _warm_up_tracking() -> None:
         print(f"warning: the tracking store at {tracking.tracking_uri()} did not answer: {type(error).__name__}")
 
 
+def _check_port(host: str, port: int) -> None:
+    """A port another program holds is a user error, said before the app spends seconds building its tabs."""
+    import socket
+
+    if not 0 < port < 65536:
+        raise UserError(f"--port must be 1-65535, got {port}")
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise UserError(f"cannot serve on {host}:{port}: {error.strerror or error}; pass another --port") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    auth = _auth(args.auth)
+    _check_port(args.host, args.port)
     # Relative paths in configs and logged runs (data/..., reports/...) are relative to the repo root.
     os.chdir(REPO)
     settings = AppSettings(reports_dir=Path(args.reports_dir).resolve(), jobs_dir=Path(args.jobs_dir).resolve(),
@@ -64,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
 
     demo = build_app(settings)
     _warm_up_tracking()
-    auth = _auth(args.auth)
     if args.host not in ("127.0.0.1", "localhost", "::1") and auth is None:
         print(f"warning: serving on {args.host} without --auth; anyone who can reach this port can use the app")
     demo.queue(default_concurrency_limit=4)
@@ -85,4 +102,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli_main(main))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from narrative_eval.config_errors import config_problems, locate, yaml_error
+from narrative_eval.errors import UserError, read_text
 from narrative_eval.records import GenerationParams, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
 
 CATALOG_NAME = "models.yaml"
@@ -18,8 +20,8 @@ class SweepConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    study: str
-    """Which study's cell runner and report to use: a registered study name or alias (stored canonical)."""
+    study: Literal["infilling", "incremental-delivery"]
+    """Which study's cell runner and report to use."""
     sweep: str
     """Sweep name: the parent run's name, and the key that makes reruns resume."""
     description: str = ""
@@ -61,34 +63,6 @@ class SweepConfig(BaseModel):
     failure_budget: float | None = None
     """Stop the sweep when more than this share of a cell's requests fail (None: never stop)."""
 
-    @field_validator("study")
-    @classmethod
-    def _known_study(cls, name: str) -> str:
-        from narrative_eval.studies.base import STUDIES
-
-        return STUDIES.canonical(name)
-
-    @model_validator(mode="after")
-    def _registered_names(self) -> SweepConfig:
-        """Every name the grid uses must be registered (plugins included); all unknown names are reported at once."""
-        from narrative_eval.delivery.conditions import CONDITIONS
-        from narrative_eval.judges.rubric import RUBRICS
-        from narrative_eval.metrics import METRICS
-        from narrative_eval.prompts.render import PROMPT_SETTINGS
-
-        checks = [(METRICS, name) for name in self.metrics.names or ()]
-        checks += [(RUBRICS, judge.rubric) for judge in self.judges if judge.rubric]
-        if self.study == "incremental-delivery":
-            checks += [(CONDITIONS, name) for name in self.conditions]
-        elif self.prompt_file is None:
-            checks += [(PROMPT_SETTINGS, name) for name in self.prompt_settings]
-        problems = [f"unknown {registry.kind} {name!r}" for registry, name in checks if name not in registry]
-        if problems:
-            kinds = {registry.kind: registry for registry, _ in checks}
-            known = "; ".join(f"{kind}s: {', '.join(registry.names())}" for kind, registry in kinds.items())
-            raise ValueError(f"{', '.join(problems)} (registered {known})")
-        return self
-
     @field_validator("models")
     @classmethod
     def _unique_ids(cls, models: list[ModelSpec]) -> list[ModelSpec]:
@@ -97,39 +71,69 @@ class SweepConfig(BaseModel):
             raise ValueError(f"model ids must be unique, got {ids}")
         return models
 
+    def experiment(self) -> str:
+        return self.study
+
     def resolved_report_dir(self) -> Path:
         return Path(self.report_dir.format(sweep=self.sweep))
 
-
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """'a.b=value' -> (['a', 'b'], YAML-parsed value)."""
-    if "=" not in text:
-        raise ValueError(f"--set expects key=value, got {text!r}")
-    key, _, raw = text.partition("=")
-    return key.strip().split("."), yaml.safe_load(raw)
+    """'a.b=value' -> (['a', 'b'], YAML-parsed value); a UserError for anything else."""
+    key, sep, raw = text.partition("=")
+    path = [part.strip() for part in key.split(".")]
+    if not sep or not all(path):
+        raise UserError(f"--set {text!r}: expected KEY=VALUE with a (dotted) key, e.g. --set generation.temperature=0.5")
+    try:
+        return path, yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        raise UserError(f"--set {text!r}: the value is not valid YAML ({getattr(error, 'problem', None) or error})") from None
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply every --set; all bad ones are reported together."""
+    problems: list[str] = []
     for text in overrides:
-        path, value = parse_override(text)
+        try:
+            path, value = parse_override(text)
+        except UserError as error:
+            problems.extend(error.problems)
+            continue
         node = data
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = value
+        for depth, part in enumerate(path[:-1]):
+            child = node.setdefault(part, {}) if isinstance(node, dict) else None
+            if not isinstance(child, dict):
+                problems.append(f"--set {text!r}: {'.'.join(path[: depth + 1])} is not a mapping")
+                break
+            node = child
+        else:
+            node[path[-1]] = value
+    if problems:
+        raise UserError(problems)
     return data
 
 
 def load_catalog(path: str | Path | None) -> dict[str, dict[str, Any]]:
     if path is None or not Path(path).exists():
         return {"models": {}, "judges": {}}
-    data = yaml.safe_load(Path(path).read_text()) or {}
+    try:
+        data = yaml.safe_load(read_text(path, "model catalog")) or {}
+    except yaml.YAMLError as error:
+        raise UserError(yaml_error(path, error)) from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a model catalog is a mapping with 'models' and 'judges'")
     return {"models": data.get("models", {}) or {}, "judges": data.get("judges", {}) or {}}
+
+
+def _unknown(kind: str, name: str, catalog: dict[str, Any]) -> UserError:
+    known = ", ".join(sorted(catalog["models"])) or "none"
+    where = catalog.get("path") or "no catalog found; pass --catalog FILE"
+    return UserError(f"{kind} {name!r} is not in the model catalog ({where}); known: {known}")
 
 
 def _resolve_model(entry: Any, catalog: dict[str, Any]) -> dict[str, Any]:
     if isinstance(entry, str):
         if entry not in catalog["models"]:
-            raise ValueError(f"model {entry!r} is not in the catalog; known: {', '.join(sorted(catalog['models']))}")
+            raise _unknown("model", entry, catalog)
         return {"id": entry, **catalog["models"][entry]}
     if isinstance(entry, dict) and "weights" not in entry and entry.get("id") in catalog["models"]:
         return {**catalog["models"][entry["id"]], **entry}
@@ -143,10 +147,38 @@ def _resolve_judge(entry: Any, catalog: dict[str, Any]) -> dict[str, Any]:
         elif entry in catalog["models"]:
             entry = {"id": entry, "model": entry}
         else:
-            raise ValueError(f"judge {entry!r} is in neither the judges nor the models catalog")
+            raise _unknown("judge", entry, catalog)
+    if not isinstance(entry, dict) or "id" not in entry:
+        return entry  # the schema check reports it
     entry = dict(entry)
     entry["model"] = _resolve_model(entry.get("model", entry["id"]), catalog)
     return entry
+
+
+def _resolve_all(raw: dict[str, Any], key: str, resolve, catalog: dict[str, Any], problems: list[tuple]) -> None:
+    """Resolve every entry of raw[key], collecting (location, message) for each unknown name."""
+    entries = raw.get(key) or []
+    if not isinstance(entries, list):
+        return  # the schema check reports it
+    resolved = []
+    for index, entry in enumerate(entries):
+        try:
+            resolved.append(resolve(entry, catalog))
+        except UserError as error:
+            problems.extend(((key, index), message) for message in error.problems)
+            resolved.append(entry)
+    raw[key] = resolved
+
+
+def _read_raw(path: Path, overrides: list[str]) -> tuple[str, dict[str, Any]]:
+    text = read_text(path, "config file")
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise UserError(yaml_error(path, error)) from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}:1: a sweep config is a YAML mapping (study, sweep, data, models, ...)")
+    return text, apply_overrides(raw, overrides)
 
 
 def load_config(
@@ -157,15 +189,32 @@ def load_config(
     limit: int | None = None,
     catalog: str | Path | None = None,
 ) -> SweepConfig:
-    """Read a sweep config, apply --set overrides and flags, and resolve catalog names."""
+    """Read a sweep config, apply --set overrides and flags, and resolve catalog names.
+
+    Every problem (unknown model or judge, unknown or invalid key) is raised at once as a
+    UserError, each located as config:line where the YAML says it.
+    """
     path = Path(path)
-    raw = yaml.safe_load(path.read_text()) or {}
-    raw = apply_overrides(raw, overrides or [])
+    text, raw = _read_raw(path, overrides or [])
     if data is not None:
         raw["data"] = data
     if limit is not None:
         raw["limit"] = limit
-    catalog_data = load_catalog(catalog or path.parent / CATALOG_NAME)
-    raw["models"] = [_resolve_model(m, catalog_data) for m in raw.get("models", [])]
-    raw["judges"] = [_resolve_judge(j, catalog_data) for j in raw.get("judges", []) or []]
-    return SweepConfig.model_validate(raw)
+    catalog_path = Path(catalog) if catalog is not None else path.parent / CATALOG_NAME
+    if catalog is not None and not catalog_path.is_file():
+        raise UserError(f"{catalog_path}: model catalog not found")
+    catalog_data = {**load_catalog(catalog_path), "path": str(catalog_path) if catalog_path.is_file() else None}
+    problems: list[tuple] = []
+    _resolve_all(raw, "models", _resolve_model, catalog_data, problems)
+    _resolve_all(raw, "judges", _resolve_judge, catalog_data, problems)
+    if raw.get("judges") is None:
+        raw["judges"] = []
+    try:
+        config = SweepConfig.model_validate(raw)
+    except ValidationError as error:
+        reported = {loc for loc, _ in problems}  # an unknown name is not also "not a valid ModelSpec"
+        problems.extend((loc, message) for loc, message in config_problems(error, SweepConfig) if loc[:2] not in reported)
+        config = None
+    if problems:
+        raise UserError([locate(path, text, loc, message, overrides or []) for loc, message in problems])
+    return config

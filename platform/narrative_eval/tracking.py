@@ -142,6 +142,16 @@ def list_sweeps(experiment: str) -> list[str]:
     return [r.data.tags[TAG_SWEEP] for r in runs]
 
 
+def all_sweeps() -> list[str]:
+    """Every sweep name in the store, whatever its study, sorted."""
+    c = client()
+    ids = [e.experiment_id for e in c.search_experiments()]
+    if not ids:
+        return []
+    runs = c.search_runs(ids, filter_string=f"tags.`{TAG_KIND}` = 'sweep'", max_results=5000)
+    return sorted({r.data.tags[TAG_SWEEP] for r in runs if TAG_SWEEP in r.data.tags})
+
+
 # --------------------------------------------------------------------------- cells
 
 
@@ -322,6 +332,7 @@ __all__ = [
     "experiment_id",
     "find_cell_run",
     "find_sweep_run",
+    "all_sweeps",
     "list_sweeps",
     "load_json_artifact",
     "load_table",

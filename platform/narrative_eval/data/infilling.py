@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import math
 import re
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.data.errors import DataError, DataErrors
+from narrative_eval.errors import read_text
 from narrative_eval.records import InfillingInstance, Position
 
 BLANK = "______"
@@ -213,6 +215,7 @@ def load_instances(path: str | Path) -> list[InfillingInstance]:
         rows = _read_jsonl(path)
     else:
         raise DataErrors([DataError(path, None, f"unsupported file type {suffix!r} (use .csv or .jsonl)")])
+    rows = list(rows)  # read (and decode) the whole file before validating
     instances: list[InfillingInstance] = []
     errors: list[DataError] = []
     for line, row in rows:
@@ -232,7 +235,8 @@ def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
     """Yield (start line, row dict) per record; a missing column is one error at the header line."""
     # Long passages can exceed the csv module's default 128 KiB field limit.
     csv.field_size_limit(max(csv.field_size_limit(), 1 << 24))
-    with path.open(encoding="utf-8-sig", newline="") as handle:
+    # Decoded whole (UTF-8 or UTF-16 with a byte-order mark); newline="" keeps quoted newlines for csv.
+    with io.StringIO(read_text(path, "instances file"), newline="") as handle:
         reader = csv.reader(handle)
         try:
             header = next(reader)
@@ -245,7 +249,8 @@ def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
         header = [name.strip() for name in header]
         missing = [name for name in COLUMNS if name not in header]
         if missing:
-            yield 1, DataError(path, 1, f"missing column(s): {', '.join(missing)}")
+            found = ", ".join(name for name in header if name) or "none"
+            yield 1, DataError(path, 1, f"missing column(s): {', '.join(missing)} (the header has: {found})")
             return
         index = {name: header.index(name) for name in COLUMNS}
         # reader.line_num counts physical lines consumed so far, so a record starts one line
@@ -270,7 +275,7 @@ def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
     """Yield (line, object) per non-blank line; bad JSON and missing fields become errors."""
-    with path.open(encoding="utf-8-sig") as handle:
+    with io.StringIO(read_text(path, "instances file")) as handle:
         for line_no, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -278,6 +283,9 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 yield line_no, DataError(path, line_no, f"invalid JSON: {exc.msg} (column {exc.colno})")
+                continue
+            except RecursionError:
+                yield line_no, DataError(path, line_no, "invalid JSON: nested too deeply")
                 continue
             if not isinstance(record, dict):
                 yield line_no, DataError(path, line_no, "expected a JSON object")

@@ -14,12 +14,14 @@ and raised together (DataErrors) so a file can be fixed in one pass.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from narrative_eval.data.errors import DataError, DataErrors
+from narrative_eval.errors import read_text
 from narrative_eval.records import Constraint, WritingTask
 
 GENRES: tuple[str, ...] = ("fantasy", "historical_fiction", "mystery", "romance", "science_fiction", "comedy")
@@ -65,7 +67,7 @@ def iter_json_array(path: Path) -> Iterator[tuple[int, Any]]:
     The array is walked with ``raw_decode`` so every element keeps its position in the file;
     a syntax error raises DataError at the line the decoder stopped on.
     """
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, "tasks file")
     decoder = json.JSONDecoder()
     offset = _skip_space(text, 0)
     if offset >= len(text) or text[offset] != "[":
@@ -79,6 +81,8 @@ def iter_json_array(path: Path) -> Iterator[tuple[int, Any]]:
             element, offset = decoder.raw_decode(text, start)
         except json.JSONDecodeError as exc:
             raise DataError(path, exc.lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
+        except RecursionError:
+            raise DataError(path, _line_of(text, start), "invalid JSON: nested too deeply") from None
         yield _line_of(text, start), element
         offset = _skip_space(text, offset)
         if offset >= len(text):
@@ -200,7 +204,7 @@ def load_tasks(tasks_json: str | Path, constraints_jsonl: str | Path | None = No
     checklists: dict[str, tuple[Constraint, ...]] = {}
     checklist_lines: dict[str, int] = {}
     rejected: set[str] = set()  # stories whose checklist line was invalid (already reported)
-    with constraints_path.open(encoding="utf-8") as handle:
+    with io.StringIO(read_text(constraints_path, "constraints file")) as handle:
         for line_no, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
@@ -208,6 +212,9 @@ def load_tasks(tasks_json: str | Path, constraints_jsonl: str | Path | None = No
                 record = json.loads(raw)
             except json.JSONDecodeError as exc:
                 errors.append(DataError(constraints_path, line_no, f"invalid JSON: {exc.msg} (column {exc.colno})"))
+                continue
+            except RecursionError:
+                errors.append(DataError(constraints_path, line_no, "invalid JSON: nested too deeply"))
                 continue
             problems = _check_constraint_line(record)
             if problems:

@@ -1,0 +1,155 @@
+"""The error policy as a new user meets it: every bad input gives `error:` lines, exit 2 and no traceback."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from narrative_eval.data.infilling import COLUMNS
+
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = REPO / "experiments" / "configs" / "quickstart.yaml"
+SAMPLE = REPO / "data" / "infilling" / "sample.jsonl"
+
+
+def start(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a project command as a user would, from cwd, with the repo's packages importable."""
+    paths = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    environment.pop("NARRATIVE_EVAL_DEBUG", None)
+    environment.update(env or {})
+    return subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, env=environment, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finish(process: subprocess.Popen, timeout: int = 600) -> subprocess.CompletedProcess:
+    out, err = process.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def command(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return finish(start(*args, **kwargs))
+
+
+def run_all(commands: dict[str, tuple]) -> dict[str, subprocess.CompletedProcess]:
+    """Run several commands at once (each spends seconds importing), results by name."""
+    started = {name: start(*args) for name, args in commands.items()}
+    return {name: finish(process) for name, process in started.items()}
+
+
+def errors_of(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+
+
+def assert_user_error(result, *expected: str) -> list[str]:
+    """Exit 2, no traceback, and each expected fragment in some `error:` line."""
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    lines = errors_of(result)
+    assert lines, result.stderr
+    for fragment in expected:
+        assert any(fragment in line for line in lines), (fragment, lines)
+    return lines
+
+
+def good_rows() -> list[dict[str, str]]:
+    return [json.loads(line) for line in SAMPLE.read_text().splitlines()[:3]]
+
+
+def write_csv(path: Path, rows: list[dict], header: list[str]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=header, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def bad_inputs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("bad-inputs")
+    rows = good_rows()
+    broken = [dict(rows[0], n="7"), rows[1], dict(rows[2], problem="no blank here", gold_answer="")]
+    utf16 = root / "utf16.csv"
+    write_csv(root / "plain.csv", rows, list(COLUMNS))
+    utf16.write_bytes((root / "plain.csv").read_text(encoding="utf-8").encode("utf-16"))
+    return {
+        "bad_rows": write_csv(root / "bad_rows.csv", broken, list(COLUMNS)),
+        "wrong_columns": write_csv(root / "wrong_columns.csv", rows, [c for c in COLUMNS if c != "gold_answer"] + ["answer"]),
+        "binary": _write(root / "binary.csv", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4),
+        "utf16": utf16,
+        "root": root,
+    }
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+SWEEP = ("experiments.sweep", "--no-progress")
+DRY = (*SWEEP, "--config", str(QUICKSTART), "--dry-run")
+
+
+def sweep(*args: str, **kwargs):
+    return command(*SWEEP, *args, **kwargs)
+
+
+def test_every_bad_input_is_a_clean_user_error(bad_inputs, tmp_path):
+    """The issue's list: bad rows, wrong columns, binary, missing file, unknown model and key: exit 2, `error:` lines."""
+    unknown_key = tmp_path / "typo.yaml"
+    unknown_key.write_text(QUICKSTART.read_text() + "seed: [1]\nmax_tokens: 3\n")
+    results = run_all({
+        "bad_rows": (*DRY, "--data", str(bad_inputs["bad_rows"])),
+        "wrong_columns": (*DRY, "--data", str(bad_inputs["wrong_columns"])),
+        "binary": (*DRY, "--data", str(bad_inputs["binary"])),
+        "missing_data": (*DRY, "--data", str(tmp_path / "nowhere.csv")),
+        "missing_config": (*SWEEP, "--config", str(tmp_path / "nowhere.yaml")),
+        "unknown_model": (*DRY, "--set", "models=[smollm2,no-such-model,gpt-99]"),
+        "unknown_key": (*SWEEP, "--config", str(unknown_key), "--dry-run"),
+    })
+    lines = assert_user_error(results["bad_rows"], "bad_rows.csv:2: n must be an integer from 1 to 3",
+                              "bad_rows.csv:4: problem has no blank")
+    assert any("bad_rows.csv:4: empty gold_answer" in line for line in lines), "every problem, not just the first"
+    assert_user_error(results["wrong_columns"], "wrong_columns.csv:1: missing column(s): gold_answer")
+    assert_user_error(results["binary"], "binary.csv:1:", "UTF-8")
+    assert_user_error(results["missing_data"], "nowhere.csv: data file not found")
+    assert_user_error(results["missing_config"], "nowhere.yaml: config file not found")
+    lines = assert_user_error(results["unknown_model"], "'no-such-model' is not in the model catalog",
+                              "'gpt-99' is not in the model catalog")
+    assert all("--set models=" in line for line in lines)
+    lines = assert_user_error(results["unknown_key"], "unknown key 'seed' (did you mean 'seeds'?)")
+    assert any(line.startswith(f"error: {unknown_key}:15: unknown key 'seed'") for line in lines), lines
+    assert any("unknown key 'max_tokens'" in line for line in lines)
+    assert not any("pydantic" in line or "http" in line for line in lines)
+
+
+def test_utf16_data_is_read_and_debug_shows_the_traceback(bad_inputs):
+    """UTF-16 with a byte-order mark is decoded; --debug / NARRATIVE_EVAL_DEBUG=1 show where a user error came from."""
+    results = run_all({
+        "utf16": (*DRY, "--data", str(bad_inputs["utf16"])),
+        "debug": (*DRY, "--debug", "--data", str(bad_inputs["bad_rows"])),
+    })
+    by_env = finish(start(*DRY, "--data", str(bad_inputs["binary"]), env={"NARRATIVE_EVAL_DEBUG": "1"}))
+    assert results["utf16"].returncode == 0, results["utf16"].stderr[-3000:]
+    assert "generations: 18" in results["utf16"].stdout  # 3 instances x 2 models x 3 levels
+    debug = results["debug"]
+    assert debug.returncode == 2 and "Traceback" in debug.stderr and errors_of(debug)
+    assert by_env.returncode == 2 and "Traceback" in by_env.stderr
+
+
+def test_report_and_app_commands_follow_the_same_policy(bad_inputs, tmp_path):
+    results = run_all({
+        "scores": ("experiments.report", "creative-integrity", "--scores", str(bad_inputs["binary"]),
+                   "--out", str(tmp_path / "out")),
+        "sweep": ("experiments.report", "infilling", "--sweep", "never-ran", "--out", str(tmp_path / "o")),
+        "ui": ("ui", "--auth", "nopassword", "--port", "1"),
+    })
+    assert_user_error(results["scores"], "binary.csv:1:", "UTF-8")
+    assert_user_error(results["sweep"], "no sweep named 'never-ran'")
+    assert_user_error(results["ui"], "--auth (or NARRATIVE_EVAL_UI_AUTH) expects USER:PASS")

@@ -1,0 +1,53 @@
+"""Sweep configs as users write them: the catalog wherever the config lives, every problem located, keyed report folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from narrative_eval.config import load_config, parse_override
+from narrative_eval.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "data" / "infilling" / "sample.jsonl"
+BENCHMARK = REPO / "data" / "infilling" / "benchmark.csv"
+CATALOG = REPO / "experiments" / "configs" / "models.yaml"
+
+
+def write_config(folder: Path, body: str, name: str = "mine.yaml") -> Path:
+    path = folder / name
+    path.write_text(body)
+    return path
+
+
+def test_every_config_problem_is_reported_with_its_line(tmp_path):
+    path = write_config(tmp_path, f"""study: infilling
+sweep: s
+data: {SAMPLE}
+models:
+  - smollm2
+  - nope-1
+seeds: seven
+generation: {{temprature: 0.3}}
+""")
+    with pytest.raises(UserError) as caught:
+        load_config(path, ["judges=[nope-judge]"], catalog=CATALOG)
+    problems = caught.value.problems
+    assert f"{path}:6: model 'nope-1' is not in the model catalog" in problems[0]
+    assert any(p.startswith("--set judges=[nope-judge]: judge 'nope-judge'") for p in problems)
+    assert any(p.startswith(f"{path}:7: seeds") for p in problems)
+    assert any(p.startswith(f"{path}:8: unknown key 'generation.temprature' (did you mean 'temperature'?)")
+               for p in problems), problems
+
+
+def test_yaml_syntax_and_set_syntax_errors_are_located(tmp_path):
+    path = write_config(tmp_path, "study: infilling\nmodels: [smollm2\nsweep: x\n")
+    with pytest.raises(UserError, match=rf"{path}:\d+: invalid YAML"):
+        load_config(path)
+    good = write_config(tmp_path, f"study: infilling\nsweep: s\ndata: {SAMPLE}\nmodels: [smollm2]\n", "good.yaml")
+    with pytest.raises(UserError) as caught:
+        load_config(good, catalog=CATALOG, overrides=["no-equals-sign", "seeds=[1", "study.x=1"])
+    assert len(caught.value.problems) == 3
+    with pytest.raises(UserError):
+        parse_override("=5")
