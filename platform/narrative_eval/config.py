@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from narrative_eval.config_errors import config_problems, locate, yaml_error
 from narrative_eval.errors import UserError, read_text
@@ -20,8 +20,8 @@ class SweepConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    study: Literal["infilling", "incremental-delivery"]
-    """Which study's cell runner and report to use."""
+    study: str
+    """Which study's cell runner and report to use: a registered study name or alias (stored canonical)."""
     sweep: str
     """Sweep name: the parent run's name, and the key that makes reruns resume."""
     description: str = ""
@@ -63,6 +63,34 @@ class SweepConfig(BaseModel):
     failure_budget: float | None = None
     """Stop the sweep when more than this share of a cell's requests fail (None: never stop)."""
 
+    @field_validator("study")
+    @classmethod
+    def _known_study(cls, name: str) -> str:
+        from narrative_eval.studies.base import STUDIES
+
+        return STUDIES.canonical(name)
+
+    @model_validator(mode="after")
+    def _registered_names(self) -> SweepConfig:
+        """Every name the grid uses must be registered (plugins included); all unknown names are reported at once."""
+        from narrative_eval.delivery.conditions import CONDITIONS
+        from narrative_eval.judges.rubric import RUBRICS
+        from narrative_eval.metrics import METRICS
+        from narrative_eval.prompts.render import PROMPT_SETTINGS
+
+        checks = [(METRICS, name) for name in self.metrics.names or ()]
+        checks += [(RUBRICS, judge.rubric) for judge in self.judges if judge.rubric]
+        if self.study == "incremental-delivery":
+            checks += [(CONDITIONS, name) for name in self.conditions]
+        elif self.prompt_file is None:
+            checks += [(PROMPT_SETTINGS, name) for name in self.prompt_settings]
+        problems = [f"unknown {registry.kind} {name!r}" for registry, name in checks if name not in registry]
+        if problems:
+            kinds = {registry.kind: registry for registry, _ in checks}
+            known = "; ".join(f"{kind}s: {', '.join(registry.names())}" for kind, registry in kinds.items())
+            raise ValueError(f"{', '.join(problems)} (registered {known})")
+        return self
+
     @field_validator("models")
     @classmethod
     def _unique_ids(cls, models: list[ModelSpec]) -> list[ModelSpec]:
@@ -70,9 +98,6 @@ class SweepConfig(BaseModel):
         if len(ids) != len(set(ids)):
             raise ValueError(f"model ids must be unique, got {ids}")
         return models
-
-    def experiment(self) -> str:
-        return self.study
 
     def resolved_report_dir(self) -> Path:
         return Path(self.report_dir.format(sweep=self.sweep))
