@@ -28,6 +28,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--executor", help="cell executor (local or ray); default from the config")
     parser.add_argument("--dry-run", action="store_true", help="print the grid and the counts, load no model")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--catalog", help="model catalog YAML (default: the repository's experiments/configs/models.yaml)")
     add_debug_flag(parser)
     return parser.parse_args(argv)
 
@@ -49,7 +50,7 @@ def checked_grid(config: SweepConfig) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    config = load_config(args.config, args.overrides, data=args.data, limit=args.limit)
+    config = load_config(args.config, args.overrides, data=args.data, limit=args.limit, catalog=args.catalog)
     grid = checked_grid(config)
     if args.dry_run:
         print(f"sweep {config.sweep!r} ({config.study}): {len(grid['cells'])} cells, seeds {config.seeds}")

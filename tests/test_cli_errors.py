@@ -33,8 +33,8 @@ def finish(process: subprocess.Popen, timeout: int = 600) -> subprocess.Complete
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
-def command(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return finish(start(*args, **kwargs))
+def command(*args: str, timeout: int = 600, **kwargs) -> subprocess.CompletedProcess:
+    return finish(start(*args, **kwargs), timeout)
 
 
 def run_all(commands: dict[str, tuple]) -> dict[str, subprocess.CompletedProcess]:
@@ -153,3 +153,22 @@ def test_report_and_app_commands_follow_the_same_policy(bad_inputs, tmp_path):
     assert_user_error(results["scores"], "binary.csv:1:", "UTF-8")
     assert_user_error(results["sweep"], "no sweep named 'never-ran'")
     assert_user_error(results["ui"], "--auth (or NARRATIVE_EVAL_UI_AUTH) expects USER:PASS")
+
+
+@pytest.mark.slow
+def test_config_outside_the_repo_names_catalog_models_and_runs(tmp_path):
+    """A config in /tmp naming `smollm2` finds the repository's catalog, runs, and exits 0 (run from /tmp too)."""
+    config = tmp_path / "mine.yaml"
+    config.write_text(f"""study: infilling
+sweep: outside-config
+data: {SAMPLE}
+limit: 1
+models: [smollm2]
+prompt_settings: [L0]
+generation: {{max_new_tokens: 12}}
+report_dir: {tmp_path / 'report'}
+""")
+    result = sweep("--config", str(config), cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert "cells: 1 finished" in result.stdout

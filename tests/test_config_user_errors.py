@@ -21,6 +21,24 @@ def write_config(folder: Path, body: str, name: str = "mine.yaml") -> Path:
     return path
 
 
+def test_config_outside_the_repo_resolves_catalog_names(tmp_path, monkeypatch):
+    """Bug 1: a config in /tmp naming smollm2 used to get an empty catalog ("known: " and nothing)."""
+    monkeypatch.chdir(tmp_path)  # not the repo: the catalog is found from the installed package's repository
+    path = write_config(tmp_path, f"study: infilling\nsweep: s\ndata: {SAMPLE}\nmodels: [smollm2]\njudges: [smollm2-judge]\n")
+    config = load_config(path)
+    assert config.models[0].id == "smollm2" and config.models[0].weights.startswith("embedded:")
+    assert config.judges[0].model.id == "smollm2"
+
+
+def test_an_explicit_catalog_wins_and_a_missing_one_is_an_error(tmp_path):
+    catalog = write_config(tmp_path, "models:\n  tiny: {backend: llama_cpp, weights: 'embedded:smollm2-135m-instruct'}\n",
+                           "catalog.yaml")
+    path = write_config(tmp_path, f"study: infilling\nsweep: s\ndata: {SAMPLE}\nmodels: [tiny]\n")
+    assert load_config(path, catalog=catalog).models[0].id == "tiny"
+    with pytest.raises(UserError, match="catalog not found"):
+        load_config(path, catalog=tmp_path / "absent.yaml")
+
+
 def test_every_config_problem_is_reported_with_its_line(tmp_path):
     path = write_config(tmp_path, f"""study: infilling
 sweep: s

@@ -13,6 +13,8 @@ from narrative_eval.errors import UserError, read_text
 from narrative_eval.records import GenerationParams, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
 
 CATALOG_NAME = "models.yaml"
+CATALOG_FOLDER = Path("experiments") / "configs"
+"""Where the repository keeps the catalog, relative to the repository root (or the working directory)."""
 
 
 class SweepConfig(BaseModel):
@@ -137,6 +139,21 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+def default_catalog(config_path: str | Path | None = None) -> Path | None:
+    """The model catalog used when none is named: next to the config if there is one there, else the repository's.
+
+    The repository's is found from the working directory (experiments/configs/models.yaml) or from
+    where this package lives (an editable install sits in the repository), so a config kept anywhere
+    (/tmp, a home folder) still names the catalog's models.
+    """
+    candidates = []
+    if config_path is not None:
+        candidates.append(Path(config_path).resolve().parent / CATALOG_NAME)
+    candidates.append(Path.cwd() / CATALOG_FOLDER / CATALOG_NAME)
+    candidates.append(Path(__file__).resolve().parents[2] / CATALOG_FOLDER / CATALOG_NAME)
+    return next((path for path in candidates if path.is_file()), None)
+
+
 def load_catalog(path: str | Path | None) -> dict[str, dict[str, Any]]:
     if path is None or not Path(path).exists():
         return {"models": {}, "judges": {}}
@@ -225,10 +242,10 @@ def load_config(
         raw["data"] = data
     if limit is not None:
         raw["limit"] = limit
-    catalog_path = Path(catalog) if catalog is not None else path.parent / CATALOG_NAME
+    catalog_path = Path(catalog) if catalog is not None else default_catalog(path)
     if catalog is not None and not catalog_path.is_file():
         raise UserError(f"{catalog_path}: model catalog not found")
-    catalog_data = {**load_catalog(catalog_path), "path": str(catalog_path) if catalog_path.is_file() else None}
+    catalog_data = {**load_catalog(catalog_path), "path": str(catalog_path) if catalog_path else None}
     problems: list[tuple] = []
     _resolve_all(raw, "models", _resolve_model, catalog_data, problems)
     _resolve_all(raw, "judges", _resolve_judge, catalog_data, problems)
