@@ -72,3 +72,19 @@ def test_limit_spreads_over_strata_round_robin() -> None:
     assert spread_limit(instances, 0) == []
     with pytest.raises(ValueError):
         spread_limit(instances, -1)
+
+
+def test_small_limits_on_the_shipped_benchmark_span_every_domain(repo_root) -> None:
+    """Bug 3: --limit N <= 8 on benchmark.csv (sorted by dataset) used to take encyclopedic passages only."""
+    from narrative_eval.data import domain, load_instances
+
+    instances = load_instances(repo_root / "data" / "infilling" / "benchmark.csv")
+    domains = {domain(i.dataset) for i in instances}
+    assert len(domains) == 4
+    for limit in range(4, 13):
+        picked = spread_limit(instances, limit)
+        assert len(picked) == limit
+        assert {domain(i.dataset) for i in picked} == domains, limit
+    # Then span lengths: twelve instances give every domain each of n = 1, 2, 3.
+    twelve = spread_limit(instances, 12)
+    assert Counter((domain(i.dataset), i.n) for i in twelve) == {(d, n): 1 for d in domains for n in (1, 2, 3)}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 
+from narrative_eval.data.infilling import domain
 from narrative_eval.records import InfillingInstance
 
 
@@ -41,19 +42,27 @@ def stratified_subset(
     return [instance for position, instance in enumerate(instances) if position in keep]
 
 
-def spread_limit(instances: Sequence[InfillingInstance], limit: int) -> list[InfillingInstance]:
-    """The first ``limit`` instances taken round-robin over the (dataset, unit_idx) strata.
+def _interleave(members: list[int], keys: Sequence[Callable[[int], Hashable]]) -> list[int]:
+    """Positions ordered round-robin over keys[0]'s groups, each group itself interleaved by the next keys."""
+    if not keys or len(members) <= 1:
+        return list(members)
+    groups: dict[Hashable, list[int]] = defaultdict(list)
+    for position in members:
+        groups[keys[0](position)].append(position)
+    queues = [_interleave(group, keys[1:]) for group in groups.values()]
+    deepest = max(len(q) for q in queues)
+    return [q[depth] for depth in range(deepest) for q in queues if depth < len(q)]
 
-    A small run (``--limit``) then spans every domain and span length instead of the head of
-    the file, which is sorted by dataset. Within a stratum, file order is kept; the kept
-    instances come back in file order.
+
+def spread_limit(instances: Sequence[InfillingInstance], limit: int) -> list[InfillingInstance]:
+    """``limit`` instances taken round-robin over domains first, then span length (n), then blank position.
+
+    A small run (``--limit``) then spans every domain (any limit >= 4 on a four-domain file), then
+    every span length, instead of the head of a file sorted by dataset. Groups come in order of first
+    appearance and, within one, file order is kept; the kept instances come back in file order.
     """
     if limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
-    strata = _strata(instances)
-    # Round-robin: the first member of every stratum (in order of first appearance), then the second...
-    queues = list(strata.values())
-    deepest = max((len(q) for q in queues), default=0)
-    round_robin = [q[depth] for depth in range(deepest) for q in queues if depth < len(q)]
-    chosen = set(round_robin[:limit])
+    keys = (lambda p: domain(instances[p].dataset), lambda p: instances[p].n, lambda p: instances[p].unit_idx)
+    chosen = set(_interleave(list(range(len(instances))), keys)[:limit])
     return [instance for position, instance in enumerate(instances) if position in chosen]
