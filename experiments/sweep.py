@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
 
 from narrative_eval import tracking
@@ -47,6 +49,31 @@ def checked_grid(config: SweepConfig) -> dict:
     return describe_grid(config)
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (the app's Stop button, a scheduler): the sweep stops like on Ctrl-C."""
+
+
+def _raise_stopped(_signum, _frame) -> None:
+    raise Stopped()
+
+
+def _run_stoppable(config: SweepConfig, progress, executor: str | None):
+    """run_sweep, ending this process's open runs KILLED when stopped (FAILED on a crash) instead of RUNNING forever."""
+    signal.signal(signal.SIGTERM, _raise_stopped)
+    try:
+        return run_sweep(config, progress=progress, executor=executor)
+    except BaseException as error:
+        stopped = isinstance(error, KeyboardInterrupt)
+        ended = tracking.end_open_runs("KILLED" if stopped else "FAILED")
+        print(f"\nsweep {'stopped' if stopped else 'failed'}: {len(ended)} open run(s) marked "
+              f"{'KILLED' if stopped else 'FAILED'}; rerun the same command to resume", file=sys.stderr)
+        if isinstance(error, Stopped):
+            # Die of the signal, so whoever sent it (the app's job runner) sees a cancelled, not a failed, sweep.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -66,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         from narrative_eval.studies.base import no_progress as progress
     else:
         from experiments.progress import tqdm_progress as progress
-    outcome = run_sweep(config, progress=progress, executor=args.executor)
+    outcome = _run_stoppable(config, progress, args.executor)
     print()
     for title, markdown in outcome.tables.items():
         print(f"## {title}\n{markdown}\n")

@@ -16,7 +16,7 @@ import pandas as pd
 
 from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
-from ui.common import AppSettings, cell_runs, esc, instances_by_id, passage_html, problem_from_messages, run_table, sweeps, texts
+from ui.common import AppSettings, cell_runs, esc, instances_by_id, passage_html, pick_sweep, problem_from_messages, run_table, texts
 
 STUDY = "infilling"
 POINTWISE_RUBRIC = "infilling_narrative"
@@ -145,8 +145,8 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
                                       interactive=False)
 
     def on_refresh(current_sweep):
-        names = sweeps(STUDY)
-        return gr.Dropdown(choices=names, value=current_sweep if current_sweep in names else (names[0] if names else None))
+        names, value = pick_sweep(STUDY, current_sweep)
+        return gr.Dropdown(choices=names, value=value)
 
     def on_kind(kind_):
         return gr.Group(visible=kind_ == "pointwise"), gr.Group(visible=kind_ == "pairwise")

@@ -141,6 +141,23 @@ def sweeps(study: str) -> list[str]:
     return list(_cached(("sweeps", study), compute))
 
 
+def pick_sweep(study: str, current: str | None = None) -> tuple[list[str], str | None]:
+    """(the study's sweeps, the one to show): the current choice if it still exists, else the newest sweep with a
+    finished cell (a sweep stopped before its first cell ended has nothing to show), else the newest."""
+    names = sweeps(study)
+    if current in names:
+        return names, current
+
+    def compute() -> list[str]:
+        try:
+            return tracking.finished_sweeps(study)
+        except Exception:
+            return []
+
+    with_results = _cached(("finished", study), compute)
+    return names, next((name for name in with_results if name in names), names[0] if names else None)
+
+
 def cell_runs(study: str, sweep: str | None, finished_only: bool = True) -> pd.DataFrame:
     if not sweep:
         return pd.DataFrame()

@@ -9,7 +9,7 @@ import gradio as gr
 import pandas as pd
 
 from ui.common import (AT_AVG_METRICS, AppSettings, at_avg_of, cell_runs, esc, instances_by_id, judge_ids_of, number,
-                       passage_html, problem_from_messages, run_choices, run_label, run_table, sweeps, texts)
+                       passage_html, pick_sweep, problem_from_messages, run_choices, run_label, run_table, texts)
 
 STUDY = "infilling"
 MAX_DEFAULT_RUNS = 4
@@ -123,8 +123,8 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     view = gr.HTML(elem_id="compare-view")
 
     def on_refresh(current: str | None):
-        names = sweeps(STUDY)
-        return gr.Dropdown(choices=names, value=current if current in names else (names[0] if names else None))
+        names, value = pick_sweep(STUDY, current)
+        return gr.Dropdown(choices=names, value=value)
 
     def on_sweep(sweep_name: str | None):
         choices = run_choices(cell_runs(STUDY, sweep_name))

@@ -14,7 +14,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from ui.common import AppSettings, cell_runs, column, esc, run_artifact, run_table, sweeps, texts
+from ui.common import AppSettings, cell_runs, column, esc, pick_sweep, run_artifact, run_table, texts
 
 STUDY = "incremental-delivery"
 TABLE = "conversations.json"
@@ -126,8 +126,8 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     finals = gr.HTML(elem_id="conv-finals")
 
     def on_refresh(current):
-        names = sweeps(STUDY)
-        return gr.Dropdown(choices=names, value=current if current in names else (names[0] if names else None))
+        names, value = pick_sweep(STUDY, current)
+        return gr.Dropdown(choices=names, value=value)
 
     def on_sweep(sweep_name):
         runs = cell_runs(STUDY, sweep_name)

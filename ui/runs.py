@@ -7,7 +7,7 @@ import re
 import gradio as gr
 import pandas as pd
 
-from ui.common import STUDIES, AppSettings, cell_runs, column, judge_ids_of, mlflow_ui_available, run_label, run_link, sweeps, texts
+from ui.common import STUDIES, AppSettings, cell_runs, column, judge_ids_of, mlflow_ui_available, pick_sweep, run_label, run_link, texts
 
 MEAN = "mean over seeds"
 ALL_JUDGES = "all judges"
@@ -88,8 +88,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     note = gr.Markdown(elem_id="runs-note")
 
     def on_study(study_name: str, current: str | None = None):
-        names = sweeps(study_name)
-        value = current if current in names else (names[0] if names else None)
+        names, value = pick_sweep(study_name, current)
         return gr.Dropdown(choices=names, value=value)
 
     def on_sweep(study_name: str, sweep_name: str | None):

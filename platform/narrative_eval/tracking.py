@@ -45,6 +45,8 @@ def tracking_uri() -> str:
 
 _prepared: set[str] = set()
 _prepare_lock = threading.Lock()
+_open_runs: dict[str, None] = {}
+"""Runs this process started or resumed and has not ended yet (ended KILLED/FAILED if the process is stopped)."""
 
 
 def _sqlite_file(uri: str) -> Path | None:
@@ -162,11 +164,25 @@ def start_sweep_run(experiment: str, sweep: str, config: dict[str, Any]) -> str:
         )
         run_id = run.info.run_id
     c.log_dict(run_id, redact(config), "sweep_config.json")
+    _open_runs[run_id] = None
     return run_id
 
 
 def end_run(run_id: str, status: str = "FINISHED") -> None:
     client().set_terminated(run_id, status=status)
+    _open_runs.pop(run_id, None)
+
+
+def end_open_runs(status: str = "KILLED") -> list[str]:
+    """End every run this process left open (a stopped or crashed sweep), newest first; their ids."""
+    ended = []
+    for run_id in reversed(list(_open_runs)):
+        try:
+            end_run(run_id, status)
+            ended.append(run_id)
+        except Exception:  # the store may be the thing that failed; what can be ended is ended
+            continue
+    return ended
 
 
 def find_sweep_run(experiment: str, sweep: str) -> str | None:
@@ -177,6 +193,13 @@ def find_sweep_run(experiment: str, sweep: str) -> str | None:
 def list_sweeps(experiment: str) -> list[str]:
     runs = _find_runs(experiment, f"tags.`{TAG_KIND}` = 'sweep'")
     return [r.data.tags[TAG_SWEEP] for r in runs]
+
+
+def finished_sweeps(experiment: str) -> list[str]:
+    """The study's sweeps that have at least one finished cell, newest cell first."""
+    runs = _find_runs(experiment, f"tags.`{TAG_KIND}` = 'cell' and attributes.status = 'FINISHED'")
+    runs.sort(key=lambda r: -(r.info.end_time or r.info.start_time or 0))
+    return list(dict.fromkeys(r.data.tags[TAG_SWEEP] for r in runs if TAG_SWEEP in r.data.tags))
 
 
 def all_sweeps() -> list[str]:
@@ -211,7 +234,18 @@ def start_cell_run(experiment: str, cell: CellSpec, parent_run_id: str) -> str:
     if existing is not None:
         run_id, _ = existing
         c.update_run(run_id, status="RUNNING")
-        return run_id
+    else:
+        run_id = _create_cell_run(c, experiment, cell, parent_run_id)
+    # Params at the start, so a run stopped half-way still says what it is (model, setting, condition).
+    logged = c.get_run(run_id).data.params
+    params = [Param(k, v) for k, v in cell_params(cell).items() if k not in logged]
+    for start in range(0, len(params), 100):
+        c.log_batch(run_id, params=params[start : start + 100])
+    _open_runs[run_id] = None
+    return run_id
+
+
+def _create_cell_run(c: MlflowClient, experiment: str, cell: CellSpec, parent_run_id: str) -> str:
     run = c.create_run(
         experiment_id(experiment),
         run_name=cell.run_name,
@@ -288,6 +322,7 @@ def log_cell(run_id: str, cell: CellSpec, result: Any) -> None:
         plt.close(figure)
     c.set_tag(run_id, "narrative_eval.generated", str(result.generated))
     c.set_terminated(run_id, status="FINISHED")
+    _open_runs.pop(run_id, None)
 
 
 def _finite(value: Any) -> bool:
@@ -365,10 +400,12 @@ __all__ = [
     "RunTag",
     "cell_params",
     "client",
+    "end_open_runs",
     "end_run",
     "experiment_id",
     "find_cell_run",
     "find_sweep_run",
+    "finished_sweeps",
     "all_sweeps",
     "list_sweeps",
     "load_json_artifact",

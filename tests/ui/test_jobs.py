@@ -61,3 +61,37 @@ def test_progress_bar_carriage_returns_collapse_in_the_log_tail(tmp_path):
                          command=[sys.executable, "-c", "import sys; sys.stdout.write('cells 0/2\\rcells 1/2\\rcells 2/2\\ndone\\n')"])
     ended = wait_until_ended(tmp_path, job.job_id)
     assert jobs.log_tail(ended).splitlines() == ["cells 2/2", "done"]
+
+
+def _announced_running(folder, job_id: str, timeout: float = 30.0) -> None:
+    deadline = time.time() + timeout
+    while next(j for j in jobs.list_jobs(folder) if j.job_id == job_id).status != "running":
+        assert time.time() < deadline
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_a_stopped_sweep_ends_its_runs_killed_with_their_params(tmp_path, repo_root):
+    """Bug 4: stopping a job used to leave its MLflow cell run RUNNING forever, with no model/setting/condition."""
+    from narrative_eval import tracking
+
+    sweep = "stopped-sweep"
+    command = [sys.executable, "-m", "experiments.sweep", "--config", "experiments/configs/quickstart.yaml",
+               "--set", f"sweep={sweep}", "--set", "models=[smollm2]", "--set", "prompt_settings=[L0]",
+               "--set", "judges=[]", "--set", f"report_dir={tmp_path}/{{sweep}}", "--no-progress"]
+    job = jobs.start_job(tmp_path / "jobs", study="infilling", sweep=sweep, total_cells=1, cwd=repo_root, command=command)
+    _announced_running(tmp_path / "jobs", job.job_id)
+    deadline = time.time() + 240
+    while tracking.run_status_counts("infilling", sweep).get("RUNNING", 0) == 0:
+        assert time.time() < deadline, jobs.log_tail(job)
+        time.sleep(0.5)
+    jobs.cancel_job(job)
+    ended = wait_until_ended(tmp_path / "jobs", job.job_id, timeout=120)
+    assert ended.status == "cancelled", jobs.log_tail(ended)
+    runs = tracking.sweep_cell_runs("infilling", sweep, finished_only=False)
+    assert list(runs["status"]) == ["KILLED"]
+    assert runs["params.model_id"].iloc[0] == "smollm2" and runs["params.prompt_setting"].iloc[0] == "L0"
+    parent = tracking.client().get_run(tracking.find_sweep_run("infilling", sweep))
+    assert parent.info.status == "KILLED"
+    # The tabs open on the newest sweep that has a finished cell, never on this dead one.
+    assert sweep not in tracking.finished_sweeps("infilling")

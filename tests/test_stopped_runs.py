@@ -1,0 +1,51 @@
+"""Runs a stopped sweep leaves behind: ended, saying what they are, and never the sweep the app opens on."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from narrative_eval import tracking
+from narrative_eval.config import load_config
+from narrative_eval.sweep import expand_grid
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def cells_of(sweep: str):
+    config = load_config(REPO / "experiments" / "configs" / "quickstart.yaml", [f"sweep={sweep}", "judges=[]"])
+    return expand_grid(config)
+
+
+def test_a_cell_run_says_what_it_is_from_its_start_and_ends_killed_when_stopped():
+    """Bug 4: a stopped cell run stayed RUNNING with empty model/setting/condition (params came only at the end)."""
+    cell = cells_of("stopped-early")[0]
+    parent = tracking.start_sweep_run("infilling", "stopped-early", {})
+    run_id = tracking.start_cell_run("infilling", cell, parent)
+    params = tracking.client().get_run(run_id).data.params
+    assert (params["model_id"], params["prompt_setting"], params["condition"]) == (
+        cell.model.id, cell.prompt_setting, cell.condition)
+    assert set(tracking.end_open_runs("KILLED")) == {run_id, parent}
+    assert tracking.client().get_run(run_id).info.status == "KILLED"
+    assert tracking.client().get_run(parent).info.status == "KILLED"
+    assert tracking.end_open_runs("KILLED") == []
+
+
+def test_tabs_open_on_the_newest_sweep_with_a_finished_cell():
+    """Bug 4: the tabs opened on the newest sweep, even one stopped before any cell finished."""
+    from ui.common import pick_sweep
+
+    done = cells_of("finished-first")[0]
+    parent = tracking.start_sweep_run("infilling", "finished-first", {})
+    tracking.end_run(tracking.start_cell_run("infilling", done, parent), "FINISHED")
+    tracking.end_run(parent, "FINISHED")
+    dead = cells_of("stopped-later")[0]
+    parent = tracking.start_sweep_run("infilling", "stopped-later", {})
+    tracking.start_cell_run("infilling", dead, parent)
+    tracking.end_open_runs("KILLED")
+    names, shown = pick_sweep("infilling")
+    assert names.index("stopped-later") < names.index("finished-first")  # newest first in the list
+    assert shown != "stopped-later" and shown in tracking.finished_sweeps("infilling")
+    assert pick_sweep("infilling", "stopped-later") == (names, "stopped-later")  # a chosen sweep stays chosen
