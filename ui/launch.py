@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -56,10 +57,46 @@ def grid_config(app: AppSettings, sweep: str, models: list[str], levels: list[st
     return config
 
 
+def _check_room(app: AppSettings) -> None:
+    """Refuse before anything is written when the job limit is reached."""
+    running = jobs.active_jobs(app.jobs_dir)
+    if len(running) >= app.max_jobs:
+        names = ", ".join(f"{j.sweep} ({j.job_id})" for j in running)
+        raise gr.Error(f"{len(running)} sweep(s) already running ({names}); the limit is {app.max_jobs}.")
+
+
+def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, sweep: str, limit_value: int | None,
+                form: tuple) -> tuple[Any, str, list[str], Path | None]:
+    """(config, its path, the command, the file written for this job or None); the written file is removed on error."""
+    from narrative_eval.config import load_config
+
+    command = [sys.executable, "-m", "experiments.sweep"]
+    if mode == FROM_CONFIG:
+        if not config_file:
+            raise gr.Error("Pick a config file.")
+        overrides = [f"sweep={sweep}", f"report_dir={app.reports_dir / '{sweep}'}"]
+        config = load_config(app.repo / config_file, overrides, limit=limit_value)
+        command += ["--config", config_file] + [part for o in overrides for part in ("--set", o)]
+        if limit_value:
+            command += ["--limit", str(limit_value)]
+        return config, str(app.repo / config_file), command, None
+    models, levels, data, seeds_text, judge, max_tokens, temperature = form
+    raw = grid_config(app, sweep, models, levels, data, limit_value, _seeds(seeds_text), judge, int(max_tokens),
+                      float(temperature))
+    path = app.jobs_dir / f"{job_id}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    try:
+        config = load_config(path)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return config, str(path), command + ["--config", str(path)], path
+
+
 def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
            limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> jobs.Job:
-    """Validate the form, write the job's config, and start it in the background."""
-    from narrative_eval.config import load_config
+    """Validate the form, write the job's config, and start it in the background (nothing is left behind when refused)."""
+    from narrative_eval.errors import UserError
 
     sweep = (sweep or "").strip()
     if not SWEEP_NAME.match(sweep):
@@ -67,34 +104,19 @@ def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: li
     limit_value = int(limit) if limit else None
     job_id = time.strftime("%Y%m%d-%H%M%S-") + sweep[:24]
     app.jobs_dir.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "experiments.sweep"]
+    _check_room(app)
+    form = (models, levels, data, seeds_text, judge, max_tokens, temperature)
     try:
-        if mode == FROM_CONFIG:
-            if not config_file:
-                raise gr.Error("Pick a config file.")
-            overrides = [f"sweep={sweep}", f"report_dir={app.reports_dir / '{sweep}'}"]
-            config = load_config(app.repo / config_file, overrides, limit=limit_value)
-            config_path = str(app.repo / config_file)
-            command += ["--config", config_file] + [part for o in overrides for part in ("--set", o)]
-            if limit_value:
-                command += ["--limit", str(limit_value)]
-        else:
-            raw = grid_config(app, sweep, models, levels, data, limit_value, _seeds(seeds_text), judge, int(max_tokens),
-                              float(temperature))
-            path = app.jobs_dir / f"{job_id}.yaml"
-            path.write_text(yaml.safe_dump(raw, sort_keys=False))
-            config = load_config(path)
-            config_path = str(path)
-            command += ["--config", str(path)]
-    except gr.Error:
-        raise
-    except Exception as error:  # a config the platform rejects is reported, not launched
-        raise gr.Error(f"The sweep config is not valid: {error}") from None
+        config, config_path, command, written = _job_config(app, job_id, mode, config_file, sweep, limit_value, form)
+    except UserError as error:  # a config the platform rejects is reported, not launched
+        raise gr.Error("The sweep config is not valid: " + "; ".join(error.problems)) from None
     cells = len(config.models) * len(config.prompt_settings) * len(config.conditions)
     try:
         return jobs.start_job(app.jobs_dir, study=config.study, sweep=config.sweep, command=command, total_cells=cells,
                               config_path=config_path, cwd=app.repo, max_jobs=app.max_jobs, job_id=job_id)
-    except jobs.JobLimitReached as error:
+    except jobs.JobLimitReached as error:  # another launch won the last slot in the meantime
+        if written is not None:
+            written.unlink(missing_ok=True)
         raise gr.Error(str(error)) from None
 
 

@@ -70,6 +70,27 @@ def _announced_running(folder, job_id: str, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
+def test_a_refused_launch_leaves_no_config_behind(tmp_path):
+    """Bug 5: a launch refused by the job limit used to leave its <id>.yaml in the jobs folder."""
+    import gradio as gr
+
+    from ui.common import AppSettings
+    from ui.launch import FROM_FORM, launch
+
+    app = AppSettings(jobs_dir=tmp_path / "jobs", reports_dir=tmp_path / "reports", max_jobs=1)
+    busy = jobs.start_job(app.jobs_dir, study="infilling", sweep="busy", total_cells=1, cwd=REPO_ROOT,
+                          command=[sys.executable, "-c", "import time; time.sleep(60)"])
+    _announced_running(app.jobs_dir, busy.job_id)
+    try:
+        with pytest.raises(gr.Error, match="limit is 1"):
+            launch(app, FROM_FORM, "", "refused", ["smollm2"], ["L2"], "data/infilling/sample.jsonl", 2, "0", "none",
+                   16, 0.3)
+        assert sorted(p.suffix for p in app.jobs_dir.iterdir()) == [".json", ".log"]  # the busy job's files only
+    finally:
+        jobs.cancel_job(busy)
+        wait_until_ended(app.jobs_dir, busy.job_id, timeout=30)
+
+
 @pytest.mark.slow
 def test_a_stopped_sweep_ends_its_runs_killed_with_their_params(tmp_path, repo_root):
     """Bug 4: stopping a job used to leave its MLflow cell run RUNNING forever, with no model/setting/condition."""
