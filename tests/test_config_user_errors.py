@@ -69,3 +69,17 @@ def test_yaml_syntax_and_set_syntax_errors_are_located(tmp_path):
     assert len(caught.value.problems) == 3
     with pytest.raises(UserError):
         parse_override("=5")
+
+
+def test_same_sweep_name_on_other_data_gets_its_own_report_folder(tmp_path):
+    """Bug 6: a second sweep of one name on other data (--data) used to overwrite reports/<sweep>/ of the first."""
+    body = f"study: infilling\nsweep: same-name\ndata: {SAMPLE}\nmodels: [smollm2]\nreport_dir: {tmp_path}/reports/{{sweep}}\n"
+    path = write_config(tmp_path, body)
+    first = load_config(path).resolved_report_dir()
+    first.mkdir(parents=True, exist_ok=True)  # the sweep writes its tables there
+    (first / "main.csv").write_text("first sweep's table\n")
+    assert load_config(path).resolved_report_dir() == first  # a rerun on the same data resumes into its folder
+    second = load_config(path, data=str(BENCHMARK)).resolved_report_dir()
+    assert second != first and second.parent == first.parent
+    assert (first / "main.csv").read_text() == "first sweep's table\n"
+    assert load_config(path, data=str(BENCHMARK)).resolved_report_dir() == second

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,32 @@ class SweepConfig(BaseModel):
         return models
 
     def resolved_report_dir(self) -> Path:
-        return Path(self.report_dir.format(sweep=self.sweep))
+        """reports/<sweep>/, or reports/<sweep>-<data key>/ when that folder holds a same-named sweep's report on other data."""
+        return claim_report_dir(Path(self.report_dir.format(sweep=self.sweep)), self.data_key())
+
+    def data_key(self) -> str:
+        """Short digest of the input files: two sweeps of one name on different data get different report folders."""
+        digest = hashlib.sha256()
+        for name in (self.data, self.constraints):
+            if name and Path(name).is_file():
+                digest.update(hashlib.sha256(Path(name).read_bytes()).digest())
+        return digest.hexdigest()[:8]
+
+
+REPORT_KEY_FILE = ".data-key"
+"""Marker in a report folder: the data key of the sweep that writes there."""
+
+
+def claim_report_dir(base: Path, key: str) -> Path:
+    """The report folder for a sweep's data: base when free or already its own, else base-<key>; marked as claimed."""
+    chosen = base
+    marker = base / REPORT_KEY_FILE
+    if marker.is_file() and marker.read_text().strip() != key:
+        chosen = base.with_name(f"{base.name}-{key}")
+    chosen.mkdir(parents=True, exist_ok=True)
+    (chosen / REPORT_KEY_FILE).write_text(key + "\n")
+    return chosen
+
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """'a.b=value' -> (['a', 'b'], YAML-parsed value); a UserError for anything else."""
