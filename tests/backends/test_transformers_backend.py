@@ -1,9 +1,6 @@
-"""The transformers backend on SmolLM2 loaded from the embedded GGUF (dequantized), plain and quantized."""
+"""The transformers backend on SmolLM2 loaded from the embedded GGUF (dequantized); quantized loads are in test_quantized_torch.py."""
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -13,18 +10,11 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf", reason="transformers needs the gguf package to read GGUF files")
 
 SMOLLM = "embedded:smollm2-135m-instruct"
-DATA = Path(__file__).parent / "data"
 
 
 def spec(quantization: str | None = None, weights: str = SMOLLM, **options) -> ModelSpec:
     return ModelSpec(id=f"smollm2-{quantization or 'bf16'}", backend="transformers", weights=weights,
                      quantization=quantization, options={"batch_size": 4, **options})
-
-
-@pytest.fixture(scope="module")
-def export_root(tmp_path_factory):
-    """Where the GGUF is exported once for the quantized loads."""
-    return str(tmp_path_factory.mktemp("hf-exports"))
 
 
 @pytest.fixture(scope="module")
@@ -91,57 +81,3 @@ def test_identity_is_the_gguf_digest(plain, smollm_path):
     llama = LlamaCppBackend(ModelSpec(id="smollm2", weights=SMOLLM, options={"n_ctx": 128}))
     assert plain.identity() == llama.identity()
     llama.close()
-
-
-def bitsandbytes_cpu_reason() -> str | None:
-    if importlib.util.find_spec("bitsandbytes") is None:
-        return "bitsandbytes is not installed (optional extra 'quant')"
-    return None
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(bitsandbytes_cpu_reason() is not None, reason=str(bitsandbytes_cpu_reason()))
-def test_bitsandbytes_nf4_on_cpu(conversations, export_root):
-    from narrative_eval.backends.transformers_backend import TransformersBackend
-
-    backend = TransformersBackend(spec("bnb-nf4", export_root=export_root))
-    try:
-        kinds = {type(module).__name__ for module in backend.model.modules()}
-        assert "Linear4bit" in kinds
-        replies = backend.generate(conversations[:2], GenerationParams(temperature=0.0, max_new_tokens=16))
-        assert all(r.ok and r.text.strip() and r.completion_tokens > 0 for r in replies)
-    finally:
-        backend.close()
-
-
-@pytest.mark.skipif(importlib.util.find_spec("torchao") is None, reason="torchao is not installed (optional extra 'quant')")
-def test_torchao_int8(conversations, export_root):
-    from narrative_eval.backends.transformers_backend import TransformersBackend
-
-    backend = TransformersBackend(spec("torchao-int8", export_root=export_root))
-    try:
-        reply = backend.generate(conversations[1:2], GenerationParams(temperature=0.0, max_new_tokens=12))[0]
-        assert reply.ok and reply.text.strip()
-    finally:
-        backend.close()
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("gptqmodel") is None, reason="gptqmodel is not installed (optional extra 'quant')")
-def test_gptq_checkpoint_made_from_the_gguf(conversations, tmp_path, export_root):
-    import yaml
-
-    from narrative_eval.backends.transformers_backend import TransformersBackend, make_gptq_checkpoint
-
-    texts = yaml.safe_load((DATA / "calibration.yaml").read_text())["texts"]
-    checkpoint = make_gptq_checkpoint(SMOLLM, tmp_path / "smollm2-gptq", texts, bits=4, group_size=64, export_root=export_root)
-    assert (checkpoint / "config.json").exists()
-    backend = TransformersBackend(spec("gptq-4bit", weights=str(checkpoint)))
-    try:
-        # Every projection runs through a gptqmodel 4-bit kernel module.
-        kernels = [m for m in backend.model.modules() if type(m).__module__.startswith("gptqmodel")]
-        assert len(kernels) == 30 * 7, {type(m).__name__ for m in kernels}
-        replies = backend.generate(conversations[:2], GenerationParams(temperature=0.0, max_new_tokens=16))
-        assert all(r.ok and r.text.strip() for r in replies)
-    finally:
-        backend.close()

@@ -4,12 +4,12 @@ The model's own chat template renders each conversation; a batch is left-padded 
 generated in one `generate` call with a `GenerationConfig`. Weights may be a model
 directory, a hub id already in the local cache, or a GGUF file (loaded with `gguf_file=`
 and dequantized; the tokenizer comes from the GGUF unless `options.tokenizer` names one).
-`ModelSpec.quantization` selects:
+`ModelSpec.quantization` selects (details in `torch_quant` and docs/quantization.md):
 
 - None or 'gguf-*': plain weights in `options.dtype` (default float32 on CPU, bfloat16 on GPU);
 - 'bnb-nf4' / 'bnb-8bit': bitsandbytes through `BitsAndBytesConfig`;
-- 'gptq-4bit' / 'awq-4bit': a pre-quantized checkpoint directory (see
-  `make_gptq_checkpoint`), loaded and run by gptqmodel's kernels;
+- 'gptq-4bit' / 'awq-4bit': a checkpoint directory quantized by gptqmodel (see
+  `make_quantized_checkpoint`), loaded and run by gptqmodel's kernels (CPU or CUDA);
 - 'torchao-int8': torchao int8 weight-only quantization at load.
 
 Other options: `batch_size` (default 8), `n_threads` (torch threads), `device` ('cpu' or
@@ -31,12 +31,19 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.backends.base import Backend, Conversation, backend
+from narrative_eval.backends.torch_quant import (  # noqa: F401 - the checkpoint makers belong to this backend's API
+    PREQUANTIZED,
+    QUANTIZATIONS,
+    QuantizationError,
+    load_prequantized,
+    make_gptq_checkpoint,
+    make_quantized_checkpoint,
+    one_line,
+    quantization_config,
+)
 from narrative_eval.embedded import resolve_weights
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
-QUANTIZATIONS = (None, "bnb-nf4", "bnb-8bit", "gptq-4bit", "awq-4bit", "torchao-int8")
-# Labels whose checkpoints are already quantized and load through gptqmodel.
-PREQUANTIZED = ("gptq-4bit", "awq-4bit")
 # Bytes read from each end of a large weights file for its fingerprint: hashing a 140 GB
 # checkpoint in full on every start would cost minutes, while sizes plus both ends plus the
 # small files (config, tokenizer, index) pin a checkpoint in practice.
@@ -81,29 +88,6 @@ def split_gguf(path: str) -> tuple[str, str | None]:
     if path.endswith(".gguf") and Path(path).is_file():
         return str(Path(path).parent), Path(path).name
     return path, None
-
-
-def quantization_config(quantization: str | None, dtype: Any) -> Any:
-    """The transformers quantization config for a ModelSpec.quantization label (None: load as is)."""
-    if quantization is None or quantization.startswith("gguf"):
-        return None
-    if quantization in ("bnb-nf4", "bnb-8bit"):
-        from transformers import BitsAndBytesConfig
-
-        if quantization == "bnb-8bit":
-            return BitsAndBytesConfig(load_in_8bit=True)
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
-    if quantization == "torchao-int8":
-        from transformers import TorchAoConfig
-
-        try:
-            from torchao.quantization import Int8WeightOnlyConfig
-        except ImportError:  # older torchao spells the method by name
-            return TorchAoConfig("int8_weight_only")
-        return TorchAoConfig(Int8WeightOnlyConfig())
-    if quantization in PREQUANTIZED:
-        return None  # a pre-quantized checkpoint's config.json carries its settings
-    raise ValueError(f"unsupported quantization {quantization!r} for the transformers backend; known: {QUANTIZATIONS}")
 
 
 def load_tokenizer(path: str, tokenizer_source: str | None = None):
@@ -164,41 +148,27 @@ def export_gguf(path: str, export_root: str | Path | None = None, tokenizer_sour
     return target
 
 
-def load_prequantized(path: str, dtype: Any, device: str):
-    """A GPTQ/AWQ checkpoint through gptqmodel, which picks the fastest kernel for the device.
-
-    transformers' own GPTQ integration would route through `optimum` to the same gptqmodel
-    kernels; loading with gptqmodel directly needs one package less. The returned object is
-    the plain transformers model inside gptqmodel's wrapper, so generation is shared.
-    """
-    # gptqmodel sizes its CPU worker pool from this variable; on small machines its default
-    # over-subscribes the cores.
-    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(os.cpu_count() or 1))
-    from gptqmodel import GPTQModel
-
-    wrapped = GPTQModel.load(path, device=device, dtype=dtype)
-    model = wrapped.model
-    model.eval()
-    return model
-
-
 def load_model(
     path: str,
     quantization: str | None = None,
     dtype: str = "bfloat16",
     device: str | None = None,
     export_root: str | Path | None = None,
+    model_id: str | None = None,
 ):
     """A causal LM from a directory, cached hub id or GGUF file, quantized as asked, in eval mode."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    name = model_id or path
     torch_dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    source, gguf_file = split_gguf(path)
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"model {name!r}: options.device is {device!r} but torch sees no CUDA device; set options.device: cpu")
     if quantization in PREQUANTIZED:
-        return load_prequantized(source, torch_dtype, device)
-    config = quantization_config(quantization, torch_dtype)
+        return load_prequantized(path, quantization, torch_dtype, device, name)
+    config = quantization_config(quantization, torch_dtype, name)
+    source, gguf_file = split_gguf(path)
     if gguf_file and config is not None:
         source, gguf_file = str(export_gguf(path, export_root)), None
     kwargs: dict[str, Any] = {"dtype": torch_dtype}
@@ -209,10 +179,15 @@ def load_model(
             kwargs["quantization_config"] = dequantize
     if config is not None:
         kwargs["quantization_config"] = config
-    if quantization is not None and not quantization.startswith("gguf"):
         # Quantized weights are placed at load time; moving them afterwards is not supported.
         kwargs["device_map"] = device
-    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    except (ImportError, ValueError, RuntimeError, NotImplementedError) as error:
+        if config is None:
+            raise
+        raise QuantizationError(f"model {name!r}: {quantization} quantization failed on {device} ({one_line(error)}); "
+                                "pick another quantization for this device (docs/quantization.md)") from error
     if "device_map" not in kwargs:
         model = model.to(device)
     model.eval()
@@ -247,12 +222,13 @@ class TransformersBackend(Backend):
             torch.set_num_threads(int(options["n_threads"]))
         self.path = resolve_weights(spec.weights)
         self.batch_size = int(options.get("batch_size", 8))
-        self.tokenizer = load_tokenizer(self.path, options.get("tokenizer"))
         device = options.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
         # CPUs without native bf16 (no AVX512-BF16/AMX) emulate it and run several times slower
         # than float32; GPUs want half precision.
         dtype = str(options.get("dtype") or ("bfloat16" if device != "cpu" else "float32"))
-        self.model = load_model(self.path, spec.quantization, dtype, device, options.get("export_root"))
+        # The model first: a quantization that cannot run here fails before any other work.
+        self.model = load_model(self.path, spec.quantization, dtype, device, options.get("export_root"), spec.id)
+        self.tokenizer = load_tokenizer(self.path, options.get("tokenizer"))
         self.device = next(self.model.parameters()).device
         config_limit = getattr(self.model.config, "max_position_embeddings", None) or 1 << 30
         self.max_context = int(options.get("max_context", config_limit))
@@ -366,36 +342,3 @@ class TransformersBackend(Backend):
 
         del self.model
         gc.collect()
-
-
-# --------------------------------------------------------------------------- GPTQ checkpoints
-
-
-def make_gptq_checkpoint(
-    weights: str,
-    out_dir: str | Path,
-    calibration_texts: Sequence[str],
-    bits: int = 4,
-    group_size: int = 64,
-    tokenizer_source: str | None = None,
-    export_root: str | Path | None = None,
-) -> Path:
-    """Quantize a model to a GPTQ checkpoint with gptqmodel (runs on CPU; slow for big models).
-
-    `weights` may be a GGUF file, a model directory or 'embedded:<name>'; a GGUF is first
-    exported to a float32 directory (see `export_gguf`). `group_size` must divide the
-    model's hidden sizes (64 does for SmolLM2's 576).
-    """
-    # gptqmodel sizes its CPU worker pool from this variable; on small machines its default
-    # over-subscribes the cores.
-    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(os.cpu_count() or 1))
-    from gptqmodel import GPTQModel, QuantizeConfig
-
-    out = Path(out_dir)
-    source = Path(resolve_weights(weights))
-    if source.is_file():
-        source = export_gguf(str(source), export_root, tokenizer_source)
-    model = GPTQModel.load(str(source), QuantizeConfig(bits=bits, group_size=group_size), device="cpu")
-    model.quantize(list(calibration_texts), batch_size=1)
-    model.save(str(out))
-    return out

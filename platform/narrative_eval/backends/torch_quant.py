@@ -1,0 +1,187 @@
+"""Quantization for the transformers backend: load-time configs, GPTQ/AWQ checkpoints, clear errors.
+
+`ModelSpec.quantization` labels and what runs them (see docs/quantization.md):
+
+- 'bnb-nf4' / 'bnb-8bit': bitsandbytes, quantized while loading;
+- 'torchao-int8': torchao int8 weight-only, quantized while loading;
+- 'gptq-4bit' / 'awq-4bit': a checkpoint directory already quantized by gptqmodel (make one
+  with `make_quantized_checkpoint`), loaded and run by gptqmodel's kernels, which include
+  pure-torch CPU kernels for both methods.
+
+Every failure to quantize or load is a `QuantizationError`: one line naming the model and
+what to do, so a sweep records it on the cell and goes on.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+QUANTIZATIONS = (None, "bnb-nf4", "bnb-8bit", "gptq-4bit", "awq-4bit", "torchao-int8")
+# Labels whose checkpoints are already quantized and load through gptqmodel, by the
+# `quant_method` their config.json records.
+PREQUANTIZED = {"gptq-4bit": "gptq", "awq-4bit": "awq"}
+# The Python package each label needs, for the install hint.
+LIBRARIES = {"bnb-nf4": "bitsandbytes", "bnb-8bit": "bitsandbytes", "torchao-int8": "torchao",
+             "gptq-4bit": "gptqmodel", "awq-4bit": "gptqmodel"}
+INSTALL_HINT = "install the quant extra: pip install 'narrative-eval[quant]' (docs/quantization.md)"
+
+
+class QuantizationError(RuntimeError):
+    """A quantization that cannot run here; the message is one line naming the model and the fix."""
+
+
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message (library errors may span many lines)."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
+def require_library(quantization: str, model: str) -> None:
+    """Raise a QuantizationError when the package a quantization label needs is not installed."""
+    library = LIBRARIES.get(quantization)
+    if library and importlib.util.find_spec(library) is None:
+        raise QuantizationError(f"model {model!r}: quantization {quantization!r} needs {library}, which is not installed; {INSTALL_HINT}")
+
+
+def quantization_config(quantization: str | None, dtype: Any, model: str = "?") -> Any:
+    """The transformers quantization config for a ModelSpec.quantization label (None: load as is)."""
+    if quantization is None or quantization.startswith("gguf"):
+        return None
+    if quantization not in QUANTIZATIONS:
+        raise QuantizationError(f"model {model!r}: unknown quantization {quantization!r} for the transformers backend; "
+                                f"use one of {[q for q in QUANTIZATIONS if q]}")
+    require_library(quantization, model)
+    if quantization in ("bnb-nf4", "bnb-8bit"):
+        from transformers import BitsAndBytesConfig
+
+        if quantization == "bnb-8bit":
+            return BitsAndBytesConfig(load_in_8bit=True)
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
+    if quantization == "torchao-int8":
+        from transformers import TorchAoConfig
+
+        try:
+            from torchao.quantization import Int8WeightOnlyConfig
+        except ImportError:  # older torchao spells the method by name
+            return TorchAoConfig("int8_weight_only")
+        return TorchAoConfig(Int8WeightOnlyConfig())
+    return None  # a pre-quantized checkpoint's config.json carries its settings
+
+
+def checkpoint_method(path: str, quantization: str, model: str) -> str:
+    """The quantization method a checkpoint directory records, checked against the label asked for."""
+    config = Path(path) / "config.json"
+    make = f"make one with make_quantized_checkpoint(..., method={PREQUANTIZED[quantization]!r}) (docs/quantization.md)"
+    if not config.is_file():
+        raise QuantizationError(f"model {model!r}: quantization {quantization!r} loads a quantized checkpoint directory, "
+                                f"but {path} is not one; {make}")
+    recorded = (json.loads(config.read_text()).get("quantization_config") or {}).get("quant_method")
+    if recorded != PREQUANTIZED[quantization]:
+        raise QuantizationError(f"model {model!r}: {path} is {'not quantized' if recorded is None else f'a {recorded} checkpoint'}, "
+                                f"not {PREQUANTIZED[quantization]}; set quantization to the checkpoint's method or {make}")
+    return recorded
+
+
+def cpu_workers_default() -> None:
+    """Size gptqmodel's CPU worker pool by the cores here unless the caller chose (GPTQMODEL_CPU_WORKERS)."""
+    # gptqmodel reads this at import; its own default over-subscribes small machines.
+    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(os.cpu_count() or 1))
+
+
+def load_prequantized(path: str, quantization: str, dtype: Any, device: str, model: str = "?"):
+    """A GPTQ/AWQ checkpoint through gptqmodel, which picks the fastest kernel for the device.
+
+    transformers' own GPTQ integration routes through `optimum` to the same gptqmodel
+    kernels; loading with gptqmodel directly needs one package less. The returned object is
+    the plain transformers model inside gptqmodel's wrapper, so generation is shared.
+    """
+    require_library(quantization, model)
+    method = checkpoint_method(path, quantization, model)
+    cpu_workers_default()
+    from gptqmodel import GPTQModel
+
+    try:
+        wrapped = GPTQModel.load(path, device=device, dtype=dtype)
+    except (ValueError, RuntimeError, NotImplementedError) as error:
+        raise QuantizationError(
+            f"model {model!r}: gptqmodel cannot run this {method} checkpoint on {device} ({one_line(error)}); "
+            f"run it on a CUDA device (options.device: cuda) or re-quantize it for {device} with "
+            f"make_quantized_checkpoint(..., method={method!r}, device={device!r})") from error
+    model_ = wrapped.model
+    model_.eval()
+    return model_
+
+
+def quantize_backend(method: str, device: str) -> Any:
+    """The gptqmodel kernel a new checkpoint is validated and packed for (AUTO: gptqmodel decides).
+
+    gptqmodel's default AWQ packing kernel (GEMM) needs CUDA; its pure-torch AWQ kernel
+    writes the same 'gemm' checkpoint layout and runs anywhere.
+    """
+    from gptqmodel import BACKEND
+
+    if method == "awq" and not device.startswith("cuda"):
+        return BACKEND.AWQ_TORCH
+    return BACKEND.AUTO
+
+
+def quantize_config(method: str, bits: int, group_size: int):
+    from gptqmodel import QuantizeConfig
+
+    if method == "gptq":
+        return QuantizeConfig(bits=bits, group_size=group_size)
+    if method == "awq":
+        from gptqmodel import AWQConfig
+
+        return AWQConfig(bits=bits, group_size=group_size)
+    raise QuantizationError(f"unknown quantization method {method!r}; use 'gptq' or 'awq'")
+
+
+def make_quantized_checkpoint(
+    weights: str,
+    out_dir: str | Path,
+    calibration_texts: Sequence[str],
+    method: str = "gptq",
+    bits: int = 4,
+    group_size: int = 64,
+    device: str = "cpu",
+    tokenizer_source: str | None = None,
+    export_root: str | Path | None = None,
+) -> Path:
+    """Quantize a model to a GPTQ or AWQ checkpoint with gptqmodel (on CPU: about a minute for 135M).
+
+    `weights` may be a GGUF file, a model directory or 'embedded:<name>'; a GGUF is first
+    exported to a float32 directory (see `export_gguf`). `group_size` must divide the
+    model's hidden sizes (64 does for SmolLM2's 576). Load the result with quantization
+    'gptq-4bit' or 'awq-4bit'.
+    """
+    from narrative_eval.backends.transformers_backend import export_gguf
+    from narrative_eval.embedded import resolve_weights
+
+    label = f"{method}-{bits}bit"
+    require_library(f"{method}-4bit", str(weights))
+    cpu_workers_default()
+    from gptqmodel import GPTQModel
+
+    source = Path(resolve_weights(weights))
+    if source.is_file():
+        source = export_gguf(str(source), export_root, tokenizer_source)
+    config = quantize_config(method, bits, group_size)
+    try:
+        model = GPTQModel.load(str(source), config, device=device)
+        model.quantize(list(calibration_texts), batch_size=1, backend=quantize_backend(method, device))
+    except (ValueError, RuntimeError, NotImplementedError) as error:
+        raise QuantizationError(f"model {weights!r}: gptqmodel could not make a {label} checkpoint on {device} "
+                                f"({one_line(error)}); try device='cuda' or method='gptq'") from error
+    model.save(str(out_dir))
+    return Path(out_dir)
+
+
+def make_gptq_checkpoint(weights: str, out_dir: str | Path, calibration_texts: Sequence[str], **options: Any) -> Path:
+    """A GPTQ checkpoint (`make_quantized_checkpoint` with method 'gptq')."""
+    return make_quantized_checkpoint(weights, out_dir, calibration_texts, method="gptq", **options)
