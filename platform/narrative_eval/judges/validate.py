@@ -30,19 +30,20 @@ def json_candidates(text: str) -> list[Any]:
     found: list[Any] = []
     decoder = json.JSONDecoder()
     stripped = text.strip()
+    # RecursionError: a reply nesting brackets thousands deep is unusable, not a crash.
     try:
         found.append(json.loads(stripped))
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     for block in FENCE_PATTERN.findall(text):
         try:
             found.append(json.loads(block.strip()))
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     for match in re.finditer(r"\{", text):
         try:
             value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
             found.append(value)
