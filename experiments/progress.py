@@ -1,14 +1,135 @@
-"""Terminal progress bars (tqdm) for the sweep's stages."""
+"""Progress of a sweep: tqdm bars in a terminal, and a small JSON file that the app's Launch tab reads.
+
+The file (path from NARRATIVE_EVAL_PROGRESS_FILE, set by the app for the jobs it starts) holds the cells
+done out of the grid's cells and, inside the current cell, the requests done out of the stage's total,
+so the app shows per-request progress that survives a page reload or an app restart.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
+
+PROGRESS_ENV = "NARRATIVE_EVAL_PROGRESS_FILE"
+"""Where the sweep writes its progress JSON (unset: no file)."""
+
+WRITE_EVERY = 0.5
+"""Seconds between two writes of the progress file (the last state of a stage is always written)."""
+
+
+STOP = threading.Event()
+"""Set when the sweep is asked to stop (SIGTERM); every stage checks it between items."""
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (the app's Stop button, a scheduler): the sweep stops like on Ctrl-C."""
+
+
+def request_stop(_signum=None, _frame=None) -> None:
+    """Signal handler: raise Stopped once; stages also stop at their next item in case a C callback swallowed it."""
+    if STOP.is_set():
+        return  # a second SIGTERM (the job runner forwards the group's) must not interrupt the clean-up
+    STOP.set()
+    raise Stopped()
+
+
+def stoppable(items: Iterable[Any]) -> Iterator[Any]:
+    for item in items:
+        if STOP.is_set():
+            raise Stopped()
+        yield item
 
 
 def tqdm_progress(items: Iterable[Any], description: str = "", total: int | None = None) -> Iterable[Any]:
     """Progress bar per stage with counts and ETA; nested bars stack below the cells bar."""
     position = 0 if description == "cells" else 1
-    return tqdm(items, desc=description, total=total, position=position, leave=description == "cells", dynamic_ncols=True)
+    requests = _requests(items, total)
+    bar = tqdm(stoppable(items), desc=description, total=total if total is not None else _length(items),
+               position=position, leave=description == "cells", dynamic_ncols=True)
+    return file_progress(bar, description, total, requests) if os.environ.get(PROGRESS_ENV) else bar
+
+
+def plain_progress(items: Iterable[Any], description: str = "", total: int | None = None) -> Iterable[Any]:
+    """No bars (--no-progress), but still the progress file when one is asked for."""
+    requests = _requests(items, total)
+    return file_progress(stoppable(items), description, total, requests) if os.environ.get(PROGRESS_ENV) else stoppable(items)
+
+
+def _length(items: Iterable[Any]) -> int | None:
+    return len(items) if hasattr(items, "__len__") else None
+
+
+def units(item: Any) -> int:
+    """Requests an item of a stage stands for: a batch (list, or a tuple led by a list) counts its members."""
+    if isinstance(item, list):
+        return len(item)
+    if isinstance(item, tuple) and item and isinstance(item[0], list):
+        return len(item[0])
+    return 1
+
+
+def _requests(items: Iterable[Any], total: int | None) -> int | None:
+    return sum(units(i) for i in items) if isinstance(items, list) else total
+
+
+class _State:
+    """The sweep's progress as last written."""
+
+    cells_done = 0
+    cells_total: int | None = None
+    stage = ""
+    done = 0
+    total: int | None = None
+    written = 0.0
+
+
+def _write(force: bool = False) -> None:
+    now = time.monotonic()
+    if not force and now - _State.written < WRITE_EVERY:
+        return
+    _State.written = now
+    path = Path(os.environ[PROGRESS_ENV])
+    payload = {"cells_done": _State.cells_done, "cells_total": _State.cells_total, "stage": _State.stage,
+               "done": _State.done, "total": _State.total, "updated": time.time()}
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(payload))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # progress is a courtesy: a full disk or a removed folder must not stop the sweep
+
+
+def file_progress(items: Iterable[Any], description: str, total: int | None, requests: int | None) -> Iterator[Any]:
+    """Pass items through, recording cells done and the current stage's requests done in the progress file."""
+    if description == "cells":
+        _State.cells_total = total
+        for item in items:
+            _write(force=True)
+            yield item
+            _State.cells_done += 1
+        _write(force=True)
+        return
+    _State.stage = description.rsplit(": ", 1)[-1] if ": " in description else description
+    _State.done = 0
+    _State.total = requests
+    _write(force=True)
+    for item in items:
+        yield item
+        _State.done += units(item)
+        _write()
+    _write(force=True)
+
+
+def read_progress(path: str | Path) -> dict[str, Any] | None:
+    """The progress a sweep wrote, or None when there is none (yet)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None

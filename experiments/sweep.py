@@ -12,9 +12,10 @@ import os
 import signal
 import sys
 
+from experiments.progress import Stopped, plain_progress, request_stop, tqdm_progress
 from narrative_eval import tracking
 from narrative_eval.config import SweepConfig, load_config
-from narrative_eval.errors import UserError, add_debug_flag, cli_main, require_file
+from narrative_eval.errors import ServiceUnavailable, UserError, add_debug_flag, cli_main, require_file
 from narrative_eval.sweep import describe_grid, run_sweep
 
 
@@ -49,17 +50,9 @@ def checked_grid(config: SweepConfig) -> dict:
     return describe_grid(config)
 
 
-class Stopped(KeyboardInterrupt):
-    """SIGTERM (the app's Stop button, a scheduler): the sweep stops like on Ctrl-C."""
-
-
-def _raise_stopped(_signum, _frame) -> None:
-    raise Stopped()
-
-
 def _run_stoppable(config: SweepConfig, progress, executor: str | None):
     """run_sweep, ending this process's open runs KILLED when stopped (FAILED on a crash) instead of RUNNING forever."""
-    signal.signal(signal.SIGTERM, _raise_stopped)
+    signal.signal(signal.SIGTERM, request_stop)
     try:
         return run_sweep(config, progress=progress, executor=executor)
     except BaseException as error:
@@ -71,6 +64,10 @@ def _run_stoppable(config: SweepConfig, progress, executor: str | None):
             # Die of the signal, so whoever sent it (the app's job runner) sees a cancelled, not a failed, sweep.
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
+        if isinstance(error, Exception) and tracking.unreachable(error):
+            raise ServiceUnavailable(f"the tracking server at {tracking.tracking_uri()} stopped answering "
+                                     f"({type(error).__name__}); when it is back, rerun the same command: finished "
+                                     "cells are skipped and the interrupted one resumes in its own run") from error
         raise
 
 
@@ -89,10 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"estimated cost of hosted models: ${grid['estimated_cost_usd']:.2f}")
         return 0
 
-    if args.no_progress:
-        from narrative_eval.studies.base import no_progress as progress
-    else:
-        from experiments.progress import tqdm_progress as progress
+    progress = plain_progress if args.no_progress else tqdm_progress
     outcome = _run_stoppable(config, progress, args.executor)
     print()
     for title, markdown in outcome.tables.items():

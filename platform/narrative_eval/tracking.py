@@ -173,6 +173,19 @@ def end_run(run_id: str, status: str = "FINISHED") -> None:
     _open_runs.pop(run_id, None)
 
 
+def unreachable(error: BaseException) -> bool:
+    """True when an error (or one it arose from) says the tracking server could not be reached."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        text = f"{type(error).__name__}: {error}"
+        if any(marker in text for marker in ("ConnectionError", "Max retries exceeded", "Connection refused",
+                                              "RemoteDisconnected", "ConnectTimeout")):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def end_open_runs(status: str = "KILLED") -> list[str]:
     """End every run this process left open (a stopped or crashed sweep), newest first; their ids."""
     ended = []
@@ -315,11 +328,6 @@ def log_cell(run_id: str, cell: CellSpec, result: Any) -> None:
             c.log_dict(run_id, payload, name)
         else:
             c.log_text(run_id, payload if isinstance(payload, str) else json.dumps(payload, default=str), name)
-    for name, figure in result.figures.items():
-        c.log_figure(run_id, figure, name)
-        import matplotlib.pyplot as plt
-
-        plt.close(figure)
     c.set_tag(run_id, "narrative_eval.generated", str(result.generated))
     c.set_terminated(run_id, status="FINISHED")
     _open_runs.pop(run_id, None)
@@ -418,4 +426,5 @@ __all__ = [
     "start_sweep_run",
     "sweep_cell_runs",
     "tracking_uri",
+    "unreachable",
 ]

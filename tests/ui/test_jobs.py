@@ -20,7 +20,7 @@ def wait_until_ended(folder, job_id, timeout=60.0) -> jobs.Job:
         if job.status not in jobs.ACTIVE:
             return job
         time.sleep(0.2)
-    raise AssertionError(f"job {job_id} still {job.status}")
+    raise AssertionError(f"job {job_id} still {job.status}:\n{jobs.log_tail(job)[-2000:]}")
 
 
 def test_a_job_runs_detached_and_records_its_exit_status(tmp_path):
@@ -99,7 +99,8 @@ def test_a_stopped_sweep_ends_its_runs_killed_with_their_params(tmp_path, repo_r
     sweep = "stopped-sweep"
     command = [sys.executable, "-m", "experiments.sweep", "--config", "experiments/configs/quickstart.yaml",
                "--set", f"sweep={sweep}", "--set", "models=[smollm2]", "--set", "prompt_settings=[L0]",
-               "--set", "judges=[]", "--set", f"report_dir={tmp_path}/{{sweep}}", "--no-progress"]
+               "--set", "judges=[]", "--set", "metrics.names=[chrf]", "--set", f"report_dir={tmp_path}/{{sweep}}",
+               "--no-progress"]
     job = jobs.start_job(tmp_path / "jobs", study="infilling", sweep=sweep, total_cells=1, cwd=repo_root, command=command)
     _announced_running(tmp_path / "jobs", job.job_id)
     deadline = time.time() + 240

@@ -9,6 +9,7 @@ process killed with SIGKILL loses at most the batch in flight.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -20,6 +21,8 @@ from narrative_eval.backends.base import Backend, Conversation
 from narrative_eval.records import GenerationParams, Reply, stable_hash
 
 DEFAULT_CACHE_PATH = Path(".cache") / "requests.sqlite"
+
+log = logging.getLogger(__name__)
 
 
 def default_cache_path() -> Path:
@@ -33,33 +36,70 @@ class RequestCache:
         self.path = Path(path) if path else default_cache_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, created REAL NOT NULL)"
-        )
-        self._conn.commit()
+        try:
+            self._conn = self._open()
+        except sqlite3.DatabaseError as error:
+            self._conn = self._replace_corrupt(error)
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=60)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, created REAL NOT NULL)"
+            )
+            conn.commit()
+        except sqlite3.DatabaseError:
+            conn.close()
+            raise
+        return conn
+
+    def _replace_corrupt(self, error: sqlite3.DatabaseError) -> sqlite3.Connection:
+        """Move a damaged cache file aside (kept for inspection) and start an empty one: the sweep goes on, regenerating."""
+        if isinstance(error, sqlite3.OperationalError) and "locked" in str(error):
+            raise error  # busy, not broken
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        for suffix in ("", "-wal", "-shm"):
+            source = Path(f"{self.path}{suffix}")
+            if source.exists():
+                os.replace(source, f"{aside}{suffix}")
+        log.warning("request cache %s is damaged (%s); moved it to %s and started an empty cache", self.path, error, aside)
+        return self._open()
+
+    def _retry_on_corruption(self, operation):
+        """Run operation(conn) under the lock; a cache found damaged mid-run is replaced once and the operation retried."""
+        with self._lock:
+            try:
+                return operation(self._conn)
+            except sqlite3.DatabaseError as error:
+                if isinstance(error, sqlite3.OperationalError):
+                    raise
+                self._conn.close()
+                self._conn = self._replace_corrupt(error)
+                return operation(self._conn)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Reply]:
-        found: dict[str, Reply] = {}
-        with self._lock:
+        def read(conn: sqlite3.Connection) -> dict[str, Reply]:
+            found: dict[str, Reply] = {}
             for start in range(0, len(keys), 500):
                 chunk = list(keys[start : start + 500])
                 marks = ",".join("?" * len(chunk))
-                rows = self._conn.execute(f"SELECT key, reply FROM replies WHERE key IN ({marks})", chunk)
-                for key, payload in rows:
+                for key, payload in conn.execute(f"SELECT key, reply FROM replies WHERE key IN ({marks})", chunk):
                     found[key] = Reply.model_validate_json(payload)
-        return found
+            return found
+
+        return self._retry_on_corruption(read)
 
     def put_many(self, items: Sequence[tuple[str, Reply]]) -> None:
         now = time.time()
-        with self._lock:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO replies (key, reply, created) VALUES (?, ?, ?)",
-                [(key, reply.model_dump_json(exclude={"cached"}), now) for key, reply in items],
-            )
-            self._conn.commit()
+        rows = [(key, reply.model_dump_json(exclude={"cached"}), now) for key, reply in items]
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.executemany("INSERT OR REPLACE INTO replies (key, reply, created) VALUES (?, ?, ?)", rows)
+            conn.commit()
+
+        self._retry_on_corruption(write)
 
     def __len__(self) -> int:
         with self._lock:
