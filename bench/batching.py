@@ -165,7 +165,7 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
         port = probe.getsockname()[1]
     options = engine_options(args)
     model = str(hf_directory(args.weights)) if args.weights.startswith("embedded:") or args.weights.endswith(".gguf") else args.weights
-    command = [str(Path(sys.executable).parent / "vllm"), "serve", model, "--host", "127.0.0.1", "--port", str(port),
+    command = [sys.executable, "-m", "narrative_eval.backends.vllm_serve", model, "--host", "127.0.0.1", "--port", str(port),
                "--served-model-name", SERVED, "--max-model-len", str(options.pop("max_model_len")), "--disable-log-stats"]
     command.append("--enable-prefix-caching" if options.pop("enable_prefix_caching") else "--no-enable-prefix-caching")
     if options.pop("enforce_eager", False):

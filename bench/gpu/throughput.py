@@ -1,12 +1,13 @@
 """Throughput of one engine on the GPU check's 200 prompts; prints one JSON line.
 
-    python bench/gpu/throughput.py vllm MODEL_DIR --quantization gptq-4bit
-    python bench/gpu/throughput.py transformers MODEL_DIR --quantization gptq-4bit
+    python bench/gpu/throughput.py vllm MODEL_DIR [--quantization gptq-4bit]
+    python bench/gpu/throughput.py transformers MODEL_DIR [--quantization none|gptq-4bit|awq-4bit|bnb-nf4]
 
 `vllm` builds the platform's vLLM backend once and times, on that same engine, a bare
 `LLM.chat` call with equivalent SamplingParams and then the backend's `generate` (prefix
-caching off, so the second run gains nothing from the first); `transformers` times the
-platform's transformers backend. Every run: same prompts, same sampling settings, one seed.
+caching off, so the second run gains nothing from the first; check.sh uses it when the sweep
+stages of bench/batching.py cannot run); `transformers` times the platform's transformers
+backend (bf16 for `--quantization none`). Every run: same prompts, same sampling settings, one seed.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def run_vllm(args: argparse.Namespace, batch: list[list[Message]], params: Gener
         id="gpu-check",
         backend="vllm",
         weights=args.model,
-        quantization=args.quantization,
+        quantization=quantization_label(args),
         options={
             "tensor_parallel_size": args.tensor_parallel_size,
             "gpu_memory_utilization": 0.85,
@@ -72,8 +73,10 @@ def run_vllm(args: argparse.Namespace, batch: list[list[Message]], params: Gener
 def run_transformers(args: argparse.Namespace, batch: list[list[Message]], params: GenerationParams) -> None:
     from narrative_eval.backends.transformers_backend import TransformersBackend
 
-    spec = ModelSpec(id="gpu-check", backend="transformers", weights=args.model, quantization=args.quantization,
-                     options={"batch_size": args.batch_size, "dtype": "float16", "device": "cuda"})
+    label = quantization_label(args)
+    dtype = "bfloat16" if label is None else "float16"
+    spec = ModelSpec(id="gpu-check", backend="transformers", weights=args.model, quantization=label,
+                     options={"batch_size": args.batch_size, "dtype": dtype, "device": "cuda"})
     start = time.perf_counter()
     backend = TransformersBackend(spec)
     print(f"# transformers model ready in {time.perf_counter() - start:.0f} s", flush=True)
@@ -81,14 +84,19 @@ def run_transformers(args: argparse.Namespace, batch: list[list[Message]], param
     start = time.perf_counter()
     replies = backend.generate(batch, params)
     seconds = time.perf_counter() - start
-    report("platform transformers backend", sum(r.completion_tokens for r in replies), seconds, errors=sum(not r.ok for r in replies))
+    engine = f"platform transformers backend ({label or 'bf16'})"
+    report(engine, sum(r.completion_tokens for r in replies), seconds, errors=sum(not r.ok for r in replies))
+
+
+def quantization_label(args: argparse.Namespace) -> str | None:
+    return None if args.quantization == "none" else args.quantization
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("engine", choices=("vllm", "transformers"))
-    parser.add_argument("model", help="local directory of a 4-bit GPTQ or AWQ checkpoint")
-    parser.add_argument("--quantization", default="gptq-4bit", choices=("gptq-4bit", "awq-4bit"))
+    parser.add_argument("model", help="local model directory (plain, or a 4-bit GPTQ/AWQ checkpoint)")
+    parser.add_argument("--quantization", default="none", choices=("none", "gptq-4bit", "awq-4bit", "bnb-nf4"))
     parser.add_argument("--prompts", type=int, default=200)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=50, help="transformers batch size")

