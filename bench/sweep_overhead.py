@@ -48,7 +48,8 @@ def main() -> None:
     from narrative_eval.metrics import score_all
     from narrative_eval.prompts import render_infilling
     from narrative_eval.records import MetricsSpec
-    from narrative_eval.studies.infilling import request_seed, select_instances
+    from narrative_eval.records import derived_seed
+    from narrative_eval.studies.infilling import select_instances
     from narrative_eval.sweep import expand_grid, run_sweep
 
     def config(name: str):
@@ -74,7 +75,7 @@ def main() -> None:
         start = time.perf_counter()
         for inst, conversation in zip(instances, messages):
             llm.create_chat_completion(messages=conversation, temperature=0.0, max_tokens=args.max_new_tokens,
-                                       seed=request_seed(0, inst.instance_id))
+                                       seed=derived_seed(0, inst.instance_id))
         return time.perf_counter() - start
 
     def sweep(name: str, cache: str) -> tuple[float, int]:

@@ -193,3 +193,14 @@ def all_registries() -> dict[str, Registry[Any]]:
         registry.kind: registry
         for registry in (STUDIES, METRICS, BACKENDS, RUBRICS, PROMPT_SETTINGS, CONDITIONS, EXECUTORS)
     }
+
+
+def listing() -> str:
+    """Everything registered, kind by kind: name, aliases and origin (what `experiments.sweep --list` prints)."""
+    lines = []
+    for kind, registry in all_registries().items():
+        lines.append(f"{kind} ({len(registry)}):")
+        for entry in registry.entries():
+            aliases = f" (also: {', '.join(entry.aliases)})" if entry.aliases else ""
+            lines.append(f"  {entry.name}{aliases}  [{entry.origin}]")
+    return "\n".join(lines)

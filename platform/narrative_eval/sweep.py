@@ -110,6 +110,7 @@ def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, gener
     before, start = generated(), time.perf_counter()
     try:
         result: CellResult = study.run_cell(cell, runtime)
+        result.params.update({f"engine.{k}": v for k, v in runtime.backend_for(cell.model).run_params().items()})
         result.generated = generated() - before
         tracking.log_cell(run_id, cell, result)
     except Exception as error:  # a broken cell is recorded and the sweep goes on

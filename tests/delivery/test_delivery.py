@@ -12,9 +12,8 @@ from narrative_eval.delivery import (
     load_system_prompt,
     load_turn_templates,
     messages_of,
-    request_seed,
 )
-from narrative_eval.records import GenerationParams, Message
+from narrative_eval.records import GenerationParams, Message, derived_seed
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = load_tasks(REPO / "data" / "creative" / "tasks.json", REPO / "data" / "creative" / "constraints.jsonl")
@@ -71,10 +70,10 @@ def test_unknown_condition_is_refused():
 
 
 def test_request_seeds_depend_on_story_attempt_and_turn_only():
-    seeds = {request_seed(0, "fantasy_001", 0, 0), request_seed(0, "fantasy_002", 0, 0), request_seed(0, "fantasy_001", 1, 0),
-             request_seed(0, "fantasy_001", 0, 1), request_seed(1, "fantasy_001", 0, 0)}
+    seeds = {derived_seed(0, "fantasy_001", 0, 0), derived_seed(0, "fantasy_002", 0, 0), derived_seed(0, "fantasy_001", 1, 0),
+             derived_seed(0, "fantasy_001", 0, 1), derived_seed(1, "fantasy_001", 0, 0)}
     assert len(seeds) == 5
-    assert request_seed(0, "fantasy_001", 0, 0) == request_seed(0, "fantasy_001", 0, 0)
+    assert derived_seed(0, "fantasy_001", 0, 0) == derived_seed(0, "fantasy_001", 0, 0)
 
 
 @pytest.mark.slow
@@ -100,7 +99,7 @@ def test_sharded_sends_exactly_the_shards_in_order_with_full_history(recording_s
             history.append(Message(role="user", content=task.shards[k]))
             assert sent == history
         seeds = [p.seed for p in recording_smollm2.params[k]]
-        assert seeds == [request_seed(3, tasks[i].story_id, 0, k) for i in expected_batch]
+        assert seeds == [derived_seed(3, tasks[i].story_id, 0, k) for i in expected_batch]
     assert messages_of(trajectories[0], SYSTEM)[: 2 * n_turns] == recording_smollm2.calls[-1][0][: 2 * n_turns]
     # The engine's own counts are kept per turn; later turns carry the growing history.
     prompts = [turn.prompt_tokens for turn in trajectories[0].turns]

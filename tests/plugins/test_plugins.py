@@ -57,6 +57,7 @@ def test_registries_list_the_plugin_with_its_origin(plugin_path, tmp_path):
     assert found["prompt setting"]["terse"].startswith(plugin)
     assert found["condition"]["reverse"].startswith(plugin)
     assert found["backend"]["llama_cpp_plugin"].startswith(plugin)
+    assert found["executor"]["last_first"].startswith(plugin)
     # The project's own entries name the module or file they come from.
     assert found["metric"]["chrf"] == "narrative_eval.metrics.chrf"
     assert found["rubric"]["infilling_narrative"].endswith("infilling_narrative.yaml")
@@ -75,6 +76,7 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
         generation: {{temperature: 0.3, max_new_tokens: 48}}
         judges:
           - {{id: demo-judge, model: smollm2, rubric: three_dims, max_new_tokens: 96}}
+        executor: last_first
         report_dir: {tmp_path / 'report'}
     """))
     found = run_with_plugin(plugin_path, tmp_path, f"""
@@ -86,14 +88,16 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
 
         outcome = run_sweep(load_config({str(config)!r}, catalog={str(repo_root / 'experiments/configs/models.yaml')!r}))
         runs = tracking.sweep_cell_runs("infilling", "plugin-demo")
+        order = list(runs.sort_values("start_time")["params.prompt_setting"])
         rows = {{r["params.prompt_setting"]: tracking.load_json_artifact(r["run_id"], "generations.json") for _, r in runs.iterrows()}}
         metrics = {{r["params.prompt_setting"]: {{k[8:]: v for k, v in r.items() if k.startswith("metrics.")}} for _, r in runs.iterrows()}}
         columns = [column for _, column in metric_columns(runs, "mean", "demo-judge")]
-        print(json.dumps({{"statuses": [c.status for c in outcome.cells], "metrics": metrics, "rows": rows,
+        print(json.dumps({{"statuses": [c.status for c in outcome.cells], "metrics": metrics, "rows": rows, "order": order,
                           "columns": columns}}, default=str))
     """)
     assert found["statuses"] == ["finished", "finished"]
     assert set(found["metrics"]) == {"L2", "terse"}  # the plugin's prompt setting ran as a cell
+    assert found["order"] == ["terse", "L2"]  # the plugin's executor ran the grid last cell first
     for setting, metrics in found["metrics"].items():
         # The plugin metric is computed, logged, and averaged into AtAvg with the five built-in ones.
         names = ("bertscore", "rouge1", "meteor", "chrf", "semf1", "length_ratio")

@@ -57,6 +57,10 @@ class Backend(ABC):
     def __init__(self, spec: ModelSpec):
         self.spec = spec
 
+    def run_params(self) -> dict[str, str]:
+        """Engine settings a cell logs as run params because they can change replies (engine version, batching)."""
+        return {}
+
     def identity(self) -> str:
         """Exact model identity for the cache key (weights digest, revision or API model name)."""
         return self.spec.weights

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from narrative_eval.records import ScoreRecord
-from narrative_eval.stats.score_records import QUALITY_FIELDS, creative_integrity
+from narrative_eval.stats.score_records import QUALITY_FIELDS
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
 
 QUALITY_DIMENSIONS: tuple[str, ...] = QUALITY_FIELDS
@@ -96,10 +96,7 @@ def responses_frame(records: Iterable[ScoreRecord]) -> pd.DataFrame:
             row[dim] = float(value) if value is not None else np.nan
         rows.append(row)
     frame = pd.DataFrame(rows, columns=["record_id", *RESPONSE_KEY, *DIMENSIONS])
-    frame["ci"] = [
-        np.nan if (ci := creative_integrity(a, s)) is None else ci
-        for a, s in zip(frame["adherence"], frame["structure_coherence"], strict=True)
-    ]
+    frame["ci"] = creative_integrity(frame["adherence"], frame["structure_coherence"])
     return frame
 
 

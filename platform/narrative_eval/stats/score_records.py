@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.data.errors import DataError, DataErrors
+from narrative_eval.data.jsonl import read_jsonl
 from narrative_eval.delivery.conditions import CONDITIONS
 from narrative_eval.records import ScoreRecord
 
@@ -86,33 +87,26 @@ def record_problems(data: Any) -> list[str]:
 def load_score_records(path: str | Path) -> list[ScoreRecord]:
     """Read a score-record JSONL file; raise DataErrors naming file:line for every bad record."""
     path = Path(path)
-    if not path.is_file():
-        raise DataErrors([DataError(path, None, "score file not found")])
     errors: list[DataError] = []
     records: list[ScoreRecord] = []
     first_line: dict[str, int] = {}
-    with path.open(encoding="utf-8") as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                data = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                errors.append(DataError(path, line_no, f"invalid JSON: {exc.msg} (column {exc.colno})"))
-                continue
-            problems = record_problems(data)
-            if problems:
-                errors.extend(DataError(path, line_no, p) for p in problems)
-                continue
-            if data["record_id"] in first_line:
-                errors.append(
-                    DataError(path, line_no, f"duplicate record_id {data['record_id']!r} (first at line {first_line[data['record_id']]})")
-                )
-                continue
-            first_line[data["record_id"]] = line_no
-            quality = {key: (int(data["quality"][key]) if data["quality"].get(key) is not None else None) for key in QUALITY_FIELDS}
-            adherence = [{"constraint_id": str(item["constraint_id"]), "score": float(item["score"])} for item in data["adherence"]]
-            records.append(ScoreRecord(**{**data, "adherence": adherence, "quality": quality}))
+    for line_no, data in read_jsonl(path, "score file"):
+        if isinstance(data, DataError):
+            errors.append(data)
+            continue
+        problems = record_problems(data)
+        if problems:
+            errors.extend(DataError(path, line_no, p) for p in problems)
+            continue
+        if data["record_id"] in first_line:
+            errors.append(
+                DataError(path, line_no, f"duplicate record_id {data['record_id']!r} (first at line {first_line[data['record_id']]})")
+            )
+            continue
+        first_line[data["record_id"]] = line_no
+        quality = {key: (int(data["quality"][key]) if data["quality"].get(key) is not None else None) for key in QUALITY_FIELDS}
+        adherence = [{"constraint_id": str(item["constraint_id"]), "score": float(item["score"])} for item in data["adherence"]]
+        records.append(ScoreRecord(**{**data, "adherence": adherence, "quality": quality}))
     if errors:
         raise DataErrors(errors)
     return records
@@ -128,13 +122,6 @@ def save_score_records(records: Iterable[ScoreRecord], path: str | Path) -> Path
             data["adherence"] = [{**item, "score": item_score(item["score"])} for item in data["adherence"]]
             handle.write(json.dumps({key: data[key] for key in RECORD_FIELDS}, ensure_ascii=False) + "\n")
     return path
-
-
-def creative_integrity(adherence: float | None, structure: float | None) -> float | None:
-    """Creative Integrity CI = A * (S - 1) / 4 (A: adherence, S: structure/coherence 1-5); None when either is missing."""
-    if adherence is None or structure is None or structure != structure:
-        return None
-    return adherence * (structure - 1) / 4
 
 
 def item_score(value: float) -> float | int:

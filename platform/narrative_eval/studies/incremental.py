@@ -13,8 +13,11 @@ both verdicts valid becomes one ScoreRecord (the published format).
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from narrative_eval.data.tasks import load_tasks
 from narrative_eval.delivery import (
@@ -26,7 +29,8 @@ from narrative_eval.delivery import (
     load_turn_templates,
 )
 from narrative_eval.records import CellSpec, JudgeResult, Reply, ScoreRecord, Trajectory, WritingTask
-from narrative_eval.stats.score_records import QUALITY_FIELDS, creative_integrity
+from narrative_eval.stats.effects import creative_integrity
+from narrative_eval.stats.score_records import QUALITY_FIELDS
 from narrative_eval.studies.base import CellResult, Runtime, Study, aggregate_seeds, chunks, mean_or_nan, study
 
 SCORE_DIMENSIONS: tuple[str, ...] = ("adherence", *QUALITY_FIELDS, "ci")
@@ -348,7 +352,10 @@ def _record_value(record: ScoreRecord, dim: str) -> float | None:
     if dim == "adherence" or dim == "ci":
         items = [float(item["score"]) for item in record.adherence]
         adherence = sum(items) / len(items) if items else None
-        return adherence if dim == "adherence" else creative_integrity(adherence, record.quality.get("structure_coherence"))
+        if dim == "adherence":
+            return adherence
+        ci = creative_integrity(adherence if adherence is not None else np.nan, record.quality.get("structure_coherence") or np.nan)
+        return None if math.isnan(ci) else ci
     value = record.quality.get(dim)
     return float(value) if value is not None else None
 

@@ -1,10 +1,12 @@
-"""A plugin adding one of each extension kind: a metric, a rubric, a prompt setting, a condition and a backend."""
+"""A plugin adding one of each extension kind: a metric, a rubric, a prompt setting, a condition, a backend
+and a cell executor."""
 
 from pathlib import Path
 
 from narrative_eval.backends import backend
 from narrative_eval.backends.llama_cpp import LlamaCppBackend
 from narrative_eval.delivery import condition
+from narrative_eval.executors import executor
 from narrative_eval.judges import register_rubric
 from narrative_eval.metrics import Metric, metric
 from narrative_eval.prompts.render import register_prompt_file
@@ -33,3 +35,11 @@ def reverse(task, templates):
 @backend("llama_cpp_plugin")
 class PluginLlamaCpp(LlamaCppBackend):
     """The llama.cpp engine registered again from outside the project, under its own name."""
+
+
+@executor("last_first")
+def run_last_first(cells, config, parent_run_id, progress):
+    """The local executor over the grid in reverse order (outcomes still in grid order)."""
+    from narrative_eval.executors.local import run_local
+
+    return run_local(cells[::-1], config, parent_run_id, progress)[::-1]

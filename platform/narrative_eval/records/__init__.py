@@ -1,0 +1,48 @@
+"""The typed records the pipeline passes around.
+
+Every stage speaks in these records: data loaders produce instances and tasks, prompts
+produce messages, backends turn messages into replies, extraction/metrics/judges turn
+replies into scores, and tracking logs them. Specs are frozen and hashable to a stable
+digest, so a cell can be reproduced from its logged spec and skipped when done.
+
+The records live in four modules (base, specs, infilling, creative); import them from here.
+"""
+
+from narrative_eval.records.base import (
+    Frozen,
+    GenerationParams,
+    JudgeResult,
+    Message,
+    Reply,
+    Role,
+    derived_seed,
+    stable_hash,
+)
+from narrative_eval.records.creative import Constraint, ScoreRecord, Trajectory, Turn, WritingTask
+from narrative_eval.records.infilling import ExtractionResult, InfillingInstance, InfillingSample, Position
+from narrative_eval.records.specs import CellSpec, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
+
+__all__ = [
+    "CellSpec",
+    "Constraint",
+    "ExtractionResult",
+    "Frozen",
+    "GenerationParams",
+    "InfillingInstance",
+    "InfillingSample",
+    "JudgeResult",
+    "JudgeSpec",
+    "Message",
+    "MetricsSpec",
+    "ModelSpec",
+    "Position",
+    "Reply",
+    "Role",
+    "ScoreRecord",
+    "SubsetSpec",
+    "Trajectory",
+    "Turn",
+    "WritingTask",
+    "derived_seed",
+    "stable_hash",
+]

@@ -1,0 +1,110 @@
+"""Hashing, the frozen base record, chat messages, sampling settings, replies and judge verdicts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant"]
+
+
+def stable_hash(payload: Any, length: int = 16) -> str:
+    """Hex digest of a JSON-serialisable payload, independent of key order."""
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def derived_seed(*parts: Any) -> int:
+    """An engine seed derived from a cell seed and what identifies one request, stable across runs
+    and independent of which other requests share its batch."""
+    return int(stable_hash(list(parts), 8), 16) % (2**31 - 1)
+
+
+class Frozen(BaseModel):
+    """Base for immutable records."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def digest(self, length: int = 16) -> str:
+        """Stable hash of this record's content."""
+        return stable_hash(self.model_dump(mode="json"), length)
+
+
+class Message(Frozen):
+    """One chat message."""
+
+    role: Role
+    """Who speaks: system, user or assistant."""
+    content: str
+    """The message text."""
+
+
+class GenerationParams(Frozen):
+    """Sampling settings for one request."""
+
+    temperature: float = 0.3
+    """Sampling temperature; 0 means greedy."""
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+    max_new_tokens: int = 128
+    """Upper bound on generated tokens."""
+    seed: int | None = None
+    """Sampling seed handed to the engine where it accepts one."""
+    stop: tuple[str, ...] = ()
+    """Strings that end generation."""
+    json_schema: dict[str, Any] | None = None
+    """When set, the reply must be JSON valid under this schema (constrained decoding where the engine allows)."""
+
+
+class Reply(BaseModel):
+    """What a backend returned for one conversation."""
+
+    text: str
+    """The generated text ('' on error)."""
+    finish_reason: str = "stop"
+    """'stop', 'length' (hit max tokens or context) or 'error'."""
+    prompt_tokens: int = 0
+    """Tokens in the prompt as counted by the engine."""
+    completion_tokens: int = 0
+    """Tokens generated."""
+    seconds: float = 0.0
+    """Wall time of the request as first served (cache hits keep the original figure)."""
+    cached: bool = False
+    """True when served from the request cache."""
+    error: str | None = None
+    """Error message when the request failed after retries."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class JudgeResult(BaseModel):
+    """One judge's verdict on one output: scores, or a recorded failure with the raw replies."""
+
+    judge_id: str
+    """The judge's name."""
+    rubric: str
+    """Rubric name."""
+    rubric_hash: str
+    """Digest of the rubric file used."""
+    ok: bool
+    """False when every attempt failed to validate."""
+    scores: dict[str, float | None] = Field(default_factory=dict)
+    """Dimension -> score (None where the rubric allows N/A)."""
+    details: dict[str, Any] = Field(default_factory=dict)
+    """Rubric-specific extras (checklist items with reasons, pairwise verdicts)."""
+    attempts: int = 1
+    """Attempts made."""
+    raw_replies: list[str] = Field(default_factory=list)
+    """Every raw reply, for audit."""
+    error: str | None = None
+    """Why the last attempt failed validation."""
+
+    def mean(self) -> float:
+        values = [v for v in self.scores.values() if v is not None]
+        return sum(values) / len(values) if values else math.nan

