@@ -148,6 +148,9 @@ class CachedBackend:
     def batch_size(self) -> int:
         return self.backend.batch_size
 
+    def run_params(self) -> dict[str, str]:
+        return self.backend.run_params()
+
     def generate(
         self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]
     ) -> list[Reply]:
@@ -182,4 +185,21 @@ class CachedBackend:
         return self.backend.generate(conversations, params[0])
 
     def stream(self, conversation: Conversation, params: GenerationParams) -> Iterator[str]:
-        return self.backend.stream(conversation, params)
+        """The reply in pieces: whole from the cache when it is there, else streamed and then cached.
+
+        A streamed reply carries no token counts, so it is cached only by the live path that asked for it
+        (its key has that request's own seed); a sweep's request with the same key would reuse its text.
+        """
+        key = request_key(self.backend, conversation, params)
+        found = self.cache.get_many([key]) if self.cache is not None else {}
+        if key in found:
+            self.hits += 1
+            yield found[key].text
+            return
+        start, pieces = time.perf_counter(), []
+        for piece in self.backend.stream(conversation, params):
+            pieces.append(piece)
+            yield piece
+        self.generated += 1
+        if self.cache is not None:
+            self.cache.put_many([(key, Reply(text="".join(pieces), seconds=time.perf_counter() - start))])
