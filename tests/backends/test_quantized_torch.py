@@ -191,6 +191,7 @@ def relabel(config_file: Path, layout: str) -> None:
     config_file.write_text(json.dumps(config))
 
 
+@pytest.mark.slow
 @needs("torchao")
 def test_torchao_int8(conversations, export_root):
     backend = load("torchao-int8", export_root=export_root)
