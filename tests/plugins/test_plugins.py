@@ -89,7 +89,7 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
         outcome = run_sweep(load_config({str(config)!r}, catalog={str(repo_root / 'experiments/configs/models.yaml')!r}))
         runs = tracking.sweep_cell_runs("infilling", "plugin-demo")
         order = list(runs.sort_values("start_time")["params.prompt_setting"])
-        rows = {{r["params.prompt_setting"]: tracking.load_json_artifact(r["run_id"], "generations.json") for _, r in runs.iterrows()}}
+        rows = {{r["params.prompt_setting"]: tracking.load_table(r["run_id"]).to_dict("records") for _, r in runs.iterrows()}}
         metrics = {{r["params.prompt_setting"]: {{k[8:]: v for k, v in r.items() if k.startswith("metrics.")}} for _, r in runs.iterrows()}}
         columns = [column for _, column in metric_columns(runs, "mean", "demo-judge")]
         print(json.dumps({{"statuses": [c.status for c in outcome.cells], "metrics": metrics, "rows": rows, "order": order,
