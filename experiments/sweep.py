@@ -22,7 +22,10 @@ from narrative_eval.sweep import describe_grid, run_sweep
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m experiments.sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="sweep config YAML (see experiments/configs/)")
+    parser.add_argument("--config", help="sweep config YAML (see experiments/configs/)")
+    parser.add_argument("--list", action="store_true",
+                        help="list everything registered (studies, metrics, backends, rubrics, prompt settings, "
+                             "conditions, executors), plugins included, with where each comes from")
     parser.add_argument("--data", help="instances/tasks file replacing the config's data (published columns accepted)")
     parser.add_argument("--limit", type=int, help="keep only the first N instances/tasks")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -33,7 +36,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--catalog", help="model catalog YAML (default: the repository's experiments/configs/models.yaml)")
     add_debug_flag(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not args.list and not args.config:
+        parser.error("--config is required (or --list)")
+    return args
 
 
 def checked_grid(config: SweepConfig) -> dict:
@@ -74,6 +80,11 @@ def _run_stoppable(config: SweepConfig, progress, executor: str | None):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.list:
+        from narrative_eval.registry import listing
+
+        print(listing())
+        return 0
     config = load_config(args.config, args.overrides, data=args.data, limit=args.limit, catalog=args.catalog)
     grid = checked_grid(config)
     if args.dry_run:

@@ -62,6 +62,17 @@ def test_registries_list_the_plugin_with_its_origin(plugin_path, tmp_path):
     assert found["metric"]["chrf"] == "narrative_eval.metrics.chrf"
     assert found["rubric"]["infilling_narrative"].endswith("infilling_narrative.yaml")
     assert found["prompt setting"]["L2"].endswith("settings.yaml") and not found["prompt setting"]["L2"].startswith(plugin)
+    listed = run_with_plugin(plugin_path, tmp_path, """
+        import contextlib, io, json
+        from experiments.sweep import main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["--list"])
+        print(json.dumps({"code": code, "text": out.getvalue()}))
+    """)
+    assert listed["code"] == 0
+    assert "length_ratio  [plugin narrative-eval-demo-plugin: narrative_eval_demo_plugin]" in listed["text"]
+    assert "incremental-delivery (also: incremental, creative, creative-integrity)" in listed["text"]
 
 
 def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path, tmp_path, repo_root):
