@@ -148,6 +148,8 @@ def test_sweep_through_the_cli_logs_cells_and_reruns_from_the_cache(engine, repo
     assert len(runs) == 2 and set(runs["status"]) == {"FINISHED"}
     for _, run in runs.iterrows():
         assert run["params.backend"] == "vllm" and run["metrics.n_instances"] == 4
+        # The engine build and batch settings the replies depend on are in the cell's params.
+        assert run["params.engine.engine"].startswith("vllm") and run["params.engine.batch_size"] == "256"
         assert run["metrics.rouge1"] == run["metrics.rouge1"]  # not NaN: answers were extracted and scored
         assert run["metrics.judge/smollm2-vllm-judge/failure_rate"] < 1.0
     assert sorted(p.suffix for p in (tmp_path / "report").rglob("*") if p.is_file()) != []
