@@ -7,15 +7,12 @@ cells can run in threads, Ray workers or the app's background jobs without stepp
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import math
 import os
 import re
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterable
 from functools import cache
@@ -28,6 +25,7 @@ from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
 
 from narrative_eval.records import CellSpec
+from narrative_eval.store_guard import prepare_store, unreachable
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 TAG_KIND = "narrative_eval.kind"
@@ -43,44 +41,13 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
-_prepared: set[str] = set()
-_prepare_lock = threading.Lock()
 _open_runs: dict[str, None] = {}
 """Runs this process started or resumed and has not ended yet (ended KILLED/FAILED if the process is stopped)."""
 
 
-def _sqlite_file(uri: str) -> Path | None:
-    if not uri.startswith("sqlite:///"):
-        return None
-    return Path(uri[len("sqlite:///"):].split("?", 1)[0]).resolve()
-
-
-def _prepare_store(uri: str) -> None:
-    """Open a SQLite store once under a file lock, so concurrent first starts do not all migrate its schema.
-
-    MLflow creates and migrates the schema on the first connection; two processes doing that at once
-    on a new file crash (``duplicate column name``). The first holder migrates, the others then find
-    the schema current. The lock lives in the temp folder, keyed by the store's absolute path.
-    """
-    with _prepare_lock:
-        if uri in _prepared:
-            return
-        database = _sqlite_file(uri)
-        if database is not None:
-            key = hashlib.sha256(str(database).encode()).hexdigest()[:16]
-            lock_path = Path(tempfile.gettempdir()) / f"narrative-eval-store-{key}.lock"
-            with open(lock_path, "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                try:
-                    MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
-                finally:
-                    fcntl.flock(lock, fcntl.LOCK_UN)
-        _prepared.add(uri)
-
-
 def client() -> MlflowClient:
     uri = tracking_uri()
-    _prepare_store(uri)
+    prepare_store(uri)
     mlflow.set_tracking_uri(uri)
     return MlflowClient(tracking_uri=uri)
 
@@ -171,19 +138,6 @@ def start_sweep_run(experiment: str, sweep: str, config: dict[str, Any]) -> str:
 def end_run(run_id: str, status: str = "FINISHED") -> None:
     client().set_terminated(run_id, status=status)
     _open_runs.pop(run_id, None)
-
-
-def unreachable(error: BaseException) -> bool:
-    """True when an error (or one it arose from) says the tracking server could not be reached."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        text = f"{type(error).__name__}: {error}"
-        if any(marker in text for marker in ("ConnectionError", "Max retries exceeded", "Connection refused",
-                                              "RemoteDisconnected", "ConnectTimeout")):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
 
 
 def end_open_runs(status: str = "KILLED") -> list[str]:
