@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import gradio as gr
 import pandas as pd
 import yaml
 
@@ -28,8 +29,6 @@ STUDIES = ("infilling", "incremental-delivery")
 BLANK_RE = re.compile(r"_{3,}")
 """A blank in a passage: a run of three or more underscores (as the data loader reads it)."""
 
-AT_AVG_METRICS = ("bertscore", "rouge1", "meteor", "chrf", "semf1")
-"""The automatic metrics averaged into AtAvg."""
 
 TEXTS_PATH = Path(__file__).with_name("texts.yaml")
 """Tab introductions and help texts."""
@@ -55,6 +54,11 @@ class AppSettings:
     """Where `mlflow ui` is expected; runs link there when it answers."""
     max_jobs: int = 1
     """How many launched sweeps may run at once."""
+
+
+def user_error(message: str) -> gr.Error:
+    """An expected mistake in the page's input: shown to the user, never logged with a traceback."""
+    return gr.Error(message, title="Please check", print_exception=False)
 
 
 @lru_cache(maxsize=1)
@@ -298,9 +302,16 @@ def problem_from_messages(messages: Any) -> str:
     return user
 
 
+def at_avg_metrics() -> tuple[str, ...]:
+    """The automatic metrics averaged into AtAvg (from the metrics registry, plugins included)."""
+    from narrative_eval.metrics import at_avg_names
+
+    return at_avg_names()
+
+
 def at_avg_of(row: pd.Series | dict[str, Any]) -> float:
     values = []
-    for name in AT_AVG_METRICS:
+    for name in at_avg_metrics():
         try:
             value = float(row.get(name))
         except (TypeError, ValueError):

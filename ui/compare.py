@@ -8,7 +8,7 @@ import statistics
 import gradio as gr
 import pandas as pd
 
-from ui.common import (AT_AVG_METRICS, AppSettings, at_avg_of, cell_runs, esc, instances_by_id, judge_ids_of, number,
+from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, instances_by_id, judge_ids_of, number,
                        passage_html, pick_sweep, problem_from_messages, run_choices, run_label, run_table, texts)
 
 STUDY = "infilling"
@@ -92,7 +92,7 @@ def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id:
         answer = row.get("answer")
         answer = answer if isinstance(answer, str) and answer else None
         status = row.get("extraction_status") or "none"
-        metrics = " · ".join(f"{m} {number(row.get(m))}" for m in AT_AVG_METRICS)
+        metrics = " · ".join(f"{m} {number(row.get(m))}" for m in at_avg_metrics())
         cards.append(
             f"<div class='card run-card' data-model='{esc(run.get('params.model_id'))}'>"
             f"<div class='card-title'><span class='swatch s{index % 6}'></span>{label}</div>"

@@ -8,6 +8,7 @@ Reads each cell run's `conversations.json` table (story_id, seed, turn, final, u
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +81,15 @@ def _checklist(run_id: str, story: str, constraints: list[dict[str, Any]]) -> st
     return f"<div class='meta'>judge {esc(record.get('judge'))} · {quality}</div><ul class='checklist'>{''.join(items)}</ul>"
 
 
+def _with_code(text: str) -> str:
+    """Escaped text whose `backticked` parts (commands) are shown as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", esc(text))
+
+
 def side_by_side(sweep: str | None, model: str | None, setting: str | None, story: str | None, seed: Any, app: AppSettings) -> str:
     runs = _runs(sweep, model, setting)
     if runs.empty or not story:
-        return f"<div class='empty'>{esc(texts()['no_runs'] if sweep else texts()['no_conversations'])}</div>"
+        return f"<div class='empty'>{_with_code(texts()['no_runs'] if sweep else texts()['no_conversations'])}</div>"
     columns = []
     for _, run in runs.iterrows():
         condition = run.get("params.condition", "?")

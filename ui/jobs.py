@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +25,14 @@ from typing import Any
 
 ACTIVE = ("queued", "running")
 """States of a job that has not ended."""
+
+PROGRESS_ENV = "NARRATIVE_EVAL_PROGRESS_FILE"
+"""The sweep writes its progress (cells, requests of the current stage) to this file (experiments/progress.py)."""
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]")
+"""Terminal escape codes (colours, tqdm's cursor moves such as ESC[A)."""
+TQDM_BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d+")
+"""A progress-bar line (shown as progress, not as output)."""
 
 
 class JobLimitReached(RuntimeError):
@@ -64,6 +73,17 @@ class Job:
     @property
     def path(self) -> Path:
         return Path(self.log_path).with_suffix(".json")
+
+    @property
+    def progress_path(self) -> Path:
+        return Path(self.log_path).with_suffix(".progress.json")
+
+    def progress(self) -> dict[str, Any] | None:
+        """What the sweep last wrote about its progress, or None before its first cell."""
+        try:
+            return json.loads(self.progress_path.read_text())
+        except (OSError, ValueError):
+            return None
 
 
 def _write_atomic(path: Path, payload: dict[str, Any]) -> None:
@@ -140,9 +160,10 @@ def start_job(jobs_dir: str | Path, *, study: str, sweep: str, command: list[str
     job = Job(job_id=job_id, study=study, sweep=sweep, command=command, total_cells=total_cells,
               log_path=str((folder / f"{job_id}.log").resolve()), config_path=config_path)
     save(job)
+    environment = {**(env if env is not None else os.environ), PROGRESS_ENV: str(job.progress_path)}
     process = subprocess.Popen(
         [sys.executable, "-m", "ui.jobs", "run", str(job.path)],
-        cwd=str(cwd), env=env if env is not None else os.environ.copy(),
+        cwd=str(cwd), env=environment,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
@@ -161,7 +182,7 @@ def cancel_job(job: Job) -> None:
 
 
 def log_tail(job: Job, max_chars: int = 4000) -> str:
-    """The end of a job's log, with progress-bar carriage returns resolved to their last state."""
+    """The end of a job's log as plain lines: carriage returns resolved, escape codes and progress bars dropped."""
     try:
         with open(job.log_path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
@@ -170,8 +191,8 @@ def log_tail(job: Job, max_chars: int = 4000) -> str:
             text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    lines = [line.split("\r")[-1] for line in text.split("\n")]
-    return "\n".join(line for line in lines if line.strip())[-max_chars:]
+    lines = [ANSI.sub("", line.split("\r")[-1]) for line in text.split("\n")]
+    return "\n".join(line for line in lines if line.strip() and not TQDM_BAR.search(line))[-max_chars:]
 
 
 # --------------------------------------------------------------------------- the runner

@@ -14,7 +14,7 @@ import yaml
 
 from narrative_eval import tracking
 from ui import jobs
-from ui.common import AppSettings, config_files, data_files, esc, load_catalog, texts
+from ui.common import AppSettings, config_files, data_files, esc, load_catalog, texts, user_error
 
 FROM_CONFIG = "a config file"
 FROM_FORM = "a grid built here"
@@ -27,7 +27,7 @@ def _seeds(text: str) -> list[int]:
     try:
         seeds = [int(part) for part in re.split(r"[,\s]+", (text or "0").strip()) if part]
     except ValueError:
-        raise gr.Error("Seeds are whole numbers separated by commas, e.g. 0, 1, 2.") from None
+        raise user_error("Seeds are whole numbers separated by commas, e.g. 0, 1, 2.") from None
     return seeds or [0]
 
 
@@ -36,9 +36,9 @@ def grid_config(app: AppSettings, sweep: str, models: list[str], levels: list[st
     """A self-contained sweep config: catalog names resolved to full specs, so it runs from any folder."""
     catalog = load_catalog(app)
     if not models:
-        raise gr.Error("Pick at least one model.")
+        raise user_error("Pick at least one model.")
     if not levels:
-        raise gr.Error("Pick at least one prompt level or paradigm.")
+        raise user_error("Pick at least one prompt level or paradigm.")
     config: dict[str, Any] = {
         "study": "infilling",
         "sweep": sweep,
@@ -62,7 +62,7 @@ def _check_room(app: AppSettings) -> None:
     running = jobs.active_jobs(app.jobs_dir)
     if len(running) >= app.max_jobs:
         names = ", ".join(f"{j.sweep} ({j.job_id})" for j in running)
-        raise gr.Error(f"{len(running)} sweep(s) already running ({names}); the limit is {app.max_jobs}.")
+        raise user_error(f"{len(running)} sweep(s) already running ({names}); the limit is {app.max_jobs}.")
 
 
 def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, sweep: str, limit_value: int | None,
@@ -70,10 +70,11 @@ def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, swee
     """(config, its path, the command, the file written for this job or None); the written file is removed on error."""
     from narrative_eval.config import load_config
 
-    command = [sys.executable, "-m", "experiments.sweep"]
+    # No terminal bars in the log: the sweep reports its progress to the job's progress file instead.
+    command = [sys.executable, "-m", "experiments.sweep", "--no-progress"]
     if mode == FROM_CONFIG:
         if not config_file:
-            raise gr.Error("Pick a config file.")
+            raise user_error("Pick a config file.")
         overrides = [f"sweep={sweep}", f"report_dir={app.reports_dir / '{sweep}'}"]
         config = load_config(app.repo / config_file, overrides, limit=limit_value)
         command += ["--config", config_file] + [part for o in overrides for part in ("--set", o)]
@@ -100,7 +101,7 @@ def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: li
 
     sweep = (sweep or "").strip()
     if not SWEEP_NAME.match(sweep):
-        raise gr.Error("Give the sweep a name: letters, digits, '.', '_' or '-' (e.g. my-first-sweep).")
+        raise user_error("Give the sweep a name: letters, digits, '.', '_' or '-' (e.g. my-first-sweep).")
     limit_value = int(limit) if limit else None
     job_id = time.strftime("%Y%m%d-%H%M%S-") + sweep[:24]
     app.jobs_dir.mkdir(parents=True, exist_ok=True)
@@ -109,7 +110,7 @@ def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: li
     try:
         config, config_path, command, written = _job_config(app, job_id, mode, config_file, sweep, limit_value, form)
     except UserError as error:  # a config the platform rejects is reported, not launched
-        raise gr.Error("The sweep config is not valid: " + "; ".join(error.problems)) from None
+        raise user_error("The sweep config is not valid: " + "; ".join(error.problems)) from None
     cells = len(config.models) * len(config.prompt_settings) * len(config.conditions)
     try:
         return jobs.start_job(app.jobs_dir, study=config.study, sweep=config.sweep, command=command, total_cells=cells,
@@ -117,7 +118,7 @@ def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: li
     except jobs.JobLimitReached as error:  # another launch won the last slot in the meantime
         if written is not None:
             written.unlink(missing_ok=True)
-        raise gr.Error(str(error)) from None
+        raise user_error(str(error)) from None
 
 
 _ended_counts: dict[str, int] = {}
@@ -140,16 +141,80 @@ def _clock(stamp: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(stamp)) if stamp else ""
 
 
+def progress_of(job: jobs.Job) -> tuple[float, str]:
+    """(fraction done, 'cell 2/6 · generate 8/12 requests') from the sweep's progress file (or finished cells)."""
+    state = job.progress()
+    total_cells = max(job.total_cells, 1)
+    if job.status not in jobs.ACTIVE or state is None:
+        done = cells_done(job)
+        return (1.0 if job.status == "finished" else done / total_cells), f"{done}/{job.total_cells} cells"
+    cells = int(state.get("cells_done") or 0)
+    stage_total, stage_done = state.get("total") or 0, int(state.get("done") or 0)
+    within = stage_done / stage_total if stage_total else 0.0
+    text = f"cell {min(cells + 1, total_cells)}/{job.total_cells}"
+    if state.get("stage") and stage_total:
+        text += f" · {state['stage']} {stage_done}/{stage_total} requests"
+    return min((cells + within) / total_cells, 1.0), text
+
+
+def progress_html(app: AppSettings) -> str:
+    """A progress bar for every job still running (read from disk, so it survives a reload or an app restart)."""
+    rows = []
+    for job in jobs.list_jobs(app.jobs_dir)[:20]:
+        if job.status not in jobs.ACTIVE:
+            continue
+        fraction, text = progress_of(job)
+        rows.append(f"<div class='job-progress'><b>{esc(job.sweep)}</b> <progress max='100' value='{100 * fraction:.0f}'>"
+                    f"</progress> {100 * fraction:.0f}% · {esc(text)}</div>")
+    return "".join(rows) or "<div class='job-progress empty'>No sweep running.</div>"
+
+
+def name_note(sweep: str | None) -> str:
+    """Said under the name box: a name that exists resumes that sweep."""
+    name = (sweep or "").strip()
+    if not name:
+        return ""
+    try:
+        existing = tracking.all_sweeps()
+    except Exception:
+        return ""
+    if name in existing:
+        return (f"⚠ A sweep named **{esc(name)}** already exists: launching resumes it (its finished cells are skipped, "
+                "new cells join it). Pick another name for a separate sweep.")
+    return ""
+
+
 def jobs_table(app: AppSettings) -> pd.DataFrame:
     rows = []
     for job in jobs.list_jobs(app.jobs_dir)[:20]:
         end = job.finished_at or time.time()
         elapsed = f"{end - job.started_at:.0f} s" if job.started_at else ""
         last = jobs.log_tail(job, 400).splitlines()
-        rows.append({"job": job.job_id, "sweep": job.sweep, "status": job.status,
+        rows.append({"job": job.job_id, "sweep": job.sweep, "status": job.status, "progress": progress_of(job)[1],
                      "cells": f"{cells_done(job)}/{job.total_cells}", "started": _clock(job.started_at),
                      "elapsed": elapsed, "last output": last[-1][-160:] if last else ""})
-    return pd.DataFrame(rows, columns=["job", "sweep", "status", "cells", "started", "elapsed", "last output"])
+    return pd.DataFrame(rows, columns=["job", "sweep", "status", "progress", "cells", "started", "elapsed", "last output"])
+
+
+def follow(app: AppSettings, job_id: str | None, progress=gr.Progress()):
+    """Progress bar with cell counts while this page stays open (the job itself does not depend on it)."""
+    if not job_id:
+        return gr.Markdown()
+    deadline = time.time() + FOLLOW_SECONDS
+    job = None
+    while time.time() < deadline:
+        job = next((j for j in jobs.list_jobs(app.jobs_dir) if j.job_id == job_id), None)
+        if job is None:
+            break
+        fraction, text = progress_of(job)
+        progress(fraction, desc=f"{job.sweep}: {text}")
+        if job.status not in jobs.ACTIVE:
+            break
+        time.sleep(1.0)
+    if job is None:
+        return "The job's state file is gone."
+    return f"Job `{job.job_id}` ({esc(job.sweep)}): **{job.status}**" + (
+        f" (exit status {job.returncode})" if job.returncode not in (None, 0) else "")
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
@@ -177,12 +242,14 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
                                    elem_id="launch-max-tokens")
             temperature = gr.Number(0.3, minimum=0.0, maximum=2.0, label="Temperature")
     limit = gr.Number(4, precision=0, minimum=0, label="Limit (instances; 0 = all)", elem_id="launch-limit")
+    note = gr.Markdown(elem_id="launch-name-note")
     start = gr.Button("Launch", variant="primary", elem_id="launch-go")
     message = gr.Markdown(elem_id="launch-message")
+    progress_bars = gr.HTML(progress_html(app), elem_id="launch-progress")
     table = gr.Dataframe(jobs_table(app), interactive=False, wrap=True, label="Jobs", elem_id="jobs-table")
     with gr.Row():
-        cancel_id = gr.Dropdown([], label="Job to stop", allow_custom_value=True, scale=3)
-        cancel = gr.Button("Stop job", variant="stop", scale=0)
+        cancel_id = gr.Dropdown([], label="Job to stop", allow_custom_value=True, scale=3, elem_id="launch-cancel-id")
+        cancel = gr.Button("Stop job", variant="stop", scale=0, elem_id="launch-cancel")
     log = gr.Textbox(label="Output of the latest job", lines=8, max_lines=8, interactive=False, elem_id="launch-log")
     timer = gr.Timer(2.0)
     job_state = gr.State(None)
@@ -191,46 +258,33 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
                 [config_group, form_group])
 
     def on_launch(*values):
+        resumed = bool(name_note(values[2]))
         job = launch(app, *values)
-        note = (f"Started **{esc(job.sweep)}** as job `{job.job_id}` ({job.total_cells} cell(s)). "
+        text = (f"Started **{esc(job.sweep)}** as job `{job.job_id}` ({job.total_cells} cell(s)). "
                 "It keeps running if you close this page; its runs appear under **Runs**.")
-        return note, job.job_id, jobs_table(app)
+        if resumed:
+            text += " It resumes the existing sweep of that name."
+        return text, job.job_id, jobs_table(app)
 
-    def follow(job_id: str | None, progress=gr.Progress()):
-        """Progress bar with cell counts while this page stays open (the job itself does not depend on it)."""
-        if not job_id:
-            return gr.Markdown()
-        deadline = time.time() + FOLLOW_SECONDS
-        job = None
-        while time.time() < deadline:
-            job = next((j for j in jobs.list_jobs(app.jobs_dir) if j.job_id == job_id), None)
-            if job is None:
-                break
-            done = cells_done(job)
-            progress((done, max(job.total_cells, 1)), desc=f"{job.sweep}: cells", unit="cells")
-            if job.status not in jobs.ACTIVE:
-                break
-            time.sleep(1.0)
-        if job is None:
-            return "The job's state file is gone."
-        return f"Job `{job.job_id}` ({esc(job.sweep)}): **{job.status}**" + (
-            f" (exit status {job.returncode})" if job.returncode not in (None, 0) else "")
+    def follow_job(job_id: str | None, progress=gr.Progress()):
+        return follow(app, job_id, progress)
 
     def on_tick():
         listed = jobs.list_jobs(app.jobs_dir)
         active = [j.job_id for j in listed if j.status in jobs.ACTIVE]
         tail = jobs.log_tail(listed[0]) if listed else ""
-        return jobs_table(app), gr.Dropdown(choices=active), tail
+        return jobs_table(app), gr.Dropdown(choices=active), tail, progress_html(app)
 
     def on_cancel(job_id: str | None):
         job = next((j for j in jobs.list_jobs(app.jobs_dir) if j.job_id == job_id), None)
         if job is None:
-            raise gr.Error("Pick a running job.")
+            raise user_error("Pick a running job.")
         jobs.cancel_job(job)
         return f"Asked job `{job.job_id}` to stop."
 
     inputs = [mode, config_file, sweep, models, levels, data, limit, seeds, judge, max_tokens, temperature]
-    start.click(on_launch, inputs, [message, job_state, table]).then(follow, [job_state], [message])
-    timer.tick(on_tick, None, [table, cancel_id, log])
+    start.click(on_launch, inputs, [message, job_state, table]).then(follow_job, [job_state], [message])
+    timer.tick(on_tick, None, [table, cancel_id, log, progress_bars])
+    sweep.change(name_note, [sweep], [note])
     cancel.click(on_cancel, [cancel_id], [message])
     return {"sweep": sweep, "start": start, "table": table}

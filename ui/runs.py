@@ -1,20 +1,44 @@
-"""Runs tab: a sweep's cell runs and their metrics, filtered by model, setting, condition, seed and judge."""
+"""Runs tab: a sweep's cell runs with the study's headline numbers first, a chart, a CSV download and links to MLflow.
+
+The metric columns come from the metrics registry (plugins included) and the judges the runs logged:
+model, setting, condition, AtAvg, each automatic metric, then each judge's QAvg and High%. Judge
+dimensions and operational numbers (extraction, failures, tokens, seconds) sit behind a toggle.
+"""
 
 from __future__ import annotations
 
 import re
+import tempfile
+from pathlib import Path
 
 import gradio as gr
 import pandas as pd
 
-from ui.common import STUDIES, AppSettings, cell_runs, column, judge_ids_of, mlflow_ui_available, pick_sweep, run_label, run_link, texts
+from narrative_eval.metrics import METRICS
+from ui.common import (STUDIES, AppSettings, cell_runs, column, judge_ids_of, mlflow_ui_available, pick_sweep, run_label,
+                       run_link, texts)
 
 MEAN = "mean over seeds"
 ALL_JUDGES = "all judges"
-# Columns shown first, in this order, when a run logged them.
-PREFERRED = ("at_avg", "bertscore", "rouge1", "meteor", "chrf", "semf1", "extraction_success_rate", "ci", "adherence",
-             "icir", "request_failure_rate", "completion_tokens", "generation_seconds")
 SEED_PREFIX = re.compile(r"^seed(\d+)/")
+LABELS = {"at_avg": "AtAvg", "bertscore": "BERTScore", "rouge1": "ROUGE-1", "meteor": "METEOR", "chrf": "chrF",
+          "semf1": "Sem-F1", "ci": "Creative Integrity", "adherence": "Adherence", "icir": "ICIR",
+          "extraction_success_rate": "extraction ok", "request_failure_rate": "failed requests",
+          "prompt_tokens": "prompt tokens", "completion_tokens": "completion tokens",
+          "generation_seconds": "generation s", "qavg": "QAvg", "high_pct": "High%", "failure_rate": "judge failures"}
+"""Readable column names; a metric without one (a plugin) is shown under its registered name."""
+STUDY_HEADLINES = ("ci", "adherence", "icir")
+"""Headline numbers of the incremental-delivery study, shown with the automatic metrics."""
+JUDGE_HEADLINES = ("qavg", "high_pct")
+IDENTITY = ["run", "model", "setting", "condition", "status"]
+
+
+def label(metric: str) -> str:
+    """'judge/<id>/qavg' -> 'QAvg · <id>', 'chrf' -> 'chrF'."""
+    if metric.startswith("judge/"):
+        _, judge, name = metric.split("/", 2)
+        return f"{LABELS.get(name, name)} · {judge}"
+    return LABELS.get(metric, metric)
 
 
 def seeds_of(runs: pd.DataFrame) -> list[str]:
@@ -22,37 +46,32 @@ def seeds_of(runs: pd.DataFrame) -> list[str]:
     return [str(s) for s in found]
 
 
-def metric_columns(runs: pd.DataFrame, seed: str, judge: str) -> list[tuple[str, str]]:
-    """(source column, shown name) for the chosen seed (or the mean) and judge."""
+def headline_metrics(judges: list[str]) -> list[str]:
+    """The study's headline numbers, in order: AtAvg, every registered metric, study headlines, each judge's QAvg/High%."""
+    return ["at_avg", *METRICS.names(), *STUDY_HEADLINES, *(f"judge/{j}/{h}" for j in judges for h in JUDGE_HEADLINES)]
+
+
+def metric_columns(runs: pd.DataFrame, seed: str, judge: str, everything: bool = False) -> list[tuple[str, str]]:
+    """(source column, metric name) for the chosen seed (or the mean) and judge: headlines first, the rest if asked."""
     prefix = "metrics." if seed == MEAN else f"metrics.seed{seed}/"
-    chosen = []
+    present = {}
     for name in runs.columns:
-        if not name.startswith(prefix):
+        metric = name[len(prefix):] if name.startswith(prefix) else None
+        if metric is None or (seed == MEAN and (SEED_PREFIX.match(metric) or metric.endswith("_sd"))):
             continue
-        metric = name[len(prefix):]
-        if seed == MEAN and (SEED_PREFIX.match(metric) or metric.endswith("_sd")):
+        if metric.startswith("judge/") and judge != ALL_JUDGES and metric.split("/")[1] != judge:
             continue
-        if metric.startswith("extraction_") and metric != "extraction_success_rate":
-            continue
-        if metric.startswith("judge/"):
-            judge_id = metric.split("/")[1]
-            if judge != ALL_JUDGES and judge_id != judge:
-                continue
-        chosen.append((name, metric))
-    order = {metric: i for i, metric in enumerate(PREFERRED)}
-    chosen.sort(key=lambda pair: (not pair[1].startswith("judge/") and pair[1] not in order,
-                                  order.get(pair[1], len(order)), pair[1]))
+        present[metric] = name
+    judges = list(dict.fromkeys(m.split("/")[1] for m in present if m.startswith("judge/")))
+    headlines = [m for m in headline_metrics(judges) if m in present]
+    chosen = [(present[m], m) for m in headlines]
+    if everything:
+        chosen += [(present[m], m) for m in sorted(present) if m not in headlines]
     return chosen
 
 
-def runs_table(study: str, sweep: str | None, models: list[str], settings_: list[str], conditions: list[str],
-               seed: str, judge: str, app: AppSettings) -> tuple[pd.DataFrame, str]:
-    runs = cell_runs(study, sweep, finished_only=False)
-    if runs.empty:
-        return pd.DataFrame({"": [texts()["no_runs"] if sweep else texts()["no_sweeps"]]}), ""
-    for values, name in ((models, "params.model_id"), (settings_, "params.prompt_setting"), (conditions, "params.condition")):
-        if values:
-            runs = runs[column(runs, name).isin(values)]
+def runs_frame(runs: pd.DataFrame, seed: str, judge: str, everything: bool) -> pd.DataFrame:
+    """One row per run: identity columns, then the metrics under readable names, then the full run id."""
     table = pd.DataFrame({
         "run": [run_label(row) for _, row in runs.iterrows()],
         "model": column(runs, "params.model_id").fillna("").values,
@@ -60,15 +79,77 @@ def runs_table(study: str, sweep: str | None, models: list[str], settings_: list
         "condition": column(runs, "params.condition").fillna("").values,
         "status": column(runs, "status").fillna("").values,
     })
-    for source, shown in metric_columns(runs, seed or MEAN, judge or ALL_JUDGES):
-        table[shown] = pd.to_numeric(runs[source], errors="coerce").round(4).values
-    note = ""
+    for source, metric in metric_columns(runs, seed, judge, everything):
+        table[label(metric)] = pd.to_numeric(runs[source], errors="coerce").round(4).values
+    table["run id"] = column(runs, "run_id").values
+    return table
+
+
+def filtered_runs(study: str, sweep: str | None, models: list[str], settings_: list[str], conditions: list[str]) -> pd.DataFrame:
+    runs = cell_runs(study, sweep, finished_only=False)
+    for values, name in ((models, "params.model_id"), (settings_, "params.prompt_setting"), (conditions, "params.condition")):
+        if values and not runs.empty:
+            runs = runs[column(runs, name).isin(values)]
+    return runs
+
+
+def runs_table(study: str, sweep: str | None, models: list[str], settings_: list[str], conditions: list[str],
+               seed: str, judge: str, app: AppSettings, everything: bool = False) -> tuple[pd.DataFrame, str]:
+    """The table shown (run ids linked to MLflow when its UI answers) and a note under it."""
+    runs = filtered_runs(study, sweep, models, settings_, conditions)
+    if runs.empty:
+        return pd.DataFrame({"": [texts()["no_runs"] if sweep else texts()["no_sweeps"]]}), ""
+    table = runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, everything)
     if mlflow_ui_available(app.mlflow_ui_url):
-        table["mlflow"] = [f"[open]({run_link(app.mlflow_ui_url, e, r)})"
+        table["run id"] = [f"[{r[:8]}]({run_link(app.mlflow_ui_url, e, r)})"
                            for e, r in zip(column(runs, "experiment_id"), column(runs, "run_id"))]
-    else:
-        note = f"Links to runs appear when `mlflow ui` answers at {app.mlflow_ui_url}."
-    return table, note
+        return table, ""
+    table["run id"] = [r[:8] for r in table["run id"]]
+    return table, f"Run ids link to MLflow when `mlflow ui` answers at {app.mlflow_ui_url}."
+
+
+def csv_file(study: str, sweep: str | None, models, settings_, conditions, seed: str, judge: str) -> str | None:
+    """Every column of the filtered runs (full run ids), as a CSV file to download."""
+    runs = filtered_runs(study, sweep, models or [], settings_ or [], conditions or [])
+    if runs.empty:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="narrative-eval-runs-"))
+    path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', sweep or 'runs')}-runs.csv"
+    runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, everything=True).to_csv(path, index=False)
+    return str(path)
+
+
+def chart_choices(runs: pd.DataFrame) -> list[str]:
+    """What the bar chart can show: AtAvg and each judge's QAvg, when logged."""
+    choices = ["AtAvg"] if "metrics.at_avg" in runs.columns else []
+    return choices + [f"QAvg · {j}" for j in judge_ids_of(list(runs.columns))
+                      if f"metrics.judge/{j}/qavg" in runs.columns]
+
+
+def chart(runs: pd.DataFrame, shown: str | None):
+    """Grouped bars: the chosen number per model, one bar per prompt setting (finished runs only)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if runs.empty or not shown:
+        return None
+    source = "metrics.at_avg" if shown == "AtAvg" else f"metrics.judge/{shown.split(' · ', 1)[1]}/qavg"
+    done = runs[column(runs, "status") == "FINISHED"] if "status" in runs.columns else runs
+    if source not in done.columns or done.empty:
+        return None
+    frame = pd.DataFrame({"model": column(done, "params.model_id").values, "setting": column(done, "params.prompt_setting").values,
+                          "value": pd.to_numeric(done[source], errors="coerce").values})
+    pivot = frame.pivot_table(index="model", columns="setting", values="value", aggfunc="mean")
+    figure, axes = plt.subplots(figsize=(7, 3.2))
+    pivot.plot.bar(ax=axes, rot=0)
+    axes.set_ylabel(shown)
+    axes.set_xlabel("")
+    axes.legend(title="setting", fontsize=8, ncols=min(len(pivot.columns), 6))
+    figure.tight_layout()
+    plt.close(figure)
+    return figure
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
@@ -83,9 +164,15 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         condition = gr.Dropdown([], multiselect=True, label="Conditions")
         seed = gr.Dropdown([MEAN], value=MEAN, label="Seed")
         judge = gr.Dropdown([ALL_JUDGES], value=ALL_JUDGES, label="Judge")
-    table = gr.Dataframe(pd.DataFrame({"": ["Loading runs…"]}), interactive=False, wrap=True, elem_id="runs-table",
-                         datatype="markdown")
+    everything = gr.Checkbox(False, label="Show judge dimensions and operational columns (extraction, failures, tokens, time)",
+                             elem_id="runs-everything")
+    table = gr.Dataframe(pd.DataFrame({"": ["Loading runs…"]}), interactive=False, wrap=False, elem_id="runs-table",
+                         datatype="markdown", max_height=520)
     note = gr.Markdown(elem_id="runs-note")
+    with gr.Row():
+        download = gr.DownloadButton("Download CSV", elem_id="runs-download", scale=0)
+        shown = gr.Dropdown([], label="Chart", elem_id="runs-chart-metric", scale=1)
+    plot = gr.Plot(elem_id="runs-chart", show_label=False)
 
     def on_study(study_name: str, current: str | None = None):
         names, value = pick_sweep(study_name, current)
@@ -93,26 +180,33 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
 
     def on_sweep(study_name: str, sweep_name: str | None):
         runs = cell_runs(study_name, sweep_name, finished_only=False)
+
         def options(name: str) -> list[str]:
             return sorted({str(v) for v in column(runs, name).dropna() if str(v)}) if not runs.empty else []
         judges = judge_ids_of(list(runs.columns)) if not runs.empty else []
-        shown, shown_note = runs_table(study_name, sweep_name, [], [], [], MEAN, ALL_JUDGES, app)
+        charts = chart_choices(runs) if not runs.empty else []
         return (gr.Dropdown(choices=options("params.model_id"), value=[]),
                 gr.Dropdown(choices=options("params.prompt_setting"), value=[]),
                 gr.Dropdown(choices=options("params.condition"), value=[]),
                 gr.Dropdown(choices=[MEAN, *seeds_of(runs)], value=MEAN),
                 gr.Dropdown(choices=[ALL_JUDGES, *judges], value=ALL_JUDGES),
-                shown, shown_note)
+                gr.Dropdown(choices=charts, value=charts[0] if charts else None))
 
-    def on_filter(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_):
-        return runs_table(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [], seed_, judge_, app)
+    def on_filter(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, everything_, shown_):
+        shown_table, shown_note = runs_table(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [],
+                                             seed_, judge_, app, bool(everything_))
+        runs = filtered_runs(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [])
+        path = csv_file(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_)
+        return shown_table, shown_note, gr.DownloadButton(value=path, interactive=path is not None), chart(runs, shown_)
 
-    filters = [study, sweep, models, setting, condition, seed, judge]
-    sweep_outputs = [models, setting, condition, seed, judge, table, note]
+    filters = [study, sweep, models, setting, condition, seed, judge, everything, shown]
+    outputs = [table, note, download, plot]
+    sweep_outputs = [models, setting, condition, seed, judge, shown]
     study.change(on_study, [study], [sweep])
-    sweep.change(on_sweep, [study, sweep], sweep_outputs)
-    for control in (models, setting, condition, seed, judge):
-        control.input(on_filter, filters, [table, note])
-    refresh.click(on_study, [study, sweep], [sweep]).then(on_sweep, [study, sweep], sweep_outputs)
+    sweep.change(on_sweep, [study, sweep], sweep_outputs).then(on_filter, filters, outputs)
+    for control in (models, setting, condition, seed, judge, everything, shown):
+        control.input(on_filter, filters, outputs)
+    refresh.click(on_study, [study, sweep], [sweep]).then(on_sweep, [study, sweep], sweep_outputs).then(
+        on_filter, filters, outputs)
     demo.load(on_study, [study], [sweep])
     return {"study": study, "sweep": sweep, "table": table, "refresh": refresh}

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import re
 import sqlite3
 
 import pytest
+from browser_helpers import choose, open_tab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 LAUNCHED_SWEEP = "ui-launched"
-
-
-def open_tab(page, title: str) -> None:
-    page.get_by_role("tab", name=title).click()
-
-
-def choose(page, elem_id: str, option: str) -> None:
-    """Pick an option of a Gradio dropdown."""
-    page.locator(f"#{elem_id} input").first.click()
-    # A selected option's accessible name carries a check mark before the text.
-    page.get_by_role("option", name=re.compile(rf"(^|\s){re.escape(option)}$")).first.click()
 
 
 def test_runs_tab_lists_the_sweep_runs(page, e2e_sweep, screenshot):
@@ -32,7 +21,7 @@ def test_runs_tab_lists_the_sweep_runs(page, e2e_sweep, screenshot):
     expect(table).to_contain_text("smollm2")
     expect(table).to_contain_text("gemma3")
     expect(table).to_contain_text("FINISHED")
-    expect(table).to_contain_text("at_avg")
+    expect(table).to_contain_text("AtAvg")
     screenshot(page, "runs")
 
 

@@ -117,3 +117,14 @@ def test_a_stopped_sweep_ends_its_runs_killed_with_their_params(tmp_path, repo_r
     assert parent.info.status == "KILLED"
     # The tabs open on the newest sweep that has a finished cell, never on this dead one.
     assert sweep not in tracking.finished_sweeps("infilling")
+
+
+def test_escape_codes_and_progress_bars_leave_the_log_tail(tmp_path):
+    """The Launch tab's output box showed tqdm bars and '[A' cursor codes; only real output lines remain."""
+    noisy = ("import sys; sys.stdout.write('\\x1b[32mWARNING\\x1b[0m cache moved\\n"
+             "cells:  50%|#####     | 1/2 [00:03<00:03]\\x1b[A\\r\\n"
+             "smollm2/L2: generate 100%|##########| 2/2 [00:01<00:00]\\n\\x1b[Acells: 1 finished\\n')")
+    job = jobs.start_job(tmp_path, study="infilling", sweep="noisy", total_cells=1, cwd=REPO_ROOT,
+                         command=[sys.executable, "-c", noisy])
+    ended = wait_until_ended(tmp_path, job.job_id)
+    assert jobs.log_tail(ended).splitlines() == ["WARNING cache moved", "cells: 1 finished"]

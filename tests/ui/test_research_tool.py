@@ -1,0 +1,129 @@
+"""The app as a research tool, in headless Chromium: readable Runs with chart and CSV, Launch progress that
+survives a reload, Annotate with scale descriptions and progress, empty states that say what to do,
+downloadable tables, and user mistakes shown inline without a traceback in the app's log."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import pytest
+from browser_helpers import choose, open_tab
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PROGRESS_SWEEP = "ui-progress"
+
+
+def test_runs_shows_headline_numbers_first_with_chart_csv_and_run_ids(page, e2e_sweep, screenshot, tmp_path):
+    from playwright.sync_api import expect
+
+    open_tab(page, "Runs")
+    choose(page, "runs-sweep", e2e_sweep)
+    table = page.locator("#runs-table")
+    expect(table).to_contain_text("gemma3")
+    headers = [h.strip() for h in table.locator("th").all_inner_texts() if h.strip()]
+    first = ["run", "model", "setting", "condition", "status", "AtAvg", "BERTScore", "ROUGE-1", "METEOR", "chrF", "Sem-F1"]
+    assert [h for h in headers if h in first] == first and headers.index("AtAvg") == 5, headers
+    assert any(h.startswith("QAvg · ") for h in headers) and any(h.startswith("High% · ") for h in headers)
+    assert "run id" in headers and "extraction ok" not in headers
+    expect(page.locator("#runs-chart img").first).to_be_visible(timeout=60_000)
+    screenshot(page, "runs-research")
+
+    page.locator("#runs-everything input").check()
+    expect(table.locator("th").filter(has_text="extraction ok")).to_have_count(1)
+    with page.expect_download() as download:
+        page.locator("#runs-download").click()
+    saved = tmp_path / "runs.csv"
+    download.value.save_as(saved)
+    rows = list(csv.DictReader(saved.open()))
+    assert len(rows) == 2 and {r["model"] for r in rows} == {"smollm2", "gemma3"}
+    assert all(len(r["run id"]) == 32 and r["AtAvg"] for r in rows)  # full ids and every column in the file
+    screenshot(page, "runs-all-columns")
+
+
+def test_launch_progress_survives_a_reload_and_a_reused_name_is_flagged(page, e2e_sweep, ui_paths, screenshot):
+    from playwright.sync_api import expect
+
+    open_tab(page, "Launch")
+    name = page.locator("#launch-sweep textarea, #launch-sweep input").first
+    name.fill(e2e_sweep)
+    name.blur()
+    expect(page.locator("#launch-name-note")).to_contain_text("already exists")
+    name.fill(PROGRESS_SWEEP)
+    page.locator("#launch-limit input").fill("12")
+    page.locator("#launch-max-tokens input").fill("48")
+    page.locator("#launch-go").click()
+    bars = page.locator("#launch-progress")
+    expect(bars).to_contain_text(re.compile(r"generate \d+/\d+ requests"), timeout=240_000)
+    screenshot(page, "launch-progress")
+    page.reload()
+    page.wait_for_selector("#tabs")
+    open_tab(page, "Launch")
+    expect(page.locator("#launch-progress")).to_contain_text(PROGRESS_SWEEP)
+    expect(page.locator("#launch-progress progress")).to_have_count(1)
+    log = page.locator("#launch-log textarea")
+    assert "\x1b" not in log.input_value() and "[A" not in log.input_value()
+    screenshot(page, "launch-progress-after-reload")
+    # Stop it from the page: the job reads as cancelled (and its runs end KILLED, not RUNNING).
+    from ui import jobs
+
+    job_id = next(j.job_id for j in jobs.list_jobs(ui_paths["jobs"]) if j.sweep == PROGRESS_SWEEP)
+    choose(page, "launch-cancel-id", job_id)
+    page.locator("#launch-cancel").click()
+    expect(page.locator("#launch-message")).to_contain_text("Asked job")
+    expect(page.locator("#jobs-table")).to_contain_text("cancelled", timeout=180_000)
+
+
+def test_annotate_describes_the_scale_counts_progress_and_advances(page, e2e_sweep, screenshot):
+    from playwright.sync_api import expect
+
+    open_tab(page, "Annotate")
+    page.locator("#annotate-rater textarea, #annotate-rater input").first.fill("scale-rater")
+    page.locator("#annotate-mode").get_by_text("pointwise", exact=True).click()
+    choose(page, "annotate-sweep", e2e_sweep)
+    page.locator("#annotate-next").click()
+    expect(page.locator("#annotate-progress")).to_contain_text(re.compile(r"\b0 of [1-6]\b"))
+    expect(page.locator("#annotate-fluency")).to_contain_text("1 broken or unreadable")
+    first_item = page.locator("#annotate-item").inner_text()
+    for key in ("fluency", "faithfulness", "coherence", "consistency", "informativeness"):
+        page.locator(f"#annotate-{key}").get_by_text("4", exact=True).click()
+    page.locator("#annotate-submit").click()
+    expect(page.locator("#annotate-progress")).to_contain_text(re.compile(r"\b1 of [1-6]\b"))
+    expect(page.locator("#annotate-message")).to_contain_text("Saved")
+    assert page.locator("#annotate-item").inner_text() != first_item  # the next item came by itself
+    page.get_by_text("Agreement with the judge").click()
+    page.get_by_role("button", name="Compute").click()
+    expect(page.locator("#annotate-few")).to_contain_text("too uncertain")
+    screenshot(page, "annotate-scale-progress")
+
+
+def test_empty_states_say_what_to_do_and_tables_download(page, e2e_sweep, screenshot):
+    from playwright.sync_api import expect
+
+    open_tab(page, "Conversations")
+    expect(page.locator("#conv-finals code")).to_contain_text("experiments/configs/incremental_embedded.yaml")
+    screenshot(page, "conversations-empty")
+    open_tab(page, "Figures")
+    choose(page, "figures-sweep", e2e_sweep)
+    downloads = page.locator("#figures-downloads")
+    expect(downloads).to_contain_text(".csv")
+    expect(downloads).to_contain_text(".tex")
+    screenshot(page, "figures-downloads")
+
+
+def test_a_user_mistake_is_shown_without_a_traceback_in_the_log(page, ui_paths, screenshot):
+    from playwright.sync_api import expect
+
+    log_path = ui_paths["reports"].parent / "app.log"
+    before = log_path.stat().st_size
+    open_tab(page, "Annotate")
+    page.locator("#annotate-rater textarea, #annotate-rater input").first.fill("")
+    page.locator("#annotate-next").click()
+    expect(page.get_by_text("Type your name first")).to_be_visible()
+    screenshot(page, "user-error-inline")
+    page.wait_for_timeout(1000)
+    with log_path.open() as handle:
+        handle.seek(before)
+        log = handle.read()
+    assert "Type your name first" not in log and "Traceback" not in log, log[-3000:]
