@@ -10,6 +10,7 @@ JudgeResult(ok=False) with every raw reply and the last validation error.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -220,11 +221,11 @@ def summarize(results: Sequence[JudgeResult]) -> dict[str, float]:
     keys = list(dict.fromkeys(key for r in valid for key in r.scores))
     for key in keys:
         values = [r.scores[key] for r in valid if r.scores.get(key) is not None]
-        metrics[key] = sum(values) / len(values) if values else math.nan
+        metrics[key] = statistics.fmean(values) if values else math.nan
     rubric = load_rubric(results[0].rubric)
     if rubric.kind == "scores" and not any(d.nullable for d in rubric.dimensions):
         per_item = [qavg(r.scores, rubric.keys) for r in valid]
-        metrics["qavg"] = sum(per_item) / len(per_item) if per_item else math.nan
+        metrics["qavg"] = statistics.fmean(per_item) if per_item else math.nan
         metrics["high_pct"] = 100 * sum(q > HIGH_QUALITY_THRESHOLD for q in per_item) / len(per_item) if per_item else math.nan
     if rubric.kind == "pairwise" and valid and "consistent" in valid[0].details:
         metrics["order_consistency"] = pairwise_consistency(valid)
