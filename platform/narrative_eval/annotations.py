@@ -13,6 +13,7 @@ replaces the earlier rating.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -386,9 +387,10 @@ def read_ratings_csv(path: str | Path, dimensions: Sequence[str]) -> list[dict[s
     import csv
 
     from narrative_eval.data.errors import DataError, DataErrors
+    from narrative_eval.errors import read_text
 
     path = Path(path)
-    with path.open(newline="", encoding="utf-8") as handle:
+    with io.StringIO(read_text(path, "ratings file"), newline="") as handle:
         reader = csv.DictReader(handle)
         header = reader.fieldnames or []
         missing = [c for c in RATING_KEYS if c != "seed" and c not in header]

@@ -140,8 +140,5 @@ def test_score_records_on_arbitrary_bytes(data):
     load_bytes({"scores.jsonl": data}, lambda paths: load_score_records(paths["scores.jsonl"]))
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeDecodeError,
-                   reason="annotations.read_ratings_csv opens the file as UTF-8 itself instead of through "
-                          "narrative_eval.errors.read_text; the report command checks the file first")
 def test_ratings_csv_on_undecodable_bytes():
     load_bytes({"ratings.csv": b"\xff\xfe\x00rater"}, lambda paths: read_ratings_csv(paths["ratings.csv"], DIMENSIONS))
