@@ -19,15 +19,14 @@ import pandas as pd
 import yaml
 
 from narrative_eval import tracking
+from narrative_eval.data.infilling import BLANK_RE
+from narrative_eval.studies.base import STUDIES as STUDY_REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
 """The repository root (the app resolves data, reports and configs against it)."""
 
-STUDIES = ("infilling", "incremental-delivery")
-"""MLflow experiments, one per study."""
-
-BLANK_RE = re.compile(r"_{3,}")
-"""A blank in a passage: a run of three or more underscores (as the data loader reads it)."""
+STUDIES = tuple(entry.meta["experiment"] for entry in STUDY_REGISTRY.entries())
+"""MLflow experiments, one per registered study."""
 
 
 TEXTS_PATH = Path(__file__).with_name("texts.yaml")

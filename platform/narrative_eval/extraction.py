@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from narrative_eval.data.infilling import BLANK_RE
 from narrative_eval.records import ExtractionResult
 
-BLANK = re.compile(r"_{3,}")
 THINK_END = re.compile(r"</think>", re.IGNORECASE)
 TAGGED = re.compile(r"<\s*answer\s*>(.*?)<\s*/\s*answer\s*>", re.IGNORECASE | re.DOTALL)
 BRACKETED = re.compile(r"\[\s*answer\s*\](.*?)\[\s*/\s*answer\s*\]", re.IGNORECASE | re.DOTALL)
@@ -34,7 +34,7 @@ def _clean(text: str) -> str:
 
 def _usable(candidate: str, ignore: set[str]) -> bool:
     cleaned = _clean(candidate)
-    return bool(cleaned) and not BLANK.search(cleaned) and cleaned.lower() not in ignore
+    return bool(cleaned) and not BLANK_RE.search(cleaned) and cleaned.lower() not in ignore
 
 
 def _from_tags(reply: str, ignore: set[str]) -> str | None:
@@ -74,7 +74,7 @@ def _anchors(context: str, from_end: bool) -> list[str]:
 
 
 def _from_echo(reply: str, problem: str, ignore: set[str]) -> str | None:
-    match = BLANK.search(problem)
+    match = BLANK_RE.search(problem)
     if not match:
         return None
     before, after = problem[: match.start()], problem[match.end() :]

@@ -15,7 +15,6 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from collections import Counter
@@ -34,6 +33,7 @@ from narrative_eval.data.infilling import (
     save_instances,
     sentences,
 )
+from narrative_eval.data.jsonl import read_jsonl
 from narrative_eval.records import InfillingInstance, Position
 
 
@@ -60,23 +60,15 @@ def load_passages(path: str | Path) -> list[Passage]:
     passages: list[Passage] = []
     errors: list[DataError] = []
     for file in files:
-        with file.open(encoding="utf-8-sig") as handle:
-            for line_no, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    errors.append(DataError(file, line_no, f"invalid JSON: {exc.msg} (column {exc.colno})"))
-                    continue
-                if not isinstance(record, dict):
-                    errors.append(DataError(file, line_no, "expected a JSON object"))
-                    continue
-                empty = [key for key in ("dataset", "ref_id", "text") if not str(record.get(key) or "").strip()]
-                if empty:
-                    errors.append(DataError(file, line_no, f"missing or empty field(s): {', '.join(empty)}"))
-                    continue
-                passages.append(Passage(str(record["dataset"]).strip(), str(record["ref_id"]).strip(), str(record["text"])))
+        for line_no, record in read_jsonl(file, "passage file"):
+            if isinstance(record, DataError):
+                errors.append(record)
+                continue
+            empty = [key for key in ("dataset", "ref_id", "text") if not str(record.get(key) or "").strip()]
+            if empty:
+                errors.append(DataError(file, line_no, f"missing or empty field(s): {', '.join(empty)}"))
+                continue
+            passages.append(Passage(str(record["dataset"]).strip(), str(record["ref_id"]).strip(), str(record["text"])))
     if errors:
         raise DataErrors(errors)
     return passages

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.data.errors import DataError, DataErrors
+from narrative_eval.data.jsonl import read_jsonl
 from narrative_eval.errors import read_text
 from narrative_eval.records import InfillingInstance, Position
 
@@ -275,26 +276,12 @@ def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | DataError]]:
     """Yield (line, object) per non-blank line; bad JSON and missing fields become errors."""
-    with io.StringIO(read_text(path, "instances file")) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield line_no, DataError(path, line_no, f"invalid JSON: {exc.msg} (column {exc.colno})")
-                continue
-            except RecursionError:
-                yield line_no, DataError(path, line_no, "invalid JSON: nested too deeply")
-                continue
-            if not isinstance(record, dict):
-                yield line_no, DataError(path, line_no, "expected a JSON object")
-                continue
-            missing = [name for name in COLUMNS if name not in record]
-            if missing:
-                yield line_no, DataError(path, line_no, f"missing field(s): {', '.join(missing)}")
-                continue
-            yield line_no, record
+    for line_no, record in read_jsonl(path, "instances file"):
+        missing = [] if isinstance(record, DataError) else [name for name in COLUMNS if name not in record]
+        if missing:
+            yield line_no, DataError(path, line_no, f"missing field(s): {', '.join(missing)}")
+            continue
+        yield line_no, record
 
 
 def _as_text(value: Any) -> str:

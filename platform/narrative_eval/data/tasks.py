@@ -14,13 +14,13 @@ and raised together (DataErrors) so a file can be fixed in one pass.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from narrative_eval.data.errors import DataError, DataErrors
+from narrative_eval.data.jsonl import read_jsonl
 from narrative_eval.errors import read_text
 from narrative_eval.records import Constraint, WritingTask
 
@@ -164,6 +164,61 @@ def _check_constraint_line(record: Any) -> list[str]:
     return problems
 
 
+def _read_checklists(
+    constraints_path: Path,
+    tasks_path: Path,
+    tasks: dict[str, tuple[int, dict[str, Any]]],
+    invalid_tasks: set[str],
+    errors: list[DataError],
+) -> tuple[dict[str, tuple[Constraint, ...]], set[str]]:
+    """Each task's checklist from the constraints file, checked against its task; problems go to `errors`.
+    Returns the checklists and the stories whose checklist line was rejected (already reported)."""
+    checklists: dict[str, tuple[Constraint, ...]] = {}
+    checklist_lines: dict[str, int] = {}
+    rejected: set[str] = set()  # stories whose checklist line was invalid (already reported)
+    for line_no, record in read_jsonl(constraints_path, "constraints file"):
+        if isinstance(record, DataError):
+            errors.append(record)
+            continue
+        problems = _check_constraint_line(record)
+        if problems:
+            errors.extend(DataError(constraints_path, line_no, p) for p in problems)
+            if isinstance(record, dict) and isinstance(record.get("story_id"), str):
+                rejected.add(record["story_id"])
+            continue
+        sid = record["story_id"]
+        if sid in invalid_tasks and sid not in tasks:
+            continue
+        if sid not in tasks:
+            errors.append(DataError(constraints_path, line_no, f"unknown story_id {sid!r} (not in {tasks_path.name})"))
+            continue
+        if sid in checklists:
+            errors.append(
+                DataError(constraints_path, line_no, f"second checklist for {sid!r} (first at line {checklist_lines[sid]})")
+            )
+            continue
+        task = tasks[sid][1]
+        if record["domain"] != task["domain"] or record["item_id"] != task["item_id"]:
+            errors.append(
+                DataError(constraints_path, line_no, f"domain/item_id disagree with story_id {sid!r} in the tasks file")
+            )
+            rejected.add(sid)
+        n_shards = len(task["shards"])
+        bad = [
+            f"constraint {item['constraint_id']!r}: introduced_at_shard {item['introduced_at_shard']} "
+            f"outside the task's {n_shards} shards (0-{n_shards - 1})"
+            for item in record["constraints"]
+            if not 0 <= item["introduced_at_shard"] < n_shards
+        ]
+        if bad:
+            errors.extend(DataError(constraints_path, line_no, p) for p in bad)
+            rejected.add(sid)
+            continue
+        checklists[sid] = tuple(Constraint(**{k: item[k] for k in CONSTRAINT_FIELDS}) for item in record["constraints"])
+        checklist_lines[sid] = line_no
+    return checklists, rejected
+
+
 def load_tasks(tasks_json: str | Path, constraints_jsonl: str | Path | None = None) -> list[WritingTask]:
     """Read a task set and its checklist; raise DataErrors naming file:line for every problem.
 
@@ -201,57 +256,7 @@ def load_tasks(tasks_json: str | Path, constraints_jsonl: str | Path | None = No
             continue
         tasks[sid] = (line, element)
 
-    checklists: dict[str, tuple[Constraint, ...]] = {}
-    checklist_lines: dict[str, int] = {}
-    rejected: set[str] = set()  # stories whose checklist line was invalid (already reported)
-    with io.StringIO(read_text(constraints_path, "constraints file")) as handle:
-        for line_no, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                errors.append(DataError(constraints_path, line_no, f"invalid JSON: {exc.msg} (column {exc.colno})"))
-                continue
-            except RecursionError:
-                errors.append(DataError(constraints_path, line_no, "invalid JSON: nested too deeply"))
-                continue
-            problems = _check_constraint_line(record)
-            if problems:
-                errors.extend(DataError(constraints_path, line_no, p) for p in problems)
-                if isinstance(record, dict) and isinstance(record.get("story_id"), str):
-                    rejected.add(record["story_id"])
-                continue
-            sid = record["story_id"]
-            if sid in invalid_tasks and sid not in tasks:
-                continue
-            if sid not in tasks:
-                errors.append(DataError(constraints_path, line_no, f"unknown story_id {sid!r} (not in {tasks_path.name})"))
-                continue
-            if sid in checklists:
-                errors.append(
-                    DataError(constraints_path, line_no, f"second checklist for {sid!r} (first at line {checklist_lines[sid]})")
-                )
-                continue
-            task = tasks[sid][1]
-            if record["domain"] != task["domain"] or record["item_id"] != task["item_id"]:
-                errors.append(
-                    DataError(constraints_path, line_no, f"domain/item_id disagree with story_id {sid!r} in the tasks file")
-                )
-                rejected.add(sid)
-            n_shards = len(task["shards"])
-            bad = [
-                f"constraint {item['constraint_id']!r}: introduced_at_shard {item['introduced_at_shard']} "
-                f"outside the task's {n_shards} shards (0-{n_shards - 1})"
-                for item in record["constraints"]
-                if not 0 <= item["introduced_at_shard"] < n_shards
-            ]
-            if bad:
-                errors.extend(DataError(constraints_path, line_no, p) for p in bad)
-                rejected.add(sid)
-                continue
-            checklists[sid] = tuple(Constraint(**{k: item[k] for k in CONSTRAINT_FIELDS}) for item in record["constraints"])
-            checklist_lines[sid] = line_no
+    checklists, rejected = _read_checklists(constraints_path, tasks_path, tasks, invalid_tasks, errors)
 
     for sid, (line, _) in tasks.items():
         if sid not in checklists and sid not in rejected:

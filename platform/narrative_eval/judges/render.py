@@ -66,6 +66,12 @@ def _messages(rubric: Rubric, values: Mapping[str, str]) -> list[Message]:
     ]
 
 
+def _task_messages(rubric: str, task: str, requirements: Sequence[Requirement], **responses: str) -> list[Message]:
+    """A creative-writing rubric's prompt: the brief, its numbered requirements and the response(s)."""
+    values = {"task": task, "requirements": format_requirements(normalize_requirements(requirements)), **responses}
+    return _messages(load_rubric(rubric), values)
+
+
 def render_infilling(problem: str, candidate: str, *, rubric: str = "infilling_narrative") -> list[Message]:
     """Judge prompt for one infill: the passage with its blank and the candidate fill."""
     return _messages(load_rubric(rubric), {"problem": problem, "candidate": candidate})
@@ -75,18 +81,14 @@ def render_checklist(
     task: str, requirements: Sequence[Requirement], response: str, *, rubric: str = "creative_checklist"
 ) -> list[Message]:
     """Judge prompt for requirement adherence: the brief, its numbered requirements, the response."""
-    items = normalize_requirements(requirements)
-    values = {"task": task, "requirements": format_requirements(items), "response": response}
-    return _messages(load_rubric(rubric), values)
+    return _task_messages(rubric, task, requirements, response=response)
 
 
 def render_quality(
     task: str, requirements: Sequence[Requirement], response: str, *, rubric: str = "creative_quality"
 ) -> list[Message]:
     """Judge prompt for writing quality: the brief, its requirements, the response."""
-    items = normalize_requirements(requirements)
-    values = {"task": task, "requirements": format_requirements(items), "response": response}
-    return _messages(load_rubric(rubric), values)
+    return _task_messages(rubric, task, requirements, response=response)
 
 
 def render_pairwise(
@@ -98,14 +100,7 @@ def render_pairwise(
     rubric: str = "pairwise",
 ) -> list[Message]:
     """Judge prompt for a pairwise preference, responses shown in the order given."""
-    items = normalize_requirements(requirements)
-    values = {
-        "task": task,
-        "requirements": format_requirements(items),
-        "response_a": response_a,
-        "response_b": response_b,
-    }
-    return _messages(load_rubric(rubric), values)
+    return _task_messages(rubric, task, requirements, response_a=response_a, response_b=response_b)
 
 
 _RENDERERS: dict[str, Callable[..., list[Message]]] = {
