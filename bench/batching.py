@@ -66,7 +66,7 @@ def engine_options(args: argparse.Namespace) -> dict:
 
     options = {"max_model_len": 4096, "enable_prefix_caching": True}
     if not gpu_present():
-        options.update({"enforce_eager": True, "kv_cache_memory_gib": 2})
+        options.update({"enforce_eager": True, "kv_cache_memory_gib": 2, "enable_chunked_prefill": False})
     for item in args.vllm_option:
         key, _, value = item.partition("=")
         options[key] = yaml.safe_load(value)
@@ -173,7 +173,8 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     if "kv_cache_memory_gib" in options:
         command += ["--kv-cache-memory-bytes", str(int(options.pop("kv_cache_memory_gib") * 2**30))]
     for key, value in options.items():
-        command += [f"--{key.replace('_', '-')}", str(value)]
+        flag = key.replace("_", "-")
+        command += [f"--{flag}" if value else f"--no-{flag}"] if isinstance(value, bool) else [f"--{flag}", str(value)]
     log = open(Path(os.environ["NARRATIVE_EVAL_CACHE"]).parent / "server.log", "w")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 900

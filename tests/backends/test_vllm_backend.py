@@ -75,6 +75,16 @@ def test_same_spec_and_seed_give_the_same_reply_on_a_rerun(engine, conversations
     assert [r.text for r in replayed] == [r.text for r in stored] == [r.text for r in first]
 
 
+def test_a_seeded_batch_larger_than_one_engine_step_completes(engine):
+    """More prompt tokens than one step takes: vLLM 0.32's CPU runner crashed on a seeded request whose
+    prompt was split across steps, so the backend keeps prompts whole (no chunked prefill)."""
+    story = "The keeper of the lighthouse counted the steps aloud every evening. " * 20
+    batch = [[Message(role="user", content=f"{index}. {story} Continue the story.")] for index in range(40)]
+    replies = engine.generate(batch, [params(seed, max_new_tokens=4) for seed in range(40)])
+    assert sum(r.prompt_tokens for r in replies) > 8192
+    assert all(r.ok and r.completion_tokens > 0 for r in replies)
+
+
 def test_json_schema_gives_schema_valid_json(engine, conversations, judge_schema):
     judge = GenerationParams(temperature=0.0, max_new_tokens=48, seed=0, json_schema=judge_schema)
     replies = engine.generate(conversations[:2], [judge, judge])

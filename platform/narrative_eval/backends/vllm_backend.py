@@ -48,7 +48,8 @@ VLLM_QUANTIZATION = {"bnb-nf4": "bitsandbytes", "bnb-8bit": "bitsandbytes"}
 # Methods the CPU build has kernels for (4-bit weight-only GPTQ/AWQ and compressed-tensors).
 CPU_QUANTIZATION = {"gptq", "awq", "gptq_marlin", "awq_marlin", "auto_gptq", "auto_awq", "compressed-tensors", "inc"}
 ENGINE_OPTIONS = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs", "dtype",
-                  "enforce_eager", "tokenizer", "seed", "enable_prefix_caching")
+                  "enforce_eager", "tokenizer", "seed", "enable_prefix_caching", "enable_chunked_prefill",
+                  "max_num_batched_tokens")
 CPU_KV_CACHE_GIB = 2.0
 DEFAULT_BATCH = 256
 
@@ -198,6 +199,9 @@ class VllmBackend(Backend):
             # torch.compile doubled the CPU engine's start (258 s against 120 s on 2 cores) and gave no
             # throughput on the embedded models (318 against 346 tokens/s), so CPU runs eager by default.
             args.setdefault("enforce_eager", True)
+            # vLLM 0.32's CPU runner crashes ("CPU Generator does not use offset") when a seeded request's
+            # prompt is split across engine steps, which chunked prefill does to a large batch: whole prompts only.
+            args.setdefault("enable_chunked_prefill", False)
         quantization = options.get("quantization") or VLLM_QUANTIZATION.get(self.spec.quantization or "")
         if quantization:
             if self.cpu and quantization not in CPU_QUANTIZATION:
@@ -262,7 +266,7 @@ class VllmBackend(Backend):
             "dtype": str(self.llm.llm_engine.model_config.dtype).removeprefix("torch."),
             "tensor_parallel_size": str(args.get("tensor_parallel_size", 1)),
         }
-        for name in ("quantization", "enforce_eager", "max_model_len", "kv_cache_memory_bytes"):
+        for name in ("quantization", "enforce_eager", "enable_chunked_prefill", "max_model_len", "kv_cache_memory_bytes"):
             if name in args:
                 params[name] = str(args[name])
         return params
