@@ -64,9 +64,11 @@ def engine_options(args: argparse.Namespace) -> dict:
     """The vLLM engine settings shared by the platform, bare and server stages."""
     import yaml
 
+    # The vllm backend's CPU defaults (see vllm_backend.py), spelled out for the bare and server stages.
     options = {"max_model_len": 4096, "enable_prefix_caching": True}
     if not gpu_present():
-        options.update({"enforce_eager": True, "kv_cache_memory_gib": 2, "enable_chunked_prefill": False})
+        options.update({"enforce_eager": True, "kv_cache_memory_gib": 2, "enable_chunked_prefill": False,
+                        "enable_prefix_caching": False})
     for item in args.vllm_option:
         key, _, value = item.partition("=")
         options[key] = yaml.safe_load(value)

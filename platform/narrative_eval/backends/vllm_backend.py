@@ -4,7 +4,8 @@ A study hands the backend up to `batch_size` requests at once (a cell's instance
 chunks); each chunk is one `LLM.chat` call, so vLLM's continuous batching schedules it, and each
 request carries its own SamplingParams with its seed. A JSON schema becomes structured output
 (`StructuredOutputsParams(json=...)`, or `GuidedDecodingParams` on vLLM releases before the
-rename). Prefix caching is on: a cell's prompts share their instructions. `vllm` is imported
+rename). Prefix caching is on where it keeps replies reproducible (GPU): a cell's prompts share their
+instructions; on CPU it is off by default (see `_engine_args`). `vllm` is imported
 only when a backend is built, never at module import.
 
 Weights: a Hugging Face model directory or hub id, or `embedded:<name>` / a GGUF file, which
@@ -15,7 +16,8 @@ Options:
 - `batch_size` (256): requests per generate() call, and so per request-cache write.
 - `tensor_parallel_size` (1), `gpu_memory_utilization` (GPU: vLLM's default), `max_model_len`,
   `max_num_seqs`, `dtype` ('auto'), `enforce_eager` (True on CPU, where compiling doubles the start
-  for no measured gain), `tokenizer`, `seed`, `enable_prefix_caching` (True), `chat_template`
+  for no measured gain), `tokenizer`, `seed`, `enable_prefix_caching` (True; False on CPU, where it
+  made reruns differ), `enable_chunked_prefill` (False on CPU, see below), `chat_template`
   (overrides the model's).
 - `kv_cache_memory_gib` (CPU: 2): memory reserved for the KV cache. On the CPU build
   `gpu_memory_utilization` means a share of the machine's RAM, which a shared machine rarely
@@ -202,6 +204,10 @@ class VllmBackend(Backend):
             # vLLM 0.32's CPU runner crashes ("CPU Generator does not use offset") when a seeded request's
             # prompt is split across engine steps, which chunked prefill does to a large batch: whole prompts only.
             args.setdefault("enable_chunked_prefill", False)
+            # With prefix caching on, the CPU build gave a different reply to the same seeded request on a
+            # rerun (cached prefix vs fresh prefill); off, reruns and batch-of-one replies were identical.
+            if "enable_prefix_caching" not in options:
+                args["enable_prefix_caching"] = False
         quantization = options.get("quantization") or VLLM_QUANTIZATION.get(self.spec.quantization or "")
         if quantization:
             if self.cpu and quantization not in CPU_QUANTIZATION:
