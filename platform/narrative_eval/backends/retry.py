@@ -223,11 +223,16 @@ class BoundedPool:
 class RemoteBackend(Backend):
     """Base of the backends that send each conversation as one request to a server.
 
+    Requests carry their own params (per_request_params), so a chunk of differently seeded requests is
+    sent concurrently rather than grouped into one-request calls.
+
     Subclasses implement `_request` (one attempt, raising the SDK's exception on failure);
     this class adds the retry policy, the per-backend concurrency bound, and turns a final
     failure into an error reply. After an authentication or spend-limit error the backend
     answers every later request with that error at once instead of sending it.
     """
+
+    per_request_params = True
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
@@ -235,6 +240,8 @@ class RemoteBackend(Backend):
         """Retry settings read from the model options."""
         self.pool = BoundedPool(int(spec.options.get("max_concurrency", 4)))
         """Bounded worker pool for this backend's requests."""
+        # A study's chunk holds at least as many requests as may be in flight, or the pool would idle.
+        self.batch_size = max(Backend.batch_size, int(spec.options.get("batch_size", 0)), self.pool.max_concurrency)
         self.fatal: Failure | None = None
         """The authentication/spend-limit failure that stopped this backend, if any."""
 
@@ -258,8 +265,13 @@ class RemoteBackend(Backend):
                 error=f"{exhausted.failure.message} [after {exhausted.attempts} attempt(s)]",
             )
 
-    def generate(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]:
-        return self.pool.map(lambda conversation: self._request_with_retry(conversation, params), list(conversations))
+    def generate(
+        self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]
+    ) -> list[Reply]:
+        """Every request in flight at once up to max_concurrency, each with its own params (and seed)."""
+        per_request = [params] * len(conversations) if isinstance(params, GenerationParams) else list(params)
+        pairs = list(zip(conversations, per_request, strict=True))
+        return self.pool.map(lambda pair: self._request_with_retry(*pair), pairs)
 
     def close(self) -> None:
         self.pool.close()
