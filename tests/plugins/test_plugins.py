@@ -95,14 +95,14 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
         from narrative_eval import tracking
         from narrative_eval.config import load_config
         from narrative_eval.sweep import run_sweep
-        from ui.runs import metric_columns
+        from ui.runs import MEAN, metric_columns
 
         outcome = run_sweep(load_config({str(config)!r}, catalog={str(repo_root / 'experiments/configs/models.yaml')!r}))
         runs = tracking.sweep_cell_runs("infilling", "plugin-demo")
         order = list(runs.sort_values("start_time")["params.prompt_setting"])
         rows = {{r["params.prompt_setting"]: tracking.load_table(r["run_id"]).to_dict("records") for _, r in runs.iterrows()}}
         metrics = {{r["params.prompt_setting"]: {{k[8:]: v for k, v in r.items() if k.startswith("metrics.")}} for _, r in runs.iterrows()}}
-        columns = [column for _, column in metric_columns(runs, "mean", "demo-judge")]
+        columns = [metric for _, metric in metric_columns(runs, MEAN, "demo-judge")]
         print(json.dumps({{"statuses": [c.status for c in outcome.cells], "metrics": metrics, "rows": rows, "order": order,
                           "columns": columns}}, default=str))
     """)
