@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 
+import pandas as pd
+
 from narrative_eval import tracking
 from narrative_eval.config import load_config
 from narrative_eval.sweep import run_sweep
@@ -84,7 +86,11 @@ def test_same_metrics_exactly(both_runs):
     assert set(metric_columns) == {c for c in local_runs.columns if c.startswith("metrics.") and not timing_metric(c)}
     ray_by_cell = ray_runs.set_index(CELL_KEY)[metric_columns].sort_index()
     local_by_cell = local_runs.set_index(CELL_KEY)[metric_columns].sort_index()
-    assert ray_by_cell.equals(local_by_cell), (ray_by_cell - local_by_cell).abs().max().to_dict()
+    # Text-overlap metrics match exactly. The embedding metrics (BERTScore, Sem-F1, so AtAvg) are float32 sums
+    # whose last bits follow the worker's torch thread count (Ray gives a cell 1 CPU), so they match to 1e-6.
+    pd.testing.assert_frame_equal(ray_by_cell, local_by_cell, check_exact=False, rtol=0, atol=1e-6)
+    exact = [c for c in metric_columns if not any(m in c for m in ("bertscore", "semf1", "at_avg"))]
+    assert ray_by_cell[exact].equals(local_by_cell[exact])
 
 
 def test_ray_workers_generated_and_local_run_reused_their_cache(both_runs):
@@ -98,8 +104,10 @@ def test_generations_tables_match(both_runs):
     for setting in ("L1", "L2"):
         ray_id = ray_runs.loc[ray_runs["params.prompt_setting"] == setting, "run_id"].iloc[0]
         local_id = local_runs.loc[local_runs["params.prompt_setting"] == setting, "run_id"].iloc[0]
-        columns = ["instance_id", "seed", "messages", "raw_reply", "answer", "extraction_status", "rouge1", "bertscore"]
-        assert tracking.load_table(ray_id)[columns].equals(tracking.load_table(local_id)[columns])
+        columns = ["instance_id", "seed", "messages", "raw_reply", "answer", "extraction_status", "rouge1"]
+        ray_table, local_table = tracking.load_table(ray_id), tracking.load_table(local_id)
+        assert ray_table[columns].equals(local_table[columns])
+        pd.testing.assert_series_equal(ray_table["bertscore"], local_table["bertscore"], check_exact=False, rtol=0, atol=1e-6)
 
 
 def test_failing_cell_is_retried_then_recorded_without_stopping_the_others(tiny_sweep_file, both_runs, repo_root, caplog):
