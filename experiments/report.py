@@ -25,7 +25,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     creative = sub.add_parser("creative-integrity", help="tables and figures of a FULL/SHARDED study")
     source = creative.add_mutually_exclusive_group(required=True)
     source.add_argument("--sweep", help="incremental-delivery sweep name, read from MLflow")
-    source.add_argument("--scores", help="score records JSONL (PRODUCT.md format)")
+    source.add_argument("--scores", help="score records JSONL (format: docs/formats.md)")
     creative.add_argument("--out", required=True, help="output folder")
     creative.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     creative.add_argument("--seed", type=int, default=0, help="bootstrap seed")

@@ -1,6 +1,6 @@
 """Everything MLflow: sweep (parent) runs, cell (child) runs, logging, finding finished cells, reading back.
 
-Layout (PRODUCT.md): one experiment per study, one parent run per sweep, one child run per cell.
+Layout (docs/formats.md): one experiment per study, one parent run per sweep, one child run per cell.
 All logging goes through `MlflowClient` with explicit run ids, never the global active run, so
 cells can run in threads, Ray workers or the app's background jobs without stepping on each other.
 """
@@ -230,7 +230,7 @@ def _create_cell_run(c: MlflowClient, experiment: str, cell: CellSpec, parent_ru
 
 
 def cell_params(cell: CellSpec) -> dict[str, str]:
-    """The params every cell run logs (PRODUCT.md), flattened for `mlflow ui` columns."""
+    """The params every cell run logs (docs/formats.md), flattened for `mlflow ui` columns."""
     model = cell.model
     params: dict[str, Any] = {
         "study": cell.study,

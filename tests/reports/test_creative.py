@@ -1,4 +1,4 @@
-"""The creative-integrity report: the PRODUCT.md files with their columns, from score records."""
+"""The creative-integrity report: the documented report files (docs/formats.md) with their columns, from score records."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from narrative_eval.records import ScoreRecord
 from narrative_eval.reports.creative import write_creative_report
 from narrative_eval.stats.score_records import load_score_records, save_score_records
 
-PRODUCT_FILES = {
+REPORT_FILES = {
     "model_ci.csv": ["model", "full_ci", "sharded_ci", "icir", "icir_lo", "icir_hi"],
     "paired_effects.csv": ["dimension", "n", "full", "sharded", "delta", "lo", "hi"],
     "equal_adherence.csv": ["dimension", "all_pairs_delta", "equal_adherence_delta", "n_pairs"],
@@ -50,7 +50,7 @@ def read(path):
 
 def test_report_writes_every_product_file_with_its_columns(tmp_path):
     tables = write_creative_report(simulate(), tmp_path, n_boot=1000, seed=0)
-    for name, columns in PRODUCT_FILES.items():
+    for name, columns in REPORT_FILES.items():
         header, rows = read(tmp_path / name)
         assert header == columns, name
         assert rows, name
@@ -76,7 +76,7 @@ def test_same_seed_same_report(tmp_path):
     records = simulate()
     write_creative_report(records, tmp_path / "a", n_boot=500, seed=3)
     write_creative_report(records, tmp_path / "b", n_boot=500, seed=3)
-    for name in PRODUCT_FILES:
+    for name in REPORT_FILES:
         assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
 
 
@@ -98,7 +98,7 @@ def test_judge_panel_is_reported_per_judge(tmp_path):
     tables = write_creative_report(records, tmp_path, n_boot=200, judge="beta")
     assert all("(judge beta)" in title for title in tables)
     for judge in ("alpha", "beta"):
-        for name in PRODUCT_FILES:
+        for name in REPORT_FILES:
             assert (tmp_path / "by_judge" / judge / name).is_file()
     assert (tmp_path / "model_ci.csv").read_text() == (tmp_path / "by_judge" / "beta" / "model_ci.csv").read_text()
 
@@ -109,7 +109,7 @@ def test_report_command_from_an_imported_score_file(tmp_path, capsys):
     path = save_score_records(simulate(n_tasks=12), tmp_path / "scores.jsonl")
     out = tmp_path / "out"
     assert report_main(["creative-integrity", "--scores", str(path), "--out", str(out), "--resamples", "200"]) == 0
-    for name in PRODUCT_FILES:
+    for name in REPORT_FILES:
         assert (out / name).is_file(), name
     direct = write_creative_report(load_score_records(path), tmp_path / "direct", n_boot=200)
     assert (out / "model_ci.csv").read_text() == (tmp_path / "direct" / "model_ci.csv").read_text()

@@ -15,7 +15,7 @@ from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scor
 REPO = Path(__file__).resolve().parents[2]
 TASKS_JSON = REPO / "data" / "creative" / "tasks.json"
 CONSTRAINTS = REPO / "data" / "creative" / "constraints.jsonl"
-PRODUCT_FILES = ("model_ci.csv", "paired_effects.csv", "equal_adherence.csv", "equal_genre.csv", "model_effects.csv", "model_effects.png")
+REPORT_FILES = ("model_ci.csv", "paired_effects.csv", "equal_adherence.csv", "equal_genre.csv", "model_effects.csv", "model_effects.png")
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +126,7 @@ report_dir: {tmp_path / 'report'}
     outcome = run_sweep(config)
     assert outcome.count("failed") == 0, [c.error for c in outcome.cells]
     report = tmp_path / "report"
-    for name in PRODUCT_FILES:
+    for name in REPORT_FILES:
         assert (report / name).is_file(), name
     assert (report / "score_records.jsonl").is_file()
     assert any("ICIR" in title for title in outcome.tables)

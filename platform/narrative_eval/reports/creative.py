@@ -1,6 +1,6 @@
 """The incremental-delivery report: Creative Integrity, ICIR and FULL - X effects from score records.
 
-Files (PRODUCT.md), for the comparison condition X (default 'sharded'):
+Files (documented in docs/formats.md), for the comparison condition X (default 'sharded'):
 
 | file | columns |
 |---|---|
@@ -103,7 +103,7 @@ def draw_d_av_heatmap(effects: pd.DataFrame, comparison: str, path: Path) -> Non
 def _write_set(
     responses: pd.DataFrame, out_dir: Path, comparison: str, judge: str | None, n_boot: int, seed: int
 ) -> dict[str, str]:
-    """The PRODUCT.md files (and the extras) for one judge's records (or all, when one judge per response)."""
+    """The report files of docs/formats.md (and the extras) for one judge's records (or all, when one judge per response)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pairs = pair_frame(responses, comparison, judge)
     if pairs.empty:
