@@ -1,0 +1,108 @@
+"""Per-row scores of an infilling cell (its generations table) and the cell's bootstrap intervals.
+
+A cell's headline number is, per seed, the mean over the rows that have a value, then the mean across
+seeds (studies.infilling / studies.base.aggregate_seeds). A resample draws passages with replacement
+(every instance of a drawn passage comes along, with all its seeds) and recomputes that same statistic, so
+the interval belongs to the number that is logged. AtAvg is the mean of its metrics' resampled means, as
+the logged AtAvg is the mean of the metric means.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
+from narrative_eval.metrics import METRICS, at_avg_names
+from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
+
+CELL_N_BOOT = 1000
+"""Resamples behind a cell's interval (modest: a sweep logs one interval per metric per cell)."""
+
+CELL_BOOT_SEED = 0
+"""Fixed seed, so a cell's interval is the same every time it is computed."""
+
+JUDGE_ROW_FIELDS = frozenset({"status", "qavg", "raw", "error"})
+"""Per-judge row columns that are not rubric dimensions."""
+
+
+def passage_of(instance_id: str) -> str:
+    """The passage an instance was cut from: instance ids are dataset/ref_id/unit_idx/n."""
+    return str(instance_id).rsplit("/", 2)[0]
+
+
+def row_judges(frame: pd.DataFrame) -> dict[str, list[str]]:
+    """Judge id -> its rubric dimensions, as found in a generations table's columns."""
+    judges: dict[str, list[str]] = {}
+    for column in frame.columns:
+        parts = str(column).split("/")
+        if len(parts) == 3 and parts[0] == "judge":
+            judges.setdefault(parts[1], [])
+            if parts[2] not in JUDGE_ROW_FIELDS:
+                judges[parts[1]].append(parts[2])
+    return judges
+
+
+def row_scores(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per-row value of every cell statistic the table supports, NaN where a row has none.
+
+    Keys are the logged metric names: each registered metric, `at_avg` (the row mean of the AtAvg metrics,
+    NaN unless all are there), and per judge `judge/<id>/<dimension>`, `judge/<id>/qavg` and
+    `judge/<id>/high_pct` (100 when the row's QAvg is above 4, else 0); a failed judgment has no judge values.
+    """
+    scores: dict[str, np.ndarray] = {}
+    for name in METRICS.names():
+        if name in frame:
+            scores[name] = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float)
+    if all(name in scores for name in at_avg_names()):
+        scores["at_avg"] = np.mean([scores[name] for name in at_avg_names()], axis=0)
+    for judge, dimensions in row_judges(frame).items():
+        ok = (frame[f"judge/{judge}/status"] == "ok").to_numpy() if f"judge/{judge}/status" in frame else np.ones(len(frame), bool)
+        for field in (*dimensions, "qavg"):
+            if f"judge/{judge}/{field}" in frame:
+                values = pd.to_numeric(frame[f"judge/{judge}/{field}"], errors="coerce").to_numpy(dtype=float)
+                scores[f"judge/{judge}/{field}"] = np.where(ok, values, np.nan)
+        if f"judge/{judge}/qavg" in scores:
+            quality = scores[f"judge/{judge}/qavg"]
+            scores[f"judge/{judge}/high_pct"] = np.where(np.isnan(quality), np.nan, 100.0 * (quality > HIGH_QUALITY_THRESHOLD))
+    return scores
+
+
+def seed_averaged_replicates(boot: ClusterBootstrap, values: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """Resampled (mean over rows with a value, per seed) averaged across seeds; shape (n_boot,)."""
+    per_seed = [boot.means(np.where(seeds == seed, values, np.nan)) for seed in np.unique(seeds)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a resample where no seed has a value stays NaN
+        return np.nanmean(np.vstack(per_seed), axis=0)
+
+
+def cell_intervals(
+    rows: pd.DataFrame | list[Mapping], wanted: set[str] | None = None, *, n_boot: int = CELL_N_BOOT,
+    seed: int = CELL_BOOT_SEED, level: float = 0.95,
+) -> dict[str, float]:
+    """`<name>_lo` and `<name>_hi` of every statistic in `wanted` (default: all the rows support), from a
+    passage-clustered bootstrap of the generations rows. A statistic with values on fewer than two passages
+    gets no interval (it is left out, not set to a guess)."""
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if frame.empty or "instance_id" not in frame:
+        return {}
+    scores = row_scores(frame)
+    seeds = frame["seed"].to_numpy() if "seed" in frame else np.zeros(len(frame))
+    clusters = frame["instance_id"].map(passage_of).to_numpy()
+    boot = ClusterBootstrap(clusters, n_boot=n_boot, seed=seed)
+    replicates = {name: seed_averaged_replicates(boot, values, seeds) for name, values in scores.items()
+                  if name != "at_avg" and np.unique(clusters[~np.isnan(values)]).size >= 2}
+    if all(name in replicates for name in at_avg_names()):
+        # Like the logged AtAvg: the mean of the metric means, resample by resample.
+        replicates["at_avg"] = np.mean([replicates[name] for name in at_avg_names()], axis=0)
+    intervals: dict[str, float] = {}
+    for name, reps in replicates.items():
+        if wanted is not None and name not in wanted:
+            continue
+        lo, hi = percentile_interval(reps, level)
+        if np.isfinite(lo) and np.isfinite(hi):
+            intervals[f"{name}_lo"], intervals[f"{name}_hi"] = lo, hi
+    return intervals
