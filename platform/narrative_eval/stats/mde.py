@@ -1,0 +1,56 @@
+"""Minimum detectable effect of a sweep, and the instance count a target difference needs.
+
+Normal approximation for a two-sided paired test: a difference Δ is detected with probability `power` at
+level α when Δ >= (z_{1-α/2} + z_{power}) · σ / sqrt(n), σ being the per-instance SD of the paired
+differences. σ comes from the sweep's own paired comparisons (stats.paired): σ² = n · SE², with SE the
+passage-clustered standard error of each comparison's Δ, pooled as the mean σ² over the defined
+comparisons of a metric, so instances sharing a passage count for what they are worth.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+POWER = 0.80
+"""Power the minimum detectable effect is computed for."""
+
+ALPHA = 0.05
+"""Two-sided test level."""
+
+
+def z_sum(alpha: float = ALPHA, power: float = POWER) -> float:
+    """z_{1-α/2} + z_{power} (2.80 for α = 0.05 and 80% power)."""
+    return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
+
+
+def mde(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Smallest paired mean difference detectable with n instances whose differences have SD `sd`."""
+    return z_sum(alpha, power) * sd / math.sqrt(n) if n > 0 and np.isfinite(sd) else float("nan")
+
+
+def needed_instances(sd: float, delta: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Instances needed to detect a paired difference `delta` (rounded up); NaN when undefined."""
+    if not (np.isfinite(sd) and delta and np.isfinite(delta)):
+        return float("nan")
+    return float(math.ceil((z_sum(alpha, power) * sd / abs(delta)) ** 2))
+
+
+def mde_table(comparisons: pd.DataFrame, n_instances: int, target: float | None = None) -> pd.DataFrame:
+    """One row per compared metric: metric, n_instances, mde, sd (pooled per-instance SD of differences),
+    n_comparisons (defined comparisons pooled), target_delta and n_needed (with `target`), reason (when undefined)."""
+    rows = []
+    for metric, group in comparisons.groupby("metric", sort=True) if not comparisons.empty else []:
+        defined = group[np.isfinite(group["se"].astype(float))]
+        variances = (defined["se"].astype(float) ** 2) * defined["n"].astype(float)
+        sd = float(np.sqrt(variances.mean())) if len(variances) else float("nan")
+        row = {"metric": metric, "n_instances": n_instances, "mde": mde(sd, n_instances), "sd": sd,
+               "n_comparisons": len(defined)}
+        if target is not None:
+            row.update(target_delta=target, n_needed=needed_instances(sd, target))
+        row["reason"] = "" if len(defined) else f"no defined paired comparison among {len(group)}"
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,130 @@
+"""Paired comparisons between infilling cells on the instances both share, Holm-corrected per family.
+
+Each cell's per-instance value is the mean over its seeds of the row value (stats.cell_scores.row_scores),
+so the pairing unit is the instance and a difference d_i = a_i - b_i is taken per shared instance.
+Δ = mean d; its interval and two-sided p-value come from a bootstrap that draws passages (every shared
+instance of a drawn passage comes along). p = 2·min(P*(Δ* <= 0), P*(Δ* >= 0)), each share counted as
+(k + 1) / (B + 1) so a p-value is never 0.
+
+A comparison is undefined (NaN, with the reason and the count it had) when fewer than MIN_SHARED instances
+are shared, or when the metric is missing on some rows of the shared instances (an unextracted answer,
+a failed judgment): dropping those rows would silently compare a smaller, selected sample.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
+from narrative_eval.stats.cell_scores import passage_of, row_judges, row_scores
+
+MIN_SHARED = 10
+"""Fewest shared instances a paired test runs on."""
+
+PAIRED_N_BOOT = 1000
+"""Resamples behind each paired Δ."""
+
+PAIRED_SEED = 0
+"""Fixed bootstrap seed, so a report is the same every time it is built."""
+
+ALPHA = 0.05
+"""Family-wise error rate: a difference holds when its Holm-adjusted p is below it."""
+
+COLUMNS = ("n", "delta", "lo", "hi", "p", "p_holm", "holds", "se", "reason")
+"""What every comparison row carries after its keys (se: the clustered standard error of Δ, for the MDE)."""
+
+
+def compared_metrics(gens: pd.DataFrame) -> dict[str, str]:
+    """Label -> row-score key of the metrics compared: AtAvg, and each judge's QAvg (`<judge>:qavg`)."""
+    wanted = {"at_avg": "at_avg"}
+    wanted.update({f"{judge}:qavg": f"judge/{judge}/qavg" for judge in sorted(row_judges(gens))})
+    return wanted
+
+
+def clustered_se(d: np.ndarray, clusters: np.ndarray) -> float:
+    """Standard error of mean(d) with passages as clusters: sqrt(C/(C-1) · Σ_c (S_c - n_c·d̄)²) / n."""
+    n = d.size
+    labels, codes = np.unique(clusters, return_inverse=True)
+    if labels.size < 2:
+        return float("nan")
+    residual = np.bincount(codes, weights=d - d.mean())
+    return float(np.sqrt(labels.size / (labels.size - 1) * np.sum(residual**2)) / n)
+
+
+def paired_delta(a: np.ndarray, b: np.ndarray, clusters: np.ndarray, *, n_boot: int = PAIRED_N_BOOT,
+                 seed: int = PAIRED_SEED) -> dict[str, float]:
+    """Δ = mean(a - b) over paired instances, its percentile interval, bootstrap p-value and clustered SE."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    reps = ClusterBootstrap(clusters, n_boot=n_boot, seed=seed).means(d)
+    reps = reps[np.isfinite(reps)]
+    lo, hi = percentile_interval(reps)
+    share = min(np.sum(reps <= 0), np.sum(reps >= 0))
+    p = min(1.0, 2.0 * (share + 1) / (reps.size + 1))
+    return {"n": d.size, "delta": float(d.mean()), "lo": lo, "hi": hi, "p": p, "se": clustered_se(d, np.asarray(clusters))}
+
+
+def holm(p_values: pd.Series) -> pd.Series:
+    """Holm step-down adjusted p-values; undefined (NaN) p-values stay NaN and do not count in the family."""
+    p = pd.to_numeric(p_values, errors="coerce")
+    defined = p.dropna().sort_values()
+    m = len(defined)
+    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * defined.to_numpy()))
+    return pd.Series(adjusted, index=defined.index).reindex(p.index)
+
+
+def instance_values(cell: pd.DataFrame, key: str) -> tuple[pd.Series, pd.Series]:
+    """Per instance: the mean over seeds of the row value, and how many of its rows lack a value."""
+    scores = row_scores(cell)
+    values = pd.Series(scores.get(key, np.full(len(cell), np.nan)))
+    ids = cell["instance_id"].to_numpy()
+    return values.groupby(ids).mean(), values.isna().groupby(ids).sum().astype(int)
+
+
+def compare_cells(a: pd.DataFrame, b: pd.DataFrame, key: str, *, n_boot: int = PAIRED_N_BOOT,
+                  seed: int = PAIRED_SEED) -> dict[str, object]:
+    """One paired comparison of cell a against cell b (their generations rows) on `key`."""
+    a_values, a_missing = instance_values(a, key)
+    b_values, b_missing = instance_values(b, key)
+    shared = a_values.index.intersection(b_values.index)
+    undefined = {"n": len(shared), "delta": np.nan, "lo": np.nan, "hi": np.nan, "p": np.nan, "se": np.nan}
+    if len(shared) < MIN_SHARED:
+        return {**undefined, "reason": f"only {len(shared)} shared instances (fewer than {MIN_SHARED})"}
+    missing = int(a_missing[shared].sum() + b_missing[shared].sum())
+    if missing:
+        rows = int((a["instance_id"].isin(shared)).sum() + (b["instance_id"].isin(shared)).sum())
+        return {**undefined, "reason": f"{key} missing on {missing} of {rows} rows (unextracted or failed judgment)"}
+    clusters = np.array([passage_of(i) for i in shared])
+    result = paired_delta(a_values[shared].to_numpy(), b_values[shared].to_numpy(), clusters, n_boot=n_boot, seed=seed)
+    return {**result, "reason": ""}
+
+
+def _table(gens: pd.DataFrame, within: str, across: str, n_boot: int, seed: int) -> pd.DataFrame:
+    """Every pair of `across` values inside each `within` group, for each compared metric; Holm per family."""
+    rows = []
+    metrics = compared_metrics(gens)
+    for group, frame in gens.groupby(within, sort=True):
+        cells = {name: cell for name, cell in frame.groupby(across, sort=True)}
+        for label, key in metrics.items():
+            for name_a, name_b in combinations(sorted(cells), 2):
+                result = compare_cells(cells[name_a], cells[name_b], key, n_boot=n_boot, seed=seed)
+                rows.append({within: group, "a": name_a, "b": name_b, "metric": label, **result})
+    table = pd.DataFrame(rows, columns=[within, "a", "b", "metric", *COLUMNS])
+    if table.empty:
+        return table
+    # A family is one group's comparisons on one metric (one model across settings, or one setting across models).
+    table["p_holm"] = table.groupby([within, "metric"], group_keys=False)["p"].apply(holm)
+    table["holds"] = (table["p_holm"] < ALPHA).astype(object).where(table["p_holm"].notna())  # undefined stays empty
+    return table
+
+
+def paired_settings(gens: pd.DataFrame, *, n_boot: int = PAIRED_N_BOOT, seed: int = PAIRED_SEED) -> pd.DataFrame:
+    """Within each model, every two prompt settings: model, a, b, metric, n, delta, lo, hi, p, p_holm, holds, se, reason."""
+    return _table(gens, "model", "setting", n_boot, seed)
+
+
+def paired_models(gens: pd.DataFrame, *, n_boot: int = PAIRED_N_BOOT, seed: int = PAIRED_SEED) -> pd.DataFrame:
+    """At each prompt setting, every two models: setting, a, b, metric, n, delta, lo, hi, p, p_holm, holds, se, reason."""
+    return _table(gens, "setting", "model", n_boot, seed)
