@@ -54,3 +54,23 @@ def mde_table(comparisons: pd.DataFrame, n_instances: int, target: float | None 
         row["reason"] = "" if len(defined) else f"no defined paired comparison among {len(group)}"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def mde_summary(mde_csv) -> str | None:
+    """One line for the end of a sweep from its report's mde.csv (None when the report has none)."""
+    from pathlib import Path
+
+    path = Path(mde_csv)
+    if not path.exists() or path.stat().st_size <= 1:
+        return None
+    table = pd.read_csv(path, keep_default_na=True)
+    if table.empty:
+        return None
+    parts = []
+    for row in table.itertuples():
+        text = f"{row.mde:.4f}" if np.isfinite(row.mde) else f"undefined ({row.reason})"
+        if "n_needed" in table and np.isfinite(row.n_needed):
+            text += f", {int(row.n_needed)} instances for Δ {row.target_delta:g}"
+        parts.append(f"{row.metric} {text}")
+    n = int(table["n_instances"].iloc[0])
+    return f"minimum detectable effect ({POWER:.0%} power, alpha {ALPHA}, {n} instances): " + "; ".join(parts)
