@@ -111,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"MLflow: {tracking.tracking_uri()} - experiment {config.study!r}, parent run {outcome.parent_run_id} "
           f"(`mlflow ui` from the repo root shows it)")
     if outcome.report_dir:
+        from narrative_eval.stats.mde import mde_summary
+
+        detectable = mde_summary(outcome.report_dir / "mde.csv")
+        if detectable:
+            print(detectable)
         print(f"report: {outcome.report_dir}/")
     return 1 if failed else 0
 
