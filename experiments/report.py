@@ -1,7 +1,7 @@
 """Tables and figures of a sweep.
 
-  python -m experiments.report infilling --sweep NAME --out DIR [--ratings FILE.csv | --annotations FILE.sqlite]
-  python -m experiments.report creative-integrity (--sweep NAME | --scores FILE.jsonl) --out DIR
+  python -m experiments.report infilling --sweep NAME --out DIR [--data FILE] [--ratings FILE.csv | --annotations FILE.sqlite]
+  python -m experiments.report creative-integrity (--sweep NAME [--data FILE] | --scores FILE.jsonl) --out DIR
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     infilling = sub.add_parser("infilling", help="tables and figures of an infilling sweep, from MLflow")
     infilling.add_argument("--sweep", required=True, help="sweep name (the parent run)")
     infilling.add_argument("--out", required=True, help="output folder")
+    infilling.add_argument("--data", help="report only the cells run on this data file (when the sweep name was "
+                                          "reused on other data)")
     humans = infilling.add_mutually_exclusive_group()
     humans.add_argument("--ratings", help="human ratings CSV (rater, model, prompt_setting, instance_id, seed, one 1-5 "
                                           "column per dimension) for the human-agreement table")
@@ -27,6 +29,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     source.add_argument("--sweep", help="incremental-delivery sweep name, read from MLflow")
     source.add_argument("--scores", help="score records JSONL (format: docs/formats.md)")
     creative.add_argument("--out", required=True, help="output folder")
+    creative.add_argument("--data", help="with --sweep: report only the cells run on this task file")
     creative.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     creative.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     for command in (parser, infilling, creative):
@@ -39,6 +42,7 @@ def check_inputs(args: argparse.Namespace) -> None:
     problems: list[str] = []
     require_file(getattr(args, "ratings", None), "ratings file", problems)
     require_file(getattr(args, "scores", None), "score file", problems)
+    require_file(getattr(args, "data", None), "data file", problems)
     if getattr(args, "sweep", None):
         from narrative_eval import tracking
 
@@ -52,17 +56,24 @@ def check_inputs(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_inputs(args)
+    data_sha256 = None
+    if args.data:
+        from narrative_eval.data.infilling import file_sha256
+
+        data_sha256 = file_sha256(args.data)
     if args.kind == "infilling":
         from narrative_eval.reports.infilling import write_infilling_report
 
-        tables = write_infilling_report(args.sweep, args.out, ratings_csv=args.ratings, annotations_path=args.annotations)
+        tables = write_infilling_report(args.sweep, args.out, ratings_csv=args.ratings, annotations_path=args.annotations,
+                                        data_sha256=data_sha256)
     else:
         from narrative_eval.reports.creative import creative_report_from_scores, creative_report_from_sweep
 
         if args.scores:
             tables = creative_report_from_scores(args.scores, args.out, n_boot=args.resamples, seed=args.seed)
         else:
-            tables = creative_report_from_sweep(args.sweep, args.out, n_boot=args.resamples, seed=args.seed)
+            tables = creative_report_from_sweep(args.sweep, args.out, n_boot=args.resamples, seed=args.seed,
+                                                data_sha256=data_sha256)
     for title, markdown in tables.items():
         print(f"## {title}\n{markdown}\n")
     print(f"written to {args.out}/")

@@ -83,3 +83,24 @@ def test_same_sweep_name_on_other_data_gets_its_own_report_folder(tmp_path):
     assert second != first and second.parent == first.parent
     assert (first / "main.csv").read_text() == "first sweep's table\n"
     assert load_config(path, data=str(BENCHMARK)).resolved_report_dir() == second
+
+
+def test_a_report_reads_only_the_cells_on_its_data(tmp_path):
+    """Bug 6, second half: the report of a sweep name reused on other data mixed the cells of both data files."""
+    from narrative_eval import tracking
+    from narrative_eval.sweep import expand_grid
+
+    body = f"study: infilling\nsweep: two-data\ndata: {SAMPLE}\nmodels: [smollm2]\nprompt_settings: [L0]\njudges: []\n"
+    path = write_config(tmp_path, body)
+    on_sample = expand_grid(load_config(path))[0]
+    on_benchmark = expand_grid(load_config(path, data=str(BENCHMARK)))[0]
+    assert on_sample.data_sha256 != on_benchmark.data_sha256
+    parent = tracking.start_sweep_run("infilling", "two-data", {})
+    for cell in (on_sample, on_benchmark):
+        tracking.end_run(tracking.start_cell_run("infilling", cell, parent), "FINISHED")
+    tracking.end_run(parent, "FINISHED")
+    mine = tracking.report_cell_runs("infilling", "two-data", on_benchmark.data_sha256)
+    assert list(mine["params.data_path"]) == [str(BENCHMARK)]
+    with pytest.raises(UserError, match="2 different data files.*--data FILE") as caught:
+        tracking.report_cell_runs("infilling", "two-data")
+    assert str(SAMPLE) in str(caught.value) and str(BENCHMARK) in str(caught.value)

@@ -49,3 +49,29 @@ def test_tabs_open_on_the_newest_sweep_with_a_finished_cell():
     assert names.index("stopped-later") < names.index("finished-first")  # newest first in the list
     assert shown != "stopped-later" and shown in tracking.finished_sweeps("infilling")
     assert pick_sweep("infilling", "stopped-later") == (names, "stopped-later")  # a chosen sweep stays chosen
+
+
+def test_a_stop_between_creating_a_run_and_logging_its_params_still_ends_it_with_them(monkeypatch):
+    """A SIGTERM that landed right after the run was created (seen in CI) left it RUNNING, without params."""
+    from experiments.progress import Stopped
+    from mlflow import MlflowClient
+
+    cell = cells_of("stopped-at-birth")[0]
+    parent = tracking.start_sweep_run("infilling", "stopped-at-birth", {})
+    real_log_batch = MlflowClient.log_batch
+
+    def stop_instead(self, run_id, *args, **kwargs):
+        raise Stopped()
+
+    monkeypatch.setattr(MlflowClient, "log_batch", stop_instead)
+    try:
+        tracking.start_cell_run("infilling", cell, parent)
+    except Stopped:
+        pass
+    else:
+        raise AssertionError("the stop did not reach start_cell_run")
+    monkeypatch.setattr(MlflowClient, "log_batch", real_log_batch)
+    ended = tracking.end_open_runs("KILLED")
+    runs = tracking.sweep_cell_runs("infilling", "stopped-at-birth", finished_only=False)
+    assert list(runs["status"]) == ["KILLED"] and set(ended) == {runs["run_id"].iloc[0], parent}
+    assert runs["params.model_id"].iloc[0] == cell.model.id and runs["params.prompt_setting"].iloc[0] == cell.prompt_setting

@@ -173,7 +173,8 @@ def run_sweep(
     outcome = SweepOutcome(parent, outcomes)
     if write_report and any(o.status != "failed" for o in outcomes):
         out_dir = config.resolved_report_dir()
-        outcome.tables = study.summarise(config.sweep, out_dir)
+        # This sweep's data only: the same name run on other data keeps its own report folder and tables.
+        outcome.tables = study.summarise(config.sweep, out_dir, data_sha256=cells[0].data_sha256)
         outcome.report_dir = out_dir
         tracking.log_sweep_outputs(parent, outcome.tables, sorted(p for p in out_dir.glob("*") if p.is_file()))
     tracking.end_run(parent, "FAILED" if outcome.count("failed") else "FINISHED")

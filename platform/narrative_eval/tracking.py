@@ -41,8 +41,9 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
-_open_runs: dict[str, None] = {}
-"""Runs this process started or resumed and has not ended yet (ended KILLED/FAILED if the process is stopped)."""
+_open_runs: dict[str, list[Param]] = {}
+"""Runs this process started or resumed and has not ended yet, with the params they must still carry (a stop
+between creating a run and logging its params still leaves a run that says what it is; ended KILLED/FAILED)."""
 
 
 def client() -> MlflowClient:
@@ -122,6 +123,7 @@ def start_sweep_run(experiment: str, sweep: str, config: dict[str, Any]) -> str:
     runs = _find_runs(experiment, f"tags.`{TAG_KIND}` = 'sweep' and tags.`{TAG_SWEEP}` = '{sweep}'")
     if runs:
         run_id = runs[0].info.run_id
+        _open_runs[run_id] = []
         c.update_run(run_id, status="RUNNING")
     else:
         run = c.create_run(
@@ -130,8 +132,8 @@ def start_sweep_run(experiment: str, sweep: str, config: dict[str, Any]) -> str:
             tags={TAG_KIND: "sweep", TAG_SWEEP: sweep, "narrative_eval.version": package_version()},
         )
         run_id = run.info.run_id
+    _open_runs[run_id] = []
     c.log_dict(run_id, redact(config), "sweep_config.json")
-    _open_runs[run_id] = None
     return run_id
 
 
@@ -145,6 +147,8 @@ def end_open_runs(status: str = "KILLED") -> list[str]:
     ended = []
     for run_id in reversed(list(_open_runs)):
         try:
+            if _open_runs.get(run_id):
+                _log_missing_params(client(), run_id)
             end_run(run_id, status)
             ended.append(run_id)
         except Exception:  # the store may be the thing that failed; what can be ended is ended
@@ -198,21 +202,29 @@ def start_cell_run(experiment: str, cell: CellSpec, parent_run_id: str) -> str:
     """The cell's run: an unfinished earlier attempt is resumed (never duplicated), else a new child run."""
     existing = find_cell_run(experiment, cell)
     c = client()
+    params = [Param(k, v) for k, v in cell_params(cell).items()]
     if existing is not None:
         run_id, _ = existing
+        _open_runs[run_id] = params
         c.update_run(run_id, status="RUNNING")
     else:
-        run_id = _create_cell_run(c, experiment, cell, parent_run_id)
+        run_id = _create_cell_run(c, experiment, cell, parent_run_id, params)
     # Params at the start, so a run stopped half-way still says what it is (model, setting, condition).
-    logged = c.get_run(run_id).data.params
-    params = [Param(k, v) for k, v in cell_params(cell).items() if k not in logged]
-    for start in range(0, len(params), 100):
-        c.log_batch(run_id, params=params[start : start + 100])
-    _open_runs[run_id] = None
+    _log_missing_params(c, run_id)
     return run_id
 
 
-def _create_cell_run(c: MlflowClient, experiment: str, cell: CellSpec, parent_run_id: str) -> str:
+def _log_missing_params(c: MlflowClient, run_id: str) -> None:
+    """Log the params an open run still lacks (MLflow refuses to log a param twice)."""
+    logged = c.get_run(run_id).data.params
+    params = [p for p in _open_runs.get(run_id, []) if p.key not in logged]
+    for start in range(0, len(params), 100):
+        c.log_batch(run_id, params=params[start : start + 100])
+    if run_id in _open_runs:
+        _open_runs[run_id] = []
+
+
+def _create_cell_run(c: MlflowClient, experiment: str, cell: CellSpec, parent_run_id: str, params: list[Param]) -> str:
     run = c.create_run(
         experiment_id(experiment),
         run_name=cell.run_name,
@@ -226,6 +238,7 @@ def _create_cell_run(c: MlflowClient, experiment: str, cell: CellSpec, parent_ru
             "narrative_eval.condition": cell.condition,
         },
     )
+    _open_runs[run.info.run_id] = params
     return run.info.run_id
 
 
@@ -322,8 +335,9 @@ def _slug(text: str) -> str:
 # --------------------------------------------------------------------------- reading back
 
 
-def sweep_cell_runs(experiment: str, sweep: str, finished_only: bool = True) -> pd.DataFrame:
-    """The sweep's cell runs as mlflow.search_runs returns them (params.*, metrics.*, tags.* columns)."""
+def sweep_cell_runs(experiment: str, sweep: str, finished_only: bool = True, data_sha256: str | None = None) -> pd.DataFrame:
+    """The sweep's cell runs as mlflow.search_runs returns them (params.*, metrics.*, tags.* columns); only
+    those on one data file when `data_sha256` is given (a sweep name reused on other data holds both)."""
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
     exp = client().get_experiment_by_name(experiment)
@@ -332,7 +346,27 @@ def sweep_cell_runs(experiment: str, sweep: str, finished_only: bool = True) -> 
     query = f"tags.`{TAG_KIND}` = 'cell' and tags.`{TAG_SWEEP}` = '{sweep}'"
     if finished_only:
         query += " and attributes.status = 'FINISHED'"
+    if data_sha256:
+        query += f" and params.data_sha256 = '{data_sha256}'"
     return mlflow.search_runs([exp.experiment_id], filter_string=query, max_results=10000)
+
+
+def report_cell_runs(experiment: str, sweep: str, data_sha256: str | None = None) -> pd.DataFrame:
+    """The finished cell runs a sweep's report reads: those on `data_sha256`, or, when none is given, all of
+    them as long as they share one data file (a report never mixes two data sets silently)."""
+    runs = sweep_cell_runs(experiment, sweep, data_sha256=data_sha256)
+    if runs.empty:
+        on = f" on data {data_sha256[:12]}" if data_sha256 else ""
+        raise ValueError(f"no finished cell runs for sweep {sweep!r}{on} in experiment {experiment!r} at {tracking_uri()}")
+    if data_sha256 is None and "params.data_sha256" in runs:
+        shas = sorted(set(runs["params.data_sha256"].dropna()))
+        if len(shas) > 1:
+            from narrative_eval.errors import UserError
+
+            paths = sorted(set(runs["params.data_path"].dropna())) if "params.data_path" in runs else []
+            raise UserError(f"sweep {sweep!r} ran on {len(shas)} different data files ({', '.join(paths) or ', '.join(shas)}); "
+                            "name the one to report with --data FILE")
+    return runs
 
 
 def load_table(run_id: str, name: str = "generations.json") -> pd.DataFrame:
@@ -378,6 +412,7 @@ __all__ = [
     "run_status_counts",
     "start_cell_run",
     "start_sweep_run",
+    "report_cell_runs",
     "sweep_cell_runs",
     "tracking_uri",
     "unreachable",

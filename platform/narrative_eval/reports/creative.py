@@ -202,17 +202,17 @@ def creative_report_from_scores(path: str | Path, out_dir: str | Path, n_boot: i
     return write_creative_report(load_score_records(path), out_dir, n_boot=n_boot, seed=seed)
 
 
-def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> dict[str, str]:
-    """The report from an incremental-delivery sweep's finished cell runs in MLflow; their score records are
-    exported beside it as score_records.jsonl, so the analysis can be rerun or shared without MLflow."""
+def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
+                               data_sha256: str | None = None) -> dict[str, str]:
+    """The report from an incremental-delivery sweep's finished cell runs in MLflow (those on `data_sha256` when
+    given); their score records are exported beside it as score_records.jsonl, so the analysis can be rerun or
+    shared without MLflow."""
     from narrative_eval import tracking
     from narrative_eval.stats.score_records import save_score_records
     from narrative_eval.studies.base import experiment_of
 
     experiment = experiment_of("incremental-delivery")
-    runs = tracking.sweep_cell_runs(experiment, sweep)
-    if runs.empty:
-        raise ValueError(f"no finished cell runs for sweep {sweep!r} in experiment {experiment!r} at {tracking.tracking_uri()}")
+    runs = tracking.report_cell_runs(experiment, sweep, data_sha256)
     records: list[ScoreRecord] = []
     for run_id in runs["run_id"]:
         records.extend(ScoreRecord(**payload) for payload in tracking.load_json_artifact(run_id, "score_records.json"))

@@ -282,18 +282,18 @@ def figures(table: pd.DataFrame, judges: list[str], out_dir: Path) -> list[Path]
 
 
 def write_infilling_report(
-    sweep: str, out_dir: str | Path, *, ratings_csv: str | Path | None = None, annotations_path: str | Path | None = None
+    sweep: str, out_dir: str | Path, *, ratings_csv: str | Path | None = None, annotations_path: str | Path | None = None,
+    data_sha256: str | None = None,
 ) -> dict[str, str]:
     """Write every table kind the sweep supports into out_dir; return title -> markdown.
 
+    Only the cells on `data_sha256` are read when it is given (a sweep name reused on other data holds both).
     Human ratings come from `ratings_csv` when given, else from the annotation store at `annotations_path`
     (default: the app's store); with none, the human-agreement table is left out.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    runs = tracking.sweep_cell_runs(EXPERIMENT, sweep)
-    if runs.empty:
-        raise ValueError(f"no finished cell runs for infilling sweep {sweep!r} at {tracking.tracking_uri()}")
+    runs = tracking.report_cell_runs(EXPERIMENT, sweep, data_sha256)
     judges = _judges(runs)
     tables: dict[str, str] = {}
     main = main_table(runs)

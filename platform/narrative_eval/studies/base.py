@@ -95,8 +95,9 @@ class Study(ABC):
         """Run one cell: generate, score, judge; return what its MLflow run logs."""
 
     @abstractmethod
-    def summarise(self, sweep: str, out_dir: Path) -> dict[str, str]:
-        """Write the sweep's tables/figures to out_dir; return title -> markdown table for the terminal."""
+    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
+        """Write the sweep's tables/figures to out_dir from its cells on `data_sha256` (all, when None); return
+        title -> markdown table for the terminal."""
 
 
 # --------------------------------------------------------------------------- shared cell plumbing

@@ -333,11 +333,11 @@ class IncrementalDeliveryStudy(Study):
 
     # ------------------------------------------------------------------ the sweep's report
 
-    def summarise(self, sweep: str, out_dir: Path) -> dict[str, str]:
+    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
         """Export the sweep's score records and write the creative-integrity report from MLflow."""
         from narrative_eval.reports.creative import creative_report_from_sweep
 
-        return creative_report_from_sweep(sweep, out_dir)
+        return creative_report_from_sweep(sweep, out_dir, data_sha256=data_sha256)
 
 
 def is_scoreable(trajectory: Trajectory, score_truncated: bool = False) -> bool:

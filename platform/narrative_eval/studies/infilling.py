@@ -186,7 +186,7 @@ class InfillingStudy(Study):
             params["rubric_sha256"] = ",".join(sorted({rubric.hash for rubric in rubrics.values()}))
         return CellResult(metrics=metrics, params=params, tables={"generations.json": rows})
 
-    def summarise(self, sweep: str, out_dir: Path) -> dict[str, str]:
+    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
         from narrative_eval.reports.infilling import write_infilling_report
 
-        return write_infilling_report(sweep, out_dir)
+        return write_infilling_report(sweep, out_dir, data_sha256=data_sha256)
