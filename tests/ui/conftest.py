@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_helpers import settle
 
 REPO = Path(__file__).resolve().parents[2]
 # The app package lives at the repo root (not in the installed library); `pytest` alone does not put it on sys.path.
@@ -39,7 +40,17 @@ def ui_paths(isolated_stores) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def e2e_sweep(ui_paths) -> str:
+def app_env(ui_paths) -> dict[str, str]:
+    """The app and its sweeps get a tracking store of their own: runs other tests leave in the session's store
+    (an incremental-delivery sweep, a newer infilling sweep) must not change what the app shows. The request
+    cache stays shared, so replies already generated are reused."""
+    root = ui_paths["reports"].parent
+    return {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+            "NARRATIVE_EVAL_ARTIFACT_ROOT": str(root / "artifacts")}
+
+
+@pytest.fixture(scope="session")
+def e2e_sweep(ui_paths, app_env) -> str:
     """Two embedded models (smollm2, gemma3) x one level on three shipped instances, judged, into the test store."""
     command = [
         sys.executable, "-m", "experiments.sweep", "--config", "experiments/configs/quickstart.yaml",
@@ -47,20 +58,20 @@ def e2e_sweep(ui_paths) -> str:
         "--set", "generation.max_new_tokens=40", "--set", f"report_dir={ui_paths['reports']}/{{sweep}}",
         "--limit", "3", "--no-progress",
     ]
-    result = subprocess.run(command, cwd=REPO, env=os.environ.copy(), capture_output=True, text=True, timeout=1500)
+    result = subprocess.run(command, cwd=REPO, env=app_env, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return E2E_SWEEP
 
 
 @pytest.fixture(scope="session")
-def app_url(e2e_sweep, ui_paths):
+def app_url(e2e_sweep, ui_paths, app_env):
     """The app on 127.0.0.1 at a free port, in a subprocess sharing the test's MLflow store."""
     port = _free_port()
     log = open(ui_paths["reports"].parent / "app.log", "w")
     process = subprocess.Popen(
         [sys.executable, "-m", "ui", "--port", str(port), "--reports-dir", str(ui_paths["reports"]),
          "--jobs-dir", str(ui_paths["jobs"]), "--annotations", str(ui_paths["annotations"])],
-        cwd=REPO, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
+        cwd=REPO, env=app_env, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 180
@@ -103,6 +114,9 @@ def page(browser, app_url):
     page.set_default_timeout(60_000)
     page.goto(app_url)
     page.wait_for_selector("#tabs")
+    # The page's load events fill every tab (the Runs table first shows a placeholder); let them finish.
+    page.wait_for_function("() => !document.querySelector('#runs-table')?.innerText.includes('Loading runs')")
+    settle(page)
     yield page
     context.close()
 
