@@ -53,6 +53,8 @@ class Backend(ABC):
     batch_size: int = 8
     """Requests a study hands to one generate() call (and so writes to the request cache at once).
     Batching engines raise it (model option `batch_size`); a SIGKILL loses at most one such chunk."""
+    context_window: int | None = None
+    """Tokens one request may hold (prompt and reply together), when the engine says; None when unknown."""
 
     def __init__(self, spec: ModelSpec):
         self.spec = spec
@@ -68,6 +70,10 @@ class Backend(ABC):
     @abstractmethod
     def generate(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]:
         """Generate one reply per conversation. Failures come back as replies with `error` set."""
+
+    def count_tokens(self, text: str) -> int | None:
+        """Tokens `text` takes in this model's tokenizer; None when the engine has no local tokenizer."""
+        return None
 
     def stream(self, conversation: Conversation, params: GenerationParams) -> Iterator[str]:
         """Yield the reply in pieces; engines without streaming yield it whole."""

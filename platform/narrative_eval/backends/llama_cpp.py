@@ -85,7 +85,7 @@ class LlamaCppBackend(Backend):
         if not Path(self.path).is_file():
             raise FileNotFoundError(f"GGUF file not found for model {spec.id!r}: {self.path}")
         options = dict(spec.options)
-        self.n_ctx = int(options.pop("n_ctx", 4096))
+        self.n_ctx = self.context_window = int(options.pop("n_ctx", 4096))
         threads = int(options.pop("n_threads", os.cpu_count() or 1))
         n_batch = int(options.pop("n_batch", DEFAULT_N_BATCH))
         prefix_block = int(options.pop("prefix_block", PREFIX_BLOCK))
@@ -108,6 +108,9 @@ class LlamaCppBackend(Backend):
     def identity(self) -> str:
         stat = os.stat(self.path)
         return "sha256:" + file_digest(self.path, stat.st_size, stat.st_mtime)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def _kwargs(self, params: GenerationParams) -> dict:
         kwargs = dict(
