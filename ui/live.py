@@ -1,12 +1,18 @@
 """Fill the blank live: a passage (pasted or from the data), a model and a prompt setting; the reply streams
-into the passage, and the automatic metrics are computed against a gold text when one is given."""
+into the passage, and the automatic metrics are computed against a gold text when one is given.
+
+A passage the fill cannot take (no blank, too long for the model, a model that cannot run here) is refused
+with a message by the inputs; the outputs then show the passage as it is now, never a previous fill."""
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Iterator
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 import gradio as gr
 import pandas as pd
@@ -19,6 +25,56 @@ TAGS = re.compile(r"<\s*/?\s*answer\s*>", re.IGNORECASE)
 _engine_lock = threading.Lock()
 EXAMPLE_PASSAGE = ("The lighthouse keeper climbed the stairs every evening at dusk. ______ "
                    "By midnight the beam had guided three fishing boats safely into the harbour.")
+LONG_PASSAGE_ENV = "NARRATIVE_EVAL_LIVE_MAX_CHARS"
+LONG_PASSAGE_CHARS = 6000
+"""Above this many characters a fill asks first: reading a long prompt on a CPU takes a minute or more."""
+CHARS_PER_TOKEN = 4
+"""Estimate for engines without a local tokenizer (English prose runs 4-4.5 characters a token)."""
+TEMPLATE_TOKENS = 7
+"""Per message, the chat template's role markers (SmolLM2's ChatML adds 7; the count stays within a few tokens)."""
+
+
+class Refused(Exception):
+    """An input the fill cannot go ahead with: said next to the inputs, never logged."""
+
+    def __init__(self, message: str, warned: str | None = None):
+        super().__init__(message)
+        self.warned = warned
+        """The passage this warning was about: pressing Fill again with it goes ahead."""
+
+
+def long_passage_chars() -> int:
+    value = os.environ.get(LONG_PASSAGE_ENV, "")
+    return int(value) if value.isdigit() else LONG_PASSAGE_CHARS
+
+
+def missing(entry: dict[str, Any]) -> str | None:
+    """What a catalog model lacks to run from this app ('needs OPENAI_API_KEY', ...); None when it runs as is."""
+    from narrative_eval.backends import anthropic_backend, openai_backend
+
+    backend, options = entry.get("backend"), entry.get("options") or {}
+    # The hosted backends read a fixed variable; openai_compatible names its own (none for a local server).
+    hosted = {"openai": openai_backend.API_KEY_ENV, "anthropic": anthropic_backend.API_KEY_ENV}
+    key = hosted.get(backend) or options.get("api_key_env")
+    if key:
+        return None if os.environ.get(key) else f"needs {key}"
+    if backend == "openai_compatible":
+        return "needs a server"  # a local server without a key: nothing tells whether it is up
+    weights = str(entry.get("weights", ""))
+    if weights.startswith("embedded:") or Path(weights).expanduser().exists():
+        return None
+    try:  # hub weights run offline once they are in the local Hugging Face cache
+        from huggingface_hub import try_to_load_from_cache
+
+        return None if isinstance(try_to_load_from_cache(weights, "config.json"), str) else "needs a download"
+    except ValueError:  # not a hub id either (e.g. a local path that is gone)
+        return "needs a download"
+
+
+def model_choices(app: AppSettings) -> list[tuple[str, str]]:
+    """(label, name) per catalog model, those that run here first; the others say what they need."""
+    marked = [(name, missing(entry)) for name, entry in load_catalog(app).items()]
+    return [(f"{name} — {need}" if need else name, name) for name, need in sorted(marked, key=lambda m: m[1] is not None)]
 
 
 def instance_choices(path: str | None) -> list[tuple[str, str]]:
@@ -34,6 +90,10 @@ def prompt_settings() -> list[tuple[str, str]]:
 
     entries = [e for e in PROMPT_SETTINGS.entries() if e.meta.get("study") == "infilling"]
     return [(f"{e.name} — {e.target.settings[e.name].get('title', '')}", e.name) for e in entries]
+
+
+def _no_metrics() -> pd.DataFrame:
+    return pd.DataFrame({"metric": [], "score": []})
 
 
 def _metrics_frame(answer: str, gold: str) -> pd.DataFrame:
@@ -53,45 +113,105 @@ def _pool():
     return BackendPool()
 
 
+def prompt_tokens(backend, messages) -> tuple[int, bool]:
+    """(tokens of the rendered prompt, whether the model's own tokenizer counted them, else estimated)."""
+    counts = [backend.count_tokens(m.content) for m in messages]
+    overhead = TEMPLATE_TOKENS * len(messages)
+    if None in counts:
+        return sum(len(m.content) for m in messages) // CHARS_PER_TOKEN + overhead, False
+    return sum(counts) + overhead, True
+
+
+def check_inputs(app: AppSettings, passage: str, model: str | None, setting: str | None) -> dict[str, Any]:
+    """The model's catalog entry, once the passage, model and setting can make a fill; else Refused."""
+    if not passage:
+        raise Refused("The passage is empty: paste one with a blank (`______`), or pick one from the data.")
+    blanks = len(BLANK_RE.findall(passage))
+    if blanks != 1:
+        found = "no blank" if not blanks else f"{blanks} blanks"
+        raise Refused(f"The passage has {found}; it needs exactly one: six underscores `______` where the missing "
+                      "text goes.")
+    catalog = load_catalog(app)
+    if not model:
+        raise Refused("Pick a model.")
+    if model not in catalog:
+        raise Refused(f"Unknown model {esc(model)}: pick one from the list.")
+    need = missing(catalog[model])
+    if need:
+        raise Refused(f"**{esc(model)}** {need} to run from here; pick a model without a note (the embedded ones "
+                      "run offline), or set what it needs before starting the app.")
+    if not setting:
+        raise Refused("Pick a prompt level or paradigm.")
+    return catalog[model]
+
+
+def check_length(passage: str, model: str, tokens: int, counted: bool, window: int | None, max_tokens: int,
+                 warned: str | None) -> None:
+    """Refuse a prompt the model's context cannot hold; ask once before reading a long passage."""
+    if window and tokens + max_tokens > window:
+        raise Refused(f"The prompt is {tokens:,} tokens and the reply may take {max_tokens} more: over "
+                      f"**{esc(model)}**'s context window of {window:,} tokens. Shorten the passage or lower "
+                      "Max new tokens.")
+    limit = long_passage_chars()
+    if len(passage) > limit and warned != passage:
+        about = f"{tokens:,} tokens" if counted else f"about {tokens:,} tokens"
+        raise Refused(f"The passage is {len(passage):,} characters, over the {limit:,} this tab expects: reading "
+                      f"its {about} takes a while on a CPU. Press **Fill the blank** again to fill it anyway.",
+                      warned=passage)
+
+
 def live_fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setting: str, temperature: float,
-              max_tokens: float) -> Iterator[tuple[str, str, pd.DataFrame, str]]:
-    """Stream one fill: yields (passage html, raw reply, metrics table, status line) as the reply grows."""
+              max_tokens: float, warned: str | None = None) -> Iterator[tuple]:
+    """Stream one fill: yields (passage html, raw reply, metrics, status line, message, warned passage)."""
+    passage = (passage or "").strip()
+    try:
+        yield from _fill(app, passage, (gold or "").strip(), n, model, setting, temperature, int(max_tokens), warned)
+    except Refused as problem:
+        # Every output is reset, so nothing on the page belongs to an earlier passage.
+        yield passage_html(passage, None), "", _no_metrics(), "", f"⚠ {problem}", problem.warned
+
+
+def _fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setting: str, temperature: float,
+          max_tokens: int, warned: str | None) -> Iterator[tuple]:
+    from narrative_eval.prompts.render import render_infilling
     from narrative_eval.records import GenerationParams, InfillingInstance, ModelSpec
     from narrative_eval.studies.infilling import stream_fill
 
-    passage = (passage or "").strip()
-    if len(BLANK_RE.findall(passage)) != 1:
-        raise gr.Error("The passage needs exactly one blank: six underscores ______ where the missing text goes.")
-    catalog = load_catalog(app)
-    if model not in catalog:
-        raise gr.Error(f"Unknown model {model!r}; the catalog has {', '.join(catalog)}.")
-    spec = ModelSpec(id=model, **catalog[model])
-    n_sentences = int(n or 1)
+    spec = ModelSpec(id=model, **check_inputs(app, passage, model, setting))
     instance = InfillingInstance(dataset="custom", ref_id="live", source_text=passage, problem=passage,
-                                 gold_answer=gold or "", n=n_sentences, unit_idx=0)
-    params = GenerationParams(temperature=float(temperature), max_new_tokens=int(max_tokens), seed=0)
-    empty = pd.DataFrame({"metric": [], "score": []})
-    yield passage_html(passage, "…", "live-fill pending"), "", empty, f"loading {esc(model)}…"
+                                 gold_answer=gold, n=int(n or 1), unit_idx=0)
+    params = GenerationParams(temperature=float(temperature), max_new_tokens=max_tokens, seed=0)
+    pending = passage_html(passage, "…", "live-fill pending")
+
+    def frame(view: str, status: str, raw: str = "", metrics: pd.DataFrame | None = None) -> tuple:
+        return view, raw, _no_metrics() if metrics is None else metrics, status, "", warned
+
+    yield frame(pending, f"loading {esc(model)}…")
+    engine = _pool()(spec)
+    tokens, counted = prompt_tokens(engine.backend, render_infilling(setting, instance))
+    check_length(passage, model, tokens, counted, engine.backend.context_window, max_tokens, warned)
+    yield frame(pending, f"reading the prompt ({tokens:,} tokens)" if counted
+                else f"reading the prompt (about {tokens:,} tokens, estimated from its length)")
     reply, sample = "", None
     with _engine_lock:
-        for reply, sample in stream_fill(_pool()(spec), instance, setting, params):
+        for reply, sample in stream_fill(engine, instance, setting, params):
             if sample is None:
                 shown = TAGS.sub("", reply).strip() or "…"
-                yield passage_html(passage, shown, "live-fill streaming"), reply, empty, "generating…"
+                yield frame(passage_html(passage, shown, "live-fill streaming"), "generating…", reply)
     answer = sample.answer
     status = f"extraction: {sample.extraction_status}"
     html = passage_html(passage, answer or TAGS.sub("", reply).strip() or "(empty reply)", "live-fill done")
-    if gold and gold.strip() and answer:
-        yield html, reply, empty, status + " · scoring against the gold text…"
-        yield html, reply, _metrics_frame(answer, gold.strip()), status
+    if gold and answer:
+        yield frame(html, status + " · scoring against the gold text…", reply)
+        yield frame(html, status, reply, _metrics_frame(answer, gold))
     else:
-        yield html, reply, empty, status + ("" if gold else " · no gold text, no metrics")
+        yield frame(html, status + ("" if gold else " · no gold text, no metrics"), reply)
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
     gr.Markdown(texts()["live"])
     files = data_files(app)
-    catalog = list(load_catalog(app))
+    models = model_choices(app)
     settings_ = prompt_settings()
     with gr.Row():
         with gr.Column(scale=3):
@@ -101,19 +221,21 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
             passage = gr.Textbox(EXAMPLE_PASSAGE, lines=7, label="Passage with one blank (______)", elem_id="live-passage")
             gold = gr.Textbox("", lines=2, label="Gold text (optional)", elem_id="live-gold")
         with gr.Column(scale=2):
-            model = gr.Dropdown(catalog, value=catalog[0] if catalog else None, label="Model", elem_id="live-model")
+            model = gr.Dropdown(models, value=models[0][1] if models else None, label="Model", elem_id="live-model",
+                                info="Models with a note cannot run from here as they are.")
             setting = gr.Dropdown(settings_, value="L2" if any(v == "L2" for _, v in settings_) else None,
                                   label="Prompt level / paradigm", elem_id="live-setting")
             n = gr.Number(1, minimum=1, maximum=3, precision=0, label="Missing sentences (n)")
             temperature = gr.Slider(0.0, 1.5, value=0.3, step=0.05, label="Temperature")
             max_tokens = gr.Slider(8, 512, value=96, step=8, label="Max new tokens", elem_id="live-max-tokens")
             go = gr.Button("Fill the blank", variant="primary", elem_id="live-go")
+            message = gr.Markdown(elem_id="live-message")
     status = gr.Markdown(elem_id="live-status")
     view = gr.HTML(passage_html(EXAMPLE_PASSAGE, None), elem_id="live-view")
     with gr.Row():
         raw = gr.Textbox(label="Raw reply", lines=4, interactive=False, elem_id="live-raw")
-        metrics = gr.Dataframe(pd.DataFrame({"metric": [], "score": []}), label="Metrics vs gold", interactive=False,
-                               elem_id="live-metrics")
+        metrics = gr.Dataframe(_no_metrics(), label="Metrics vs gold", interactive=False, elem_id="live-metrics")
+    warned = gr.State(None)
 
     def on_source(path):
         choices = instance_choices(path)
@@ -127,10 +249,11 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
 
     source.change(on_source, [source], [picked])
     picked.input(on_pick, [source, picked], [passage, gold, n, view])
+
     def on_fill(*values):
         yield from live_fill(app, *values)
 
-    go.click(on_fill, [passage, gold, n, model, setting, temperature, max_tokens],
-             [view, raw, metrics, status], concurrency_limit=1)
+    go.click(on_fill, [passage, gold, n, model, setting, temperature, max_tokens, warned],
+             [view, raw, metrics, status, message, warned], concurrency_limit=1)
     demo.load(on_source, [source], [picked])
     return {"passage": passage, "view": view, "go": go}
