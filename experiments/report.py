@@ -1,6 +1,7 @@
 """Tables and figures of a sweep.
 
-  python -m experiments.report infilling --sweep NAME --out DIR [--data FILE] [--ratings FILE.csv | --annotations FILE.sqlite]
+  python -m experiments.report infilling --sweep NAME --out DIR [--data FILE] [--mde-target DELTA] [--reference NAME]
+      [--ratings FILE.csv | --annotations FILE.sqlite]
   python -m experiments.report creative-integrity (--sweep NAME [--data FILE] | --scores FILE.jsonl) --out DIR
 """
 
@@ -20,6 +21,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     infilling.add_argument("--out", required=True, help="output folder")
     infilling.add_argument("--data", help="report only the cells run on this data file (when the sweep name was "
                                           "reused on other data)")
+    infilling.add_argument("--mde-target", type=float, metavar="DELTA",
+                           help="a difference of AtAvg or QAvg (e.g. 0.01): mde.csv adds the instances needed to detect it")
+    infilling.add_argument("--reference", metavar="NAME",
+                           help="reference rows beside the main table: a name under data/reference/ (published) or a CSV")
     humans = infilling.add_mutually_exclusive_group()
     humans.add_argument("--ratings", help="human ratings CSV (rater, model, prompt_setting, instance_id, seed, one 1-5 "
                                           "column per dimension) for the human-agreement table")
@@ -43,6 +48,13 @@ def check_inputs(args: argparse.Namespace) -> None:
     require_file(getattr(args, "ratings", None), "ratings file", problems)
     require_file(getattr(args, "scores", None), "score file", problems)
     require_file(getattr(args, "data", None), "data file", problems)
+    if getattr(args, "reference", None):
+        from narrative_eval.stats.reference import load_reference
+
+        try:
+            load_reference(args.reference)
+        except UserError as error:
+            problems.extend(error.problems)
     if getattr(args, "sweep", None):
         from narrative_eval import tracking
 
@@ -65,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         from narrative_eval.reports.infilling import write_infilling_report
 
         tables = write_infilling_report(args.sweep, args.out, ratings_csv=args.ratings, annotations_path=args.annotations,
-                                        data_sha256=data_sha256)
+                                        data_sha256=data_sha256, mde_target=args.mde_target, reference=args.reference)
     else:
         from narrative_eval.reports.creative import creative_report_from_scores, creative_report_from_sweep
 

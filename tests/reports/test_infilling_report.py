@@ -105,3 +105,88 @@ def test_human_agreement_table_against_hand_values():
     assert row["n_outputs"] == 5
     assert list(table["dimension"]) == ["fluency", "Average"]
     assert table.iloc[1]["rho[j|a]"] == pytest.approx(0.9)
+
+
+def test_main_table_carries_intervals_and_folds_them_for_markdown(tmp_path):
+    from narrative_eval.reports.infilling import _write, fold_intervals
+
+    runs = _runs()
+    runs["metrics.at_avg_lo"], runs["metrics.at_avg_hi"] = [0.10, 0.25, 0.15], [0.14, 0.40, 0.30]
+    runs["metrics.judge/j/qavg_lo"] = [2.9, 3.7, 3.3]  # no _hi logged: shown without an interval
+    table = main_table(runs)
+    assert table.loc[0, "at_avg_lo"] == pytest.approx(0.10) and table.loc[2, "at_avg_hi"] == pytest.approx(0.30)
+    assert pd.isna(table.loc[0, "rouge1_lo"])  # a run that logged no interval
+    folded = fold_intervals(table).set_index(["model", "setting"])
+    assert folded.loc[("m1", "L0"), "at_avg"] == "0.120 [0.100, 0.140]"
+    assert folded.loc[("m1", "L0"), "rouge1"] == "0.110"
+    assert folded.loc[("m1", "L0"), "j:qavg"] == "3.000"
+    assert "at_avg_lo" not in folded
+    _write(table, tmp_path, "main")
+    assert {"at_avg_lo", "at_avg_hi", "j:qavg_lo"} <= set(pd.read_csv(tmp_path / "main.csv").columns)
+    assert "0.320 [0.250, 0.400]" in (tmp_path / "main.md").read_text()
+    assert "0.320 [0.250, 0.400]" in (tmp_path / "main.tex").read_text()
+
+
+def test_seed_table_adds_the_interval_to_mean_and_sd():
+    from narrative_eval.reports.infilling import fold_intervals
+
+    runs = _runs()
+    runs["metrics.judge/j/qavg_lo"], runs["metrics.judge/j/qavg_hi"] = [2.5, 3.5, 3.0], [3.5, 4.5, 4.0]
+    folded = fold_intervals(seed_table(runs), digits=4).set_index(["model", "setting"])
+    assert folded.loc[("m1", "L2"), "QAvg[j]"] == "4.0000 ± 0.2828 [3.5000, 4.5000]"
+    assert folded.loc[("m1", "L2"), "AtAvg"] == "0.3200 ± 0.0100"
+
+
+def test_comparison_tables_write_paired_and_mde_files(tmp_path):
+    from narrative_eval.reports.infilling import comparison_tables
+    from narrative_eval.stats.mde import mde_summary
+
+    rows = []
+    for setting, shift in (("L0", 0.0), ("L2", 0.05)):
+        for i in range(12):
+            row = {"model": "m1", "setting": setting, "instance_id": f"d/p{i}/0/1", "seed": 0,
+                   "judge/j/status": "ok" if i else "failed", "judge/j/qavg": 3.0 + (i % 3) if i else None}
+            row.update({name: 0.2 + (i % 4) / 100 + shift for name in METRICS})
+            rows.append(row)
+    titles = comparison_tables(pd.DataFrame(rows), tmp_path, mde_target=0.01)
+    assert len(titles) == 3
+    settings = pd.read_csv(tmp_path / "paired_settings.csv").set_index("metric")
+    assert list(settings.columns[:10]) == ["model", "a", "b", "n", "delta", "lo", "hi", "p", "p_holm", "holds"]
+    assert settings.loc["at_avg", "delta"] == pytest.approx(-0.05) and settings.loc["at_avg", "n"] == 12
+    # The judge failed on one instance of each cell: undefined, with its reason and the count it had.
+    assert pd.isna(settings.loc["j:qavg", "p"]) and "missing on 2 of 24 rows" in settings.loc["j:qavg", "reason"]
+    assert pd.read_csv(tmp_path / "paired_models.csv").empty  # one model: nothing to compare across models
+    mde = pd.read_csv(tmp_path / "mde.csv").set_index("metric")
+    assert mde.loc["at_avg", "n_instances"] == 12 and mde.loc["at_avg", "mde"] == pytest.approx(0.0)  # constant shift
+    line = mde_summary(tmp_path / "mde.csv")
+    assert line.startswith("minimum detectable effect (80% power, alpha 0.05, 12 instances): at_avg 0.0000")
+    assert "j:qavg undefined (no defined paired comparison among 1)" in line
+
+
+def test_published_rows_beside_the_sweep(tmp_path):
+    from narrative_eval.errors import UserError
+    from narrative_eval.stats.reference import beside_reference, load_reference
+
+    published = load_reference("published")
+    # Spot checks against the study's text: Table 3, LLaMA-3.2-1B at L2; Table 14, OLMo-2-13B under CoT.
+    row = published[(published["table"] == 3) & (published["model"] == "LLaMA-3.2-1B") & (published["setting"] == "L2")]
+    assert dict(zip(row["metric"], row["value"])) == {"at_avg": 0.246, "qavg": 3.607}
+    olmo = published[(published["table"] == 14) & (published["model"] == "OLMo-2-13B")]
+    assert dict(zip(olmo["judge"], olmo["value"])) == {"GPT-4.1-mini": 4.1527, "Gemini 3.5 Flash-Lite": 4.3969}
+    assert set(published["table"]) == {3, 5, 10, 11, 12, 13, 14}
+    table = beside_reference(main_table(_runs()), ["j"], "demo", "3 cells", published)
+    ours = table[table["source"] == "sweep demo"]
+    assert len(ours) == 3 and list(ours["qavg"]) == pytest.approx([3.0, 4.0, 3.5]) and set(ours["judge"]) == {"j"}
+    theirs = table[table["source"] == "published, Table 10"].set_index("model")
+    assert theirs.loc["LLaMA-3.1-8B", "bertscore"] == pytest.approx(0.849) and theirs.loc["LLaMA-3.1-8B", "setting"] == "L0"
+    assert table[table["source"] == "published, Table 13"]["note"].str.contains("10% subset").all()
+    with pytest.raises(UserError, match="no reference 'nope'"):
+        load_reference("nope")
+
+
+def test_interval_columns_are_not_taken_for_judge_dimensions():
+    from narrative_eval.reports.infilling import _dimensions
+
+    runs = _runs().assign(**{"metrics.judge/j/fluency_lo": 3.0, "metrics.judge/j/fluency_hi": 4.0})
+    assert _dimensions(runs, "j") == ["coherence", "fluency"]
+    assert list(kendall_table(runs, "j")["dimension"]) == ["coherence", "fluency", "qavg"]

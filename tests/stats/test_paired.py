@@ -62,7 +62,7 @@ def test_a_missing_metric_or_failed_judgment_makes_the_comparison_undefined():
     gaps = [0.2] * 11 + [None]  # the last instance's answer was not extracted: no metric on its row
     result = compare_cells(cell("m", "L0", values), cell("m", "L2", gaps), "at_avg")
     assert math.isnan(result["delta"]) and result["n"] == 12 and "missing on 1 of 24 rows" in result["reason"]
-    judged = dict(judge_j_status=["ok"] * 11 + ["failed"], judge_j_qavg=[4.0] * 11 + [None])
+    judged = {"judge_j_status": ["ok"] * 11 + ["failed"], "judge_j_qavg": [4.0] * 11 + [None]}
     result = compare_cells(cell("m", "L0", values, **judged), cell("m", "L2", values, **judged), "judge/j/qavg")
     assert math.isnan(result["p"]) and "missing on 2 of 24 rows" in result["reason"]
 

@@ -20,6 +20,9 @@ import pandas as pd
 
 from narrative_eval import tracking
 from narrative_eval.metrics import METRICS, at_avg_names
+from narrative_eval.stats.mde import mde_table
+from narrative_eval.stats.paired import paired_models, paired_settings
+from narrative_eval.stats.reference import beside_reference, load_reference
 from narrative_eval.studies.base import experiment_of
 
 EXPERIMENT = experiment_of("infilling")
@@ -40,7 +43,7 @@ def _dimensions(runs: pd.DataFrame, judge: str) -> list[str]:
     prefix = f"metrics.judge/{judge}/"
     return sorted(
         c[len(prefix):] for c in runs.columns
-        if c.startswith(prefix) and not c.endswith("_sd") and c[len(prefix):] not in skip
+        if c.startswith(prefix) and not c.endswith(("_sd", "_lo", "_hi")) and c[len(prefix):] not in skip
     )
 
 
@@ -54,10 +57,12 @@ def _seed_count(runs: pd.DataFrame) -> int:
 
 
 def _write(table: pd.DataFrame, out_dir: Path, name: str, float_format: str = "%.3f") -> str:
+    """CSV as is (intervals as `_lo`/`_hi` columns); markdown and LaTeX with intervals folded into `mean [lo, hi]`."""
     table.to_csv(out_dir / f"{name}.csv", index=False)
-    markdown = table.to_markdown(index=False, floatfmt=".3f") if not table.empty else "(empty)"
+    shown = fold_intervals(table)
+    markdown = shown.to_markdown(index=False, floatfmt=".3f") if not shown.empty else "(empty)"
     (out_dir / f"{name}.md").write_text(markdown + "\n")
-    (out_dir / f"{name}.tex").write_text(table.to_latex(index=False, float_format=float_format.__mod__))
+    (out_dir / f"{name}.tex").write_text(shown.to_latex(index=False, float_format=float_format.__mod__))
     return markdown
 
 
@@ -69,13 +74,35 @@ def main_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per model x prompt setting with every automatic metric, AtAvg and each judge's dimensions."""
     runs = _cells(runs)
     table = runs[["model", "setting"]].copy()
-    for name in (*_metrics(runs), "at_avg", "extraction_success_rate"):
-        column = f"metrics.{name}"
-        table[name] = runs[column] if column in runs else np.nan
+    for name in (*_metrics(runs), "at_avg"):
+        _with_interval(table, runs, name, f"metrics.{name}")
+    table["extraction_success_rate"] = runs.get("metrics.extraction_success_rate", np.nan)
     for judge in _judges(runs):
-        for dimension in (*_dimensions(runs, judge), "qavg", "high_pct", "failure_rate"):
-            table[f"{judge}:{dimension}"] = runs.get(f"metrics.judge/{judge}/{dimension}", np.nan)
+        for dimension in (*_dimensions(runs, judge), "qavg", "high_pct"):
+            _with_interval(table, runs, f"{judge}:{dimension}", f"metrics.judge/{judge}/{dimension}")
+        table[f"{judge}:failure_rate"] = runs.get(f"metrics.judge/{judge}/failure_rate", np.nan)
     return table.sort_values(["model", "setting"]).reset_index(drop=True)
+
+
+def _with_interval(table: pd.DataFrame, runs: pd.DataFrame, name: str, column: str) -> None:
+    """Add column `name` and its bootstrap interval `name_lo`, `name_hi` (NaN where a run logged none)."""
+    for suffix in ("", "_lo", "_hi"):
+        table[f"{name}{suffix}"] = runs.get(f"{column}{suffix}", np.nan)
+
+
+def fold_intervals(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """Markdown/LaTeX form: each column with `_lo`/`_hi` companions becomes text `mean [lo, hi]`."""
+    folded = table.copy()
+    for name in [c for c in table.columns if f"{c}_lo" in table and f"{c}_hi" in table]:
+        def text(row, name=name):
+            mean, lo, hi = row[name], row[f"{name}_lo"], row[f"{name}_hi"]
+            interval = f" [{lo:.{digits}f}, {hi:.{digits}f}]" if _finite(lo) and _finite(hi) else ""
+            if isinstance(mean, str):  # already text, e.g. the seed table's "mean ± SD"
+                return f"{mean}{interval}"
+            return f"{mean:.{digits}f}{interval}" if _finite(mean) else "n/a"
+        folded[name] = table.apply(text, axis=1) if len(table) else table[name]
+        folded = folded.drop(columns=[f"{name}_lo", f"{name}_hi"])
+    return folded
 
 
 def pivot(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -96,6 +123,7 @@ def seed_table(runs: pd.DataFrame) -> pd.DataFrame:
         for key, label in [("at_avg", "AtAvg")] + [(f"judge/{j}/qavg", f"QAvg[{j}]") for j in _judges(runs)]:
             mean, sd = run.get(f"metrics.{key}", np.nan), run.get(f"metrics.{key}_sd", np.nan)
             row[label] = f"{mean:.4f} ± {sd:.4f}" if _finite(mean) else "n/a"
+            row[f"{label}_lo"], row[f"{label}_hi"] = run.get(f"metrics.{key}_lo", np.nan), run.get(f"metrics.{key}_hi", np.nan)
         rows.append(row)
     return pd.DataFrame(rows).sort_values(["model", "setting"]).reset_index(drop=True)
 
@@ -104,7 +132,7 @@ def judge_table(runs: pd.DataFrame) -> pd.DataFrame:
     runs = _cells(runs)
     table = runs[["model", "setting"]].copy()
     for judge in _judges(runs):
-        table[judge] = runs[f"metrics.judge/{judge}/qavg"]
+        _with_interval(table, runs, judge, f"metrics.judge/{judge}/qavg")
     table = table.sort_values(["model", "setting"]).reset_index(drop=True)
     for judge in _judges(runs):
         table[f"rank[{judge}]"] = table[judge].rank(ascending=False, method="min")
@@ -281,13 +309,36 @@ def figures(table: pd.DataFrame, judges: list[str], out_dir: Path) -> list[Path]
     return written
 
 
+def reference_table(runs: pd.DataFrame, main: pd.DataFrame, judges: list[str], sweep: str, reference: str) -> pd.DataFrame:
+    """The main table's rows, one per cell and judge, above the reference's rows, each with a note of its setup."""
+    data = ", ".join(sorted({Path(str(p)).name for p in runs.get("params.data_path", pd.Series(dtype=str)).dropna()}))
+    instances = int(runs["metrics.n_instances"].max()) if "metrics.n_instances" in runs else "?"
+    note = f"{instances} instances of {data or 'its data'}, {_seed_count(runs)} seed(s), judge as named"
+    return beside_reference(main, judges, sweep, note, load_reference(reference))
+
+
+def comparison_tables(gens: pd.DataFrame, out_dir: Path, mde_target: float | None = None) -> dict[str, str]:
+    """Paired Δ between settings (per model) and between models (per setting), and the sweep's minimum
+    detectable effect from their variance: paired_settings, paired_models and mde (CSV, markdown, LaTeX)."""
+    by_setting, by_model = paired_settings(gens), paired_models(gens)
+    comparisons = pd.concat([by_setting, by_model], ignore_index=True)
+    detectable = mde_table(comparisons, n_instances=int(gens["instance_id"].nunique()), target=mde_target)
+    return {
+        "Paired differences between prompt settings (Holm per model and metric)": _write(by_setting, out_dir, "paired_settings"),
+        "Paired differences between models (Holm per setting and metric)": _write(by_model, out_dir, "paired_models"),
+        "Minimum detectable effect (80% power, alpha 0.05)": _write(detectable, out_dir, "mde", "%.4f"),
+    }
+
+
 def write_infilling_report(
     sweep: str, out_dir: str | Path, *, ratings_csv: str | Path | None = None, annotations_path: str | Path | None = None,
-    data_sha256: str | None = None,
+    data_sha256: str | None = None, mde_target: float | None = None, reference: str | None = None,
 ) -> dict[str, str]:
     """Write every table kind the sweep supports into out_dir; return title -> markdown.
 
     Only the cells on `data_sha256` are read when it is given (a sweep name reused on other data holds both).
+    `reference` (a name under data/reference/, e.g. `published`, or a CSV) adds main_reference: the main table
+    with the published rows beside it. `mde_target` (a difference of AtAvg or QAvg) adds the instance count needed to detect it to mde.csv.
     Human ratings come from `ratings_csv` when given, else from the annotation store at `annotations_path`
     (default: the app's store); with none, the human-agreement table is left out.
     """
@@ -298,6 +349,9 @@ def write_infilling_report(
     tables: dict[str, str] = {}
     main = main_table(runs)
     tables["Main results (model x setting)"] = _write(main, out_dir, "main")
+    if reference is not None:
+        tables["Main results beside the published rows"] = _write(reference_table(runs, main, judges, sweep, reference),
+                                                                  out_dir, "main_reference")
     tables["AtAvg per model x prompt setting"] = _write(pivot(runs, "at_avg"), out_dir, "at_avg")
     if _seed_count(runs) > 1:
         tables["Seed variance (mean ± SD across seeds)"] = _write(seed_table(runs), out_dir, "seeds")
@@ -319,6 +373,8 @@ def write_infilling_report(
             table = breakdown(gens, by, judge)
             if not table.empty:
                 tables[f"Avg / High% by {by} [{judge}]"] = _write(table, out_dir, f"{by}_{judge}")
+    if not gens.empty:
+        tables.update(comparison_tables(gens, out_dir, mde_target))
     ratings = human_ratings(sweep, ratings_csv, annotations_path)
     if not ratings.empty and not gens.empty:
         for judge in judges:

@@ -22,6 +22,7 @@ from narrative_eval.records import (
     Reply,
     derived_seed,
 )
+from narrative_eval.stats.cell_scores import cell_intervals
 from narrative_eval.studies.base import (
     CellResult,
     Runtime,
@@ -180,6 +181,7 @@ class InfillingStudy(Study):
         rubrics = {judge.id: load_rubric(judge_rubric(judge.rubric)) for judge in cell.judges}
         dimensions = {judge_id: rubric.keys for judge_id, rubric in rubrics.items()}
         rows = [_row(s, by_id[s.instance_id], dimensions) for samples in per_seed.values() for s in samples]
+        metrics.update(cell_intervals(rows, wanted=set(metrics)))
         params: dict[str, Any] = {"prompt_file_sha256": prompt_sha256, "n_instances": len(instances)}
         if rubrics:
             params["rubric"] = ",".join(sorted({rubric.name for rubric in rubrics.values()}))
