@@ -190,3 +190,20 @@ def test_interval_columns_are_not_taken_for_judge_dimensions():
     runs = _runs().assign(**{"metrics.judge/j/fluency_lo": 3.0, "metrics.judge/j/fluency_hi": 4.0})
     assert _dimensions(runs, "j") == ["coherence", "fluency"]
     assert list(kendall_table(runs, "j")["dimension"]) == ["coherence", "fluency", "qavg"]
+
+
+def test_position_and_domain_tables_carry_passage_bootstrap_intervals():
+    # Two passages per group: the resampled mean is either value or their mean, so the interval is the two values.
+    gens = pd.DataFrame({
+        "setting": ["L2"] * 4, "position": ["opening", "opening", "middle", "middle"],
+        "instance_id": ["d/p1/0/1", "d/p2/0/1", "d/p1/2/1", "d/p3/2/1"],
+        "judge/j/qavg": [4.0, 4.4, 3.0, 5.0],
+        **{m: [0.1, 0.3, 0.2, 0.2] for m in METRICS},
+    })
+    table = breakdown(gens, "position", "j").set_index("setting")
+    assert table.loc["L2", "opening"] == "4.20 [4.00, 4.40] / 50.0%"
+    assert table.loc["L2", "middle"] == "4.00 [3.00, 5.00] / 50.0%"
+    atavg = metric_breakdown(gens, "position").set_index("setting")
+    assert list(atavg.columns) == ["middle", "middle_lo", "middle_hi", "opening", "opening_lo", "opening_hi"]
+    assert (atavg.loc["L2", "opening_lo"], atavg.loc["L2", "opening"], atavg.loc["L2", "opening_hi"]) == pytest.approx((0.1, 0.2, 0.3))
+    assert atavg.loc["L2", "middle_lo"] == pytest.approx(0.2) == atavg.loc["L2", "middle_hi"]

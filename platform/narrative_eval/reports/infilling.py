@@ -20,6 +20,7 @@ import pandas as pd
 
 from narrative_eval import tracking
 from narrative_eval.metrics import METRICS, at_avg_names
+from narrative_eval.stats.cell_scores import group_intervals
 from narrative_eval.stats.mde import mde_table
 from narrative_eval.stats.paired import paired_models, paired_settings
 from narrative_eval.stats.reference import beside_reference, load_reference
@@ -165,9 +166,14 @@ def breakdown(gens: pd.DataFrame, by: str, judge: str) -> pd.DataFrame:
         return pd.DataFrame()
     valid = gens[pd.to_numeric(gens[column], errors="coerce").notna()].copy()
     valid[column] = valid[column].astype(float)
-    grouped = valid.groupby(["setting", by])[column]
-    table = grouped.agg(avg="mean", high=lambda s: 100 * (s > 4).mean()).reset_index()
-    table["cell"] = table.apply(lambda r: f"{r['avg']:.2f} / {r['high']:.1f}%", axis=1)
+    high = valid.groupby(["setting", by])[column].agg(lambda s: 100 * (s > 4).mean()).rename("high").reset_index()
+    table = group_intervals(valid, column, ["setting", by]).merge(high, on=["setting", by])
+
+    def text(r) -> str:
+        interval = f" [{r['lo']:.2f}, {r['hi']:.2f}]" if _finite(r["lo"]) else ""
+        return f"{r['mean']:.2f}{interval} / {r['high']:.1f}%"
+
+    table["cell"] = table.apply(text, axis=1)
     return table.pivot(index="setting", columns=by, values="cell").reset_index()
 
 
@@ -181,8 +187,14 @@ def metric_breakdown(gens: pd.DataFrame, by: str) -> pd.DataFrame:
     for m in present:
         frame[m] = pd.to_numeric(frame[m], errors="coerce")
     frame["at_avg"] = frame[present].mean(axis=1)
-    table = frame.groupby(["setting", by])["at_avg"].mean().reset_index()
-    return table.pivot(index="setting", columns=by, values="at_avg").reset_index()
+    long = group_intervals(frame, "at_avg", ["setting", by])
+    wide = long.pivot(index="setting", columns=by, values=["mean", "lo", "hi"])
+    # One column per category, followed by its `_lo` and `_hi` (folded into `mean [lo, hi]` for markdown).
+    table = pd.DataFrame({"setting": wide.index})
+    for category in sorted(long[by].unique()):
+        for stat, suffix in (("mean", ""), ("lo", "_lo"), ("hi", "_hi")):
+            table[f"{category}{suffix}"] = wide[(stat, category)].to_numpy()
+    return table
 
 
 def kendall_table(runs: pd.DataFrame, judge: str) -> pd.DataFrame:

@@ -106,3 +106,20 @@ def cell_intervals(
         if np.isfinite(lo) and np.isfinite(hi):
             intervals[f"{name}_lo"], intervals[f"{name}_hi"] = lo, hi
     return intervals
+
+
+def group_intervals(frame: pd.DataFrame, value: str, by: list[str], *, n_boot: int = CELL_N_BOOT,
+                    seed: int = CELL_BOOT_SEED, level: float = 0.95) -> pd.DataFrame:
+    """Per group of `by`: mean of `value` over its rows with one, and lo, hi from a bootstrap over the group's
+    passages (NaN without instance ids or with fewer than two passages); columns *by, mean, lo, hi."""
+    rows = []
+    for keys, group in frame.groupby(by, sort=True):
+        values = pd.to_numeric(group[value], errors="coerce").to_numpy(dtype=float)
+        lo = hi = float("nan")
+        if "instance_id" in group:
+            clusters = group["instance_id"].map(passage_of).to_numpy()
+            if np.unique(clusters[~np.isnan(values)]).size >= 2:
+                lo, hi = percentile_interval(ClusterBootstrap(clusters, n_boot=n_boot, seed=seed).means(values), level)
+        mean = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+        rows.append({**dict(zip(by, keys if isinstance(keys, tuple) else (keys,))), "mean": mean, "lo": lo, "hi": hi})
+    return pd.DataFrame(rows, columns=[*by, "mean", "lo", "hi"])
