@@ -207,3 +207,16 @@ def test_position_and_domain_tables_carry_passage_bootstrap_intervals():
     assert list(atavg.columns) == ["middle", "middle_lo", "middle_hi", "opening", "opening_lo", "opening_hi"]
     assert (atavg.loc["L2", "opening_lo"], atavg.loc["L2", "opening"], atavg.loc["L2", "opening_hi"]) == pytest.approx((0.1, 0.2, 0.3))
     assert atavg.loc["L2", "middle_lo"] == pytest.approx(0.2) == atavg.loc["L2", "middle_hi"]
+
+
+def test_two_judges_get_a_paired_judges_table(tmp_path):
+    from narrative_eval.reports.infilling import comparison_tables
+
+    rows = [{"model": "m1", "setting": "L2", "instance_id": f"d/p{i}/0/1", "seed": 0, **{m: 0.2 for m in METRICS},
+             "judge/j/status": "ok", "judge/j/qavg": 4.0, "judge/k/status": "ok", "judge/k/qavg": 3.0 + (i % 2)}
+            for i in range(12)]
+    titles = comparison_tables(pd.DataFrame(rows), tmp_path)
+    assert "Paired QAvg differences between judges on the same outputs" in titles
+    judges = pd.read_csv(tmp_path / "paired_judges.csv")
+    assert list(judges[["model", "setting", "a", "b", "n"]].iloc[0]) == ["m1", "L2", "j", "k", 12]
+    assert judges.loc[0, "delta"] == pytest.approx(0.5)  # j gives 4 everywhere, k 3 and 4 in turn

@@ -10,7 +10,7 @@ import pytest
 
 from narrative_eval.metrics import at_avg_names
 from narrative_eval.stats.mde import mde, mde_table, needed_instances, z_sum
-from narrative_eval.stats.paired import clustered_se, compare_cells, holm, paired_delta, paired_settings
+from narrative_eval.stats.paired import clustered_se, compare_cells, holm, paired_delta, paired_judges, paired_settings
 
 
 def cell(model: str, setting: str, values, seeds=(0,), **judge) -> pd.DataFrame:
@@ -99,3 +99,19 @@ def test_mde_table_pools_the_comparisons_variance():
     assert table.loc["at_avg", "mde"] == pytest.approx(z_sum() * math.sqrt(0.004) / 4)
     assert table.loc["at_avg", "n_comparisons"] == 2 and table.loc["at_avg", "n_needed"] == 79  # 78.5 rounded up
     assert math.isnan(table.loc["j:qavg", "mde"]) and "no defined" in table.loc["j:qavg", "reason"]
+
+
+def test_judges_are_compared_on_the_same_outputs():
+    values = [0.3] * 12
+    judged = {"judge_a_status": ["ok"] * 12, "judge_a_qavg": [4.0 + (i % 2) / 2 for i in range(12)],
+              "judge_b_status": ["ok"] * 12, "judge_b_qavg": [3.5 + (i % 2) / 2 for i in range(12)],
+              "judge_c_status": ["ok"] * 11 + ["failed"], "judge_c_qavg": [4.0] * 11 + [None]}
+    table = paired_judges(cell("m", "L2", values, seeds=(0, 1), **judged)).set_index(["a", "b"])
+    # a scores every output 0.5 above b: a constant difference, the smallest p (2 / 1001 with 1000 resamples).
+    assert table.loc[("a", "b"), "delta"] == pytest.approx(0.5) and table.loc[("a", "b"), "n"] == 12
+    assert table.loc[("a", "b"), "p"] == pytest.approx(2 / 1001) and table.loc[("a", "b"), "holds"]
+    # c failed on one output (both seeds): its pairs are undefined and stay out of the Holm family, which is
+    # then a family of one, so a-b keeps its p.
+    assert "judge/a/qavg or judge/c/qavg missing on 2 of 48 rows" in table.loc[("a", "c"), "reason"]
+    assert pd.isna(table.loc[("a", "c"), "holds"]) and pd.isna(table.loc[("b", "c"), "p_holm"])
+    assert table.loc[("a", "b"), "p_holm"] == pytest.approx(table.loc[("a", "b"), "p"])

@@ -20,9 +20,9 @@ import pandas as pd
 
 from narrative_eval import tracking
 from narrative_eval.metrics import METRICS, at_avg_names
-from narrative_eval.stats.cell_scores import group_intervals
+from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
-from narrative_eval.stats.paired import paired_models, paired_settings
+from narrative_eval.stats.paired import paired_judges, paired_models, paired_settings
 from narrative_eval.stats.reference import beside_reference, load_reference
 from narrative_eval.studies.base import experiment_of
 
@@ -330,16 +330,19 @@ def reference_table(runs: pd.DataFrame, main: pd.DataFrame, judges: list[str], s
 
 
 def comparison_tables(gens: pd.DataFrame, out_dir: Path, mde_target: float | None = None) -> dict[str, str]:
-    """Paired Δ between settings (per model) and between models (per setting), and the sweep's minimum
-    detectable effect from their variance: paired_settings, paired_models and mde (CSV, markdown, LaTeX)."""
+    """Paired Δ between settings (per model), between models (per setting) and, with several judges, between
+    judges (per cell); the sweep's minimum detectable effect from the first two: paired_*, mde (CSV, md, LaTeX)."""
     by_setting, by_model = paired_settings(gens), paired_models(gens)
     comparisons = pd.concat([by_setting, by_model], ignore_index=True)
     detectable = mde_table(comparisons, n_instances=int(gens["instance_id"].nunique()), target=mde_target)
-    return {
+    tables = {
         "Paired differences between prompt settings (Holm per model and metric)": _write(by_setting, out_dir, "paired_settings"),
         "Paired differences between models (Holm per setting and metric)": _write(by_model, out_dir, "paired_models"),
         "Minimum detectable effect (80% power, alpha 0.05)": _write(detectable, out_dir, "mde", "%.4f"),
     }
+    if len(row_judges(gens)) > 1:
+        tables["Paired QAvg differences between judges on the same outputs"] = _write(paired_judges(gens), out_dir, "paired_judges")
+    return tables
 
 
 def write_infilling_report(

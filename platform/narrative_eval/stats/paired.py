@@ -83,11 +83,11 @@ def instance_values(cell: pd.DataFrame, key: str) -> tuple[pd.Series, pd.Series]
     return values.groupby(ids).mean(), values.isna().groupby(ids).sum().astype(int)
 
 
-def compare_cells(a: pd.DataFrame, b: pd.DataFrame, key: str, *, n_boot: int = PAIRED_N_BOOT,
+def compare_cells(a: pd.DataFrame, b: pd.DataFrame, key: str, *, key_b: str | None = None, n_boot: int = PAIRED_N_BOOT,
                   seed: int = PAIRED_SEED) -> dict[str, object]:
-    """One paired comparison of cell a against cell b (their generations rows) on `key`."""
+    """One paired comparison of cell a's `key` against cell b's `key_b` (default: the same key)."""
     a_values, a_missing = instance_values(a, key)
-    b_values, b_missing = instance_values(b, key)
+    b_values, b_missing = instance_values(b, key_b or key)
     shared = a_values.index.intersection(b_values.index)
     undefined = {"n": len(shared), "delta": np.nan, "lo": np.nan, "hi": np.nan, "p": np.nan, "se": np.nan}
     if len(shared) < MIN_SHARED:
@@ -95,7 +95,8 @@ def compare_cells(a: pd.DataFrame, b: pd.DataFrame, key: str, *, n_boot: int = P
     missing = int(a_missing[shared].sum() + b_missing[shared].sum())
     if missing:
         rows = int((a["instance_id"].isin(shared)).sum() + (b["instance_id"].isin(shared)).sum())
-        return {**undefined, "reason": f"{key} missing on {missing} of {rows} rows (unextracted or failed judgment)"}
+        name = key if key_b in (None, key) else f"{key} or {key_b}"
+        return {**undefined, "reason": f"{name} missing on {missing} of {rows} rows (unextracted or failed judgment)"}
     clusters = np.array([passage_of(i) for i in shared])
     result = paired_delta(a_values[shared].to_numpy(), b_values[shared].to_numpy(), clusters, n_boot=n_boot, seed=seed)
     return {**result, "reason": ""}
@@ -115,8 +116,13 @@ def _table(gens: pd.DataFrame, within: str, across: str, n_boot: int, seed: int)
     if table.empty:
         return table
     # A family is one group's comparisons on one metric (one model across settings, or one setting across models).
-    table["p_holm"] = table.groupby([within, "metric"], group_keys=False)["p"].apply(holm)
-    table["holds"] = (table["p_holm"] < ALPHA).astype(object).where(table["p_holm"].notna())  # undefined stays empty
+    return _adjusted(table, [within, "metric"])
+
+
+def _adjusted(table: pd.DataFrame, family: list[str]) -> pd.DataFrame:
+    """p_holm within each family, and holds = p_holm < ALPHA (empty where the comparison is undefined)."""
+    table["p_holm"] = table.groupby(family, group_keys=False)["p"].apply(holm)
+    table["holds"] = (table["p_holm"] < ALPHA).astype(object).where(table["p_holm"].notna())
     return table
 
 
@@ -128,3 +134,16 @@ def paired_settings(gens: pd.DataFrame, *, n_boot: int = PAIRED_N_BOOT, seed: in
 def paired_models(gens: pd.DataFrame, *, n_boot: int = PAIRED_N_BOOT, seed: int = PAIRED_SEED) -> pd.DataFrame:
     """At each prompt setting, every two models: setting, a, b, metric, n, delta, lo, hi, p, p_holm, holds, se, reason."""
     return _table(gens, "setting", "model", n_boot, seed)
+
+
+def paired_judges(gens: pd.DataFrame, *, n_boot: int = PAIRED_N_BOOT, seed: int = PAIRED_SEED) -> pd.DataFrame:
+    """In each cell, every two judges' QAvg on the same outputs: model, setting, a, b (judges), metric, n, delta,
+    lo, hi, p, p_holm (Holm within the cell), holds, se, reason."""
+    judges = sorted(row_judges(gens))
+    rows = []
+    for (model, setting), cell in gens.groupby(["model", "setting"], sort=True):
+        for judge_a, judge_b in combinations(judges, 2):
+            result = compare_cells(cell, cell, f"judge/{judge_a}/qavg", key_b=f"judge/{judge_b}/qavg", n_boot=n_boot, seed=seed)
+            rows.append({"model": model, "setting": setting, "a": judge_a, "b": judge_b, "metric": "qavg", **result})
+    table = pd.DataFrame(rows, columns=["model", "setting", "a", "b", "metric", *COLUMNS])
+    return table if table.empty else _adjusted(table, ["model", "setting"])
