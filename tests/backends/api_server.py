@@ -1,5 +1,7 @@
 """A local HTTP server that speaks the OpenAI and Anthropic wire formats with a real model.
 
+The batch endpoints (OpenAI files + batches, Anthropic message batches) live in api_batches.py.
+
 `/v1/chat/completions` (OpenAI) and `/v1/messages` (Anthropic) are answered with real
 generations from a GGUF model through llama-cpp-python; a JSON schema (OpenAI
 `response_format`) or a forced tool's `input_schema` (Anthropic) becomes grammar-constrained
@@ -51,6 +53,8 @@ class ReceivedRequest:
     """time.monotonic() at arrival."""
     status: int = 200
     """Status answered."""
+    method: str = "POST"
+    """HTTP method."""
 
 
 @dataclass
@@ -69,6 +73,8 @@ class ServerState:
     """Scripted failures, consumed in order."""
     requests: list[ReceivedRequest] = field(default_factory=list)
     """Everything received, in order."""
+    batches: Any = None
+    """The batch endpoints' store (api_batches.BatchStore), made at start."""
 
 
 OPENAI_ERROR_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded", 500: "server_error", 503: "server_error"}
@@ -128,12 +134,17 @@ class Handler(BaseHTTPRequestHandler):
             payload = {"error": {"message": message, "type": "error", "code": code or OPENAI_ERROR_CODES.get(status, "error")}}
         self._send_json(status, payload, headers)
 
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        self.do_POST()
+
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         state = self.server.state
         length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length) or b"{}")
-        anthropic = self.path.rstrip("/").endswith("/v1/messages")
-        received = ReceivedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic())
+        raw = self.rfile.read(length) if length else b""
+        multipart = (self.headers.get("Content-Type") or "").startswith("multipart/")
+        body = {} if multipart else json.loads(raw or b"{}")
+        anthropic = self.path.startswith("/v1/messages")
+        received = ReceivedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic(), method=self.command)
         with state.lock:
             state.requests.append(received)
             fault = None
@@ -155,7 +166,11 @@ class Handler(BaseHTTPRequestHandler):
             received.status = 401
             self._error(anthropic, 401, None, "invalid x-api-key" if anthropic else "Incorrect API key provided", None)
             return
-        if anthropic:
+        from api_batches import route_batch
+
+        if route_batch(self, raw):
+            return
+        if self.path.rstrip("/").endswith("/v1/messages"):
             self._anthropic(body)
         elif self.path.rstrip("/").endswith("/v1/chat/completions"):
             self._openai(body)
@@ -182,7 +197,7 @@ class Handler(BaseHTTPRequestHandler):
         choice = out["choices"][0]
         return choice["message"].get("content") or "", choice.get("finish_reason") or "stop", out.get("usage") or {}
 
-    def _openai(self, body: dict[str, Any]) -> None:
+    def _openai(self, body: dict[str, Any], send: bool = True) -> dict[str, Any] | None:
         messages = [{"role": m["role"], "content": _text_of(m.get("content"))} for m in body.get("messages", [])]
         schema = None
         response_format = body.get("response_format") or {}
@@ -197,6 +212,20 @@ class Handler(BaseHTTPRequestHandler):
         completion_id = "chatcmpl-" + uuid.uuid4().hex[:12]
         created = int(time.time())
         model = body.get("model", "local")
+        payload = {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "usage": {
+                "prompt_tokens": usage.get("prompt_tokens", 0),
+                "completion_tokens": usage.get("completion_tokens", 0),
+                "total_tokens": usage.get("total_tokens", 0),
+            },
+        }
+        if not send:
+            return payload  # a batch line: the caller writes it into the output file
         if body.get("stream"):
             self._start_events()
             base = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
@@ -205,24 +234,11 @@ class Handler(BaseHTTPRequestHandler):
                 self._event({**base, "choices": [{"index": 0, "delta": {"content": text[start : start + 8]}, "finish_reason": None}]})
             self._event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
             self._event("[DONE]")
-            return
-        self._send_json(
-            200,
-            {
-                "id": completion_id,
-                "object": "chat.completion",
-                "created": created,
-                "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-                "usage": {
-                    "prompt_tokens": usage.get("prompt_tokens", 0),
-                    "completion_tokens": usage.get("completion_tokens", 0),
-                    "total_tokens": usage.get("total_tokens", 0),
-                },
-            },
-        )
+            return None
+        self._send_json(200, payload)
+        return None
 
-    def _anthropic(self, body: dict[str, Any]) -> None:
+    def _anthropic(self, body: dict[str, Any], send: bool = True) -> dict[str, Any] | None:
         system = body.get("system")
         messages = [{"role": "system", "content": _text_of(system)}] if system else []
         messages += [{"role": m["role"], "content": _text_of(m.get("content"))} for m in body.get("messages", [])]
@@ -248,6 +264,8 @@ class Handler(BaseHTTPRequestHandler):
             "stop_sequence": None,
             "usage": {"input_tokens": usage.get("prompt_tokens", 0), "output_tokens": usage.get("completion_tokens", 0)},
         }
+        if not send:
+            return message  # a batch line: the caller writes it into the results
         if not body.get("stream"):
             self._send_json(200, message)
             return
@@ -282,7 +300,9 @@ class ApiServer:
 
         with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
             llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=os.cpu_count() or 1, verbose=False)
-        self.state = ServerState(llm=llm, api_key=api_key)
+        from api_batches import BatchStore
+
+        self.state = ServerState(llm=llm, api_key=api_key, batches=BatchStore())
         """Shared with the handler threads."""
         self.httpd = ApiHTTPServer(self.state)
         """The listening server."""
@@ -331,3 +351,9 @@ class ApiServer:
         with self.state.lock:
             self.state.requests.clear()
             self.state.faults.clear()
+            self.state.batches.reset()
+
+    @property
+    def batches(self):
+        """The batch endpoints' store: submissions counted, holds and line faults scripted (api_batches.py)."""
+        return self.state.batches

@@ -93,10 +93,15 @@ class AnthropicBackend(RemoteBackend):
     def _request(self, conversation: Conversation, params: GenerationParams) -> Reply:
         start = time.perf_counter()
         message = self.client.messages.create(**self._request_kwargs(conversation, params))
-        seconds = time.perf_counter() - start
-        if params.json_schema is not None:
-            inputs = [block.input for block in message.content if block.type == "tool_use"]
-            text = json.dumps(inputs[0], ensure_ascii=False) if inputs else ""
+        return self._reply(message, time.perf_counter() - start)
+
+    def _reply(self, message: Any, seconds: float) -> Reply:
+        """A message as a Reply (shared by synchronous requests and batch results).
+
+        Only a request with a JSON schema forces the tool, so a tool_use block means a structured reply."""
+        inputs = [block.input for block in message.content if block.type == "tool_use"]
+        if inputs:
+            text = json.dumps(inputs[0], ensure_ascii=False)
         else:
             text = "".join(block.text for block in message.content if block.type == "text")
         return Reply(
@@ -106,6 +111,12 @@ class AnthropicBackend(RemoteBackend):
             completion_tokens=message.usage.output_tokens or 0,
             seconds=seconds,
         )
+
+    def batch_api(self):
+        """This backend's batch wire format (options `batch: true`)."""
+        from narrative_eval.backends.batch_providers import AnthropicBatches
+
+        return AnthropicBatches(self)
 
     def stream(self, conversation: Conversation, params: GenerationParams) -> Iterator[str]:
         if params.json_schema is not None:

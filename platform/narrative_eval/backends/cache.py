@@ -17,7 +17,9 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from narrative_eval.backends.accounting import Prices, Usage
 from narrative_eval.backends.base import Backend, Conversation
+from narrative_eval.backends.batch import BatchRun, batch_enabled
 from narrative_eval.records import GenerationParams, Reply, stable_hash
 
 DEFAULT_CACHE_PATH = Path(".cache") / "requests.sqlite"
@@ -48,6 +50,15 @@ class RequestCache:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, created REAL NOT NULL)"
+            )
+            # Provider batches in flight: recorded at submission so a rerun polls them instead of paying twice.
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, provider TEXT NOT NULL, "
+                "spec TEXT NOT NULL, state TEXT NOT NULL, created REAL NOT NULL)"
+            )
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS batch_requests (key TEXT NOT NULL, batch_id TEXT NOT NULL, "
+                "PRIMARY KEY (key, batch_id))"
             )
             conn.commit()
         except sqlite3.DatabaseError:
@@ -101,6 +112,53 @@ class RequestCache:
 
         self._retry_on_corruption(write)
 
+    def record_batch(self, batch_id: str, provider: str, spec_json: str, keys: Sequence[str]) -> None:
+        """Remember a submitted batch and the request keys it answers (state 'in_flight')."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO batches VALUES (?, ?, ?, 'in_flight', ?)",
+                         (batch_id, provider, spec_json, time.time()))
+            conn.executemany("INSERT OR IGNORE INTO batch_requests VALUES (?, ?)", [(k, batch_id) for k in keys])
+            conn.commit()
+
+        self._retry_on_corruption(write)
+
+    def in_flight(self, keys: Sequence[str]) -> dict[str, list[str]]:
+        """Batch id -> those of `keys` it answers, for every batch still in flight."""
+
+        def read(conn: sqlite3.Connection) -> dict[str, list[str]]:
+            found: dict[str, list[str]] = {}
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    "SELECT r.batch_id, r.key FROM batch_requests r JOIN batches b ON b.batch_id = r.batch_id "
+                    f"WHERE b.state = 'in_flight' AND r.key IN ({marks})", chunk)
+                for batch_id, key in rows:
+                    found.setdefault(batch_id, []).append(key)
+            return found
+
+        return self._retry_on_corruption(read)
+
+    def open_batches(self) -> list[tuple[str, str, str]]:
+        """(batch id, provider, model spec JSON) of every batch still in flight, oldest first."""
+        return self._retry_on_corruption(lambda conn: conn.execute(
+            "SELECT batch_id, provider, spec FROM batches WHERE state = 'in_flight' ORDER BY created").fetchall())
+
+    def batch_keys(self, batch_id: str) -> list[str]:
+        """The request keys a recorded batch answers."""
+        return [k for (k,) in self._retry_on_corruption(lambda conn: conn.execute(
+            "SELECT key FROM batch_requests WHERE batch_id = ?", (batch_id,)).fetchall())]
+
+    def close_batch(self, batch_id: str, state: str) -> None:
+        """Mark a batch read back ('collected'), or otherwise finished with, so no rerun polls it again."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE batches SET state = ? WHERE batch_id = ?", (state, batch_id))
+            conn.commit()
+
+        self._retry_on_corruption(write)
+
     def __len__(self) -> int:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
@@ -135,6 +193,10 @@ class CachedBackend:
         """Requests actually sent to the engine by this wrapper."""
         self.hits = 0
         """Requests served from the cache."""
+        self.usage = Usage(Prices.of(backend.spec))
+        """Tokens of every reply this wrapper returned, by source (cache, synchronous, batch)."""
+        self.batch = BatchRun(backend, cache) if cache is not None and batch_enabled(backend.spec) else None
+        """The batch path, when the model's options say `batch: true` (it records batches in the cache)."""
 
     @property
     def spec(self):
@@ -146,6 +208,9 @@ class CachedBackend:
 
     @property
     def batch_size(self) -> int:
+        # In batch mode a study's chunk becomes provider batches: hand over as many requests as one may hold.
+        if self.batch is not None:
+            return self.batch.settings.max_requests or self.batch.api.max_requests
         return self.backend.batch_size
 
     def run_params(self) -> dict[str, str]:
@@ -162,14 +227,36 @@ class CachedBackend:
         found = self.cache.get_many(keys) if self.cache is not None else {}
         replies = {i: found[k].model_copy(update={"cached": True}) for i, k in enumerate(keys) if k in found}
         missing = [i for i in range(len(conversations)) if i not in replies]
-        for group in self._groups(missing, per_request):
+        for i in replies:
+            self.usage.add("cache", replies[i].prompt_tokens, replies[i].completion_tokens)
+        if missing and self.batch is not None:
+            self._generate_batched(missing, keys, conversations, per_request, replies)
+        for group in self._groups(missing if self.batch is None else [], per_request):
             fresh = self._call([conversations[i] for i in group], [per_request[i] for i in group])
             self.generated += len(group)
-            if self.cache is not None:
-                self.cache.put_many([(keys[i], r) for i, r in zip(group, fresh) if r.ok])
+            self._store([(keys[i], r) for i, r in zip(group, fresh)], "sync")
             replies.update(zip(group, fresh))
         self.hits += len(conversations) - len(missing)
         return [replies[i] for i in range(len(conversations))]
+
+    def _store(self, fresh: list[tuple[str, Reply]], source: str) -> None:
+        """Count fresh replies' tokens and cache the successful ones (a batch's are cached as it is read)."""
+        for _, reply in fresh:
+            if reply.ok:
+                self.usage.add(source, reply.prompt_tokens, reply.completion_tokens)
+        if self.cache is not None and source == "sync":
+            self.cache.put_many([(key, reply) for key, reply in fresh if reply.ok])
+
+    def _generate_batched(self, missing: list[int], keys: list[str], conversations: Sequence[Conversation],
+                          per_request: list[GenerationParams], replies: dict[int, Reply]) -> None:
+        """The misses as provider batches (one request per distinct key); requeued lines may come back synchronously."""
+        requests = {keys[i]: (conversations[i], per_request[i]) for i in missing}
+        batched, synced = self.batch.run(requests)
+        self.generated += len(requests)
+        self._store(list(batched.items()), "batch")
+        self._store(list(synced.items()), "sync")
+        answers = {**batched, **synced}
+        replies.update({i: answers[keys[i]] for i in missing})
 
     def _groups(self, indices: list[int], per_request: list[GenerationParams]) -> list[list[int]]:
         if self.backend.per_request_params:

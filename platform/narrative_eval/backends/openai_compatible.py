@@ -111,7 +111,10 @@ class OpenAICompatibleBackend(RemoteBackend):
     def _request(self, conversation: Conversation, params: GenerationParams) -> Reply:
         start = time.perf_counter()
         response = self.client.chat.completions.create(**self._request_kwargs(conversation, params))
-        seconds = time.perf_counter() - start
+        return self._reply(response, time.perf_counter() - start)
+
+    def _reply(self, response: Any, seconds: float) -> Reply:
+        """A chat completion as a Reply (shared by synchronous requests and batch results)."""
         choice = response.choices[0]
         usage = response.usage
         return Reply(
@@ -121,6 +124,12 @@ class OpenAICompatibleBackend(RemoteBackend):
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             seconds=seconds,
         )
+
+    def batch_api(self):
+        """This backend's batch wire format (options `batch: true`)."""
+        from narrative_eval.backends.batch_providers import OpenAIBatches
+
+        return OpenAIBatches(self)
 
     def stream(self, conversation: Conversation, params: GenerationParams) -> Iterator[str]:
         kwargs = self._request_kwargs(conversation, params)
