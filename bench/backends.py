@@ -25,8 +25,8 @@ from pathlib import Path
 import yaml
 
 from narrative_eval.backends.registry import backend_class
-from narrative_eval.embedded import resolve_weights
 from narrative_eval.records import GenerationParams, Message, ModelSpec
+from narrative_eval.weights import resolve_weights
 
 SMOLLM = "embedded:smollm2-135m-instruct"
 PROMPTS = Path(__file__).with_name("backends_prompts.yaml")

@@ -140,7 +140,7 @@ def bare_vllm(args: argparse.Namespace) -> dict:
     """vLLM's LLM.chat on the whole batch: the engine settings of the other stages, no platform code."""
     from vllm import LLM, SamplingParams
 
-    from narrative_eval.embedded import hf_directory
+    from narrative_eval.weights import hf_directory
 
     conversations, params = requests(args)
     options = engine_options(args)
@@ -160,7 +160,7 @@ def bare_vllm(args: argparse.Namespace) -> dict:
 
 def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     """`vllm serve` on a free 127.0.0.1 port with the shared engine settings; waits for /health."""
-    from narrative_eval.embedded import hf_directory
+    from narrative_eval.weights import hf_directory
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -44,13 +44,13 @@ def main() -> None:
     from narrative_eval import tracking
     from narrative_eval.backends import get_backend
     from narrative_eval.config import load_config
-    from narrative_eval.embedded import embedded_path
     from narrative_eval.metrics import score_all
     from narrative_eval.prompts import render_infilling
     from narrative_eval.records import MetricsSpec
     from narrative_eval.records import derived_seed
     from narrative_eval.studies.infilling import select_instances
     from narrative_eval.sweep import expand_grid, run_sweep
+    from narrative_eval.weights import embedded_path
 
     def config(name: str):
         path = write_config(root, name, limit=args.limit, max_new_tokens=args.max_new_tokens)

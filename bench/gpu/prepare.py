@@ -2,7 +2,7 @@
 
     python bench/gpu/prepare.py WORKDIR [--gguf PATH]
 
-- bf16: the GGUF dequantized to a Hugging Face directory (narrative_eval.embedded.hf_directory);
+- bf16: the GGUF dequantized to a Hugging Face directory (narrative_eval.weights.hf_directory);
 - 4-bit: a GPTQ checkpoint quantized on the GPU when gptqmodel is installed, else bitsandbytes
   NF4 (quantized while loading) when bitsandbytes is, else nothing, with the reason.
 
@@ -47,7 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     workdir = Path(args.workdir)
     os.environ.setdefault("NARRATIVE_EVAL_MODEL_CACHE", str(workdir / "hf"))
-    from narrative_eval.embedded import hf_directory
+    from narrative_eval.weights import hf_directory
 
     start = time.perf_counter()
     model_dir = hf_directory(args.gguf)

@@ -10,8 +10,8 @@ import pytest
 # api_server.py sits beside the tests; make it importable without a tests package.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from narrative_eval.embedded import resolve_weights  # noqa: E402
 from narrative_eval.records import Message, ModelSpec  # noqa: E402
+from narrative_eval.weights import resolve_weights  # noqa: E402
 
 SMOLLM = "embedded:smollm2-135m-instruct"
 DATA = Path(__file__).parent / "data"

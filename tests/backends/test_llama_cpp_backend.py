@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from narrative_eval.backends.llama_cpp import DEFAULT_N_BATCH, PREFIX_BLOCK, LlamaCppBackend, reuse_point
-from narrative_eval.embedded import embedded_path
 from narrative_eval.records import GenerationParams, Message, ModelSpec
+from narrative_eval.weights import embedded_path
 
 
 def test_batch_of_conversations(llama_backend, conversations):

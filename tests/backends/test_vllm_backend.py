@@ -112,7 +112,7 @@ def test_run_params_name_the_engine_and_batch_settings(engine):
 
 
 def test_identity_is_the_gguf_digest(engine, model_cache):
-    from narrative_eval.embedded import gguf_sha256, resolve_weights
+    from narrative_eval.weights import gguf_sha256, resolve_weights
 
     digest = gguf_sha256(resolve_weights(SMOLLM))
     assert engine.identity() == f"gguf-sha256:{digest}"

@@ -59,7 +59,7 @@ def wait_healthy(process: subprocess.Popen, base: str, log: Path) -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_cache):
     """`vllm serve <converted SmolLM2>`; yields (base URL, process, GGUF digest)."""
-    from narrative_eval.embedded import gguf_sha256, hf_directory, resolve_weights
+    from narrative_eval.weights import gguf_sha256, hf_directory, resolve_weights
 
     root = tmp_path_factory.mktemp("vllm-serve")
     model_dir = hf_directory("embedded:smollm2-135m-instruct")

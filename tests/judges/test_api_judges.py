@@ -28,7 +28,7 @@ INFILL_ITEM = {"problem": PROBLEM, "candidate": CANDIDATE}
 def protocol_server():
     from api_server import ApiServer
 
-    from narrative_eval.embedded import resolve_weights
+    from narrative_eval.weights import resolve_weights
 
     with ApiServer(resolve_weights("embedded:smollm2-135m-instruct"), api_key=KEY) as server:
         yield server

@@ -12,8 +12,8 @@ from functools import cache
 from pathlib import Path
 
 from narrative_eval.backends.base import Backend, Conversation, backend
-from narrative_eval.embedded import default_chat_format, resolve_weights
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
+from narrative_eval.weights import default_chat_format, resolve_weights
 
 
 PREFIX_BLOCK = 8

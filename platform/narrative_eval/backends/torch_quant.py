@@ -161,7 +161,7 @@ def make_quantized_checkpoint(
     'gptq-4bit' or 'awq-4bit'.
     """
     from narrative_eval.backends.transformers_backend import export_gguf
-    from narrative_eval.embedded import resolve_weights
+    from narrative_eval.weights import resolve_weights
 
     label = f"{method}-{bits}bit"
     require_library(f"{method}-4bit", str(weights))

