@@ -58,6 +58,26 @@ def test_context_overflow_is_a_length_error():
     assert reply.finish_reason == "length" and reply.error and not reply.ok
 
 
+def test_release_forgets_one_loaded_backend():
+    """release(spec) closes that spec's backend only; the next get_backend loads a fresh one."""
+    from narrative_eval.backends import get_backend, release
+
+    spec = ModelSpec(id="smollm2-released", weights="embedded:smollm2-135m-instruct", options={"n_ctx": 256})
+    other = ModelSpec(id="smollm2-kept", weights="embedded:smollm2-135m-instruct", options={"n_ctx": 320})
+    first, kept = get_backend(spec), get_backend(other)
+    assert get_backend(spec) is first
+    release(spec)
+    again = get_backend(spec)
+    try:
+        assert again is not first and get_backend(other) is kept
+        params = GenerationParams(temperature=0.0, max_new_tokens=4)
+        assert again.generate([[Message(role="user", content="Hello")]], params)[0].ok
+    finally:
+        release(spec)
+        release(other)
+    release(spec)  # nothing loaded: nothing to do
+
+
 def test_prefix_reuse_is_block_aligned_and_does_not_depend_on_request_order():
     """Requests sharing a long system prompt read only what follows the last shared block, and a seeded
     reply is the same whether its prefix came from the cache or was read fresh, in any order."""

@@ -36,11 +36,9 @@ def catalog_spec(repo_root) -> ModelSpec:
 def engine(model_cache, catalog_spec):
     from narrative_eval.backends import registry
 
-    backend = registry.get_backend(catalog_spec)
-    yield backend
-    backend.close()
-    # Drop it from the process-wide registry too: an idle engine process must not outlive the module.
-    registry._loaded.pop(catalog_spec.digest(), None)
+    yield registry.get_backend(catalog_spec)
+    # Closed and dropped from the process-wide registry: an idle engine process must not outlive the module.
+    registry.release(catalog_spec)
 
 
 def params(seed: int, **update) -> GenerationParams:

@@ -6,7 +6,7 @@ A backend is one file here with `@backend(name)` on its Backend subclass, plus i
 
 from narrative_eval.backends.base import BACKENDS, Backend, Conversation, backend
 from narrative_eval.backends.cache import CachedBackend, RequestCache, request_key
-from narrative_eval.backends.registry import backend_class, get_backend, release_all
+from narrative_eval.backends.registry import backend_class, get_backend, release, release_all
 
 __all__ = [
     "BACKENDS",
@@ -17,6 +17,7 @@ __all__ = [
     "backend",
     "backend_class",
     "get_backend",
+    "release",
     "release_all",
     "request_key",
 ]

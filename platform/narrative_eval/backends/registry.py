@@ -25,6 +25,14 @@ def get_backend(spec: ModelSpec) -> Backend:
         return _loaded[key]
 
 
+def release(spec: ModelSpec) -> None:
+    """Close the backend loaded for a model spec and forget it (its next get_backend loads it again); none loaded: nothing."""
+    with _lock:
+        loaded = _loaded.pop(spec.digest(), None)
+    if loaded is not None:
+        loaded.close()
+
+
 def release_all() -> None:
     """Close every loaded backend (frees model memory between cells when asked)."""
     with _lock:
