@@ -32,7 +32,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="override a config value, YAML-parsed; dotted keys reach nested values "
                              "(e.g. --set models=[smollm2] --set generation.temperature=0.5)")
     parser.add_argument("--executor", help="cell executor (local or ray); default from the config")
-    parser.add_argument("--dry-run", action="store_true", help="print the grid and the counts, load no model")
+    parser.add_argument("--dry-run", action="store_true", help="print the grid, the counts and the cost estimates, load no model")
+    parser.add_argument("--batch", action="store_true",
+                        help="send every hosted model's and judge's requests through the provider's batch API (about half price)")
+    parser.add_argument("--collect", action="store_true",
+                        help="read finished provider batches of this config's models into the request cache; start nothing")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--catalog", help="model catalog YAML (default: the repository's experiments/configs/models.yaml)")
     add_debug_flag(parser)
@@ -85,7 +89,14 @@ def main(argv: list[str] | None = None) -> int:
 
         print(listing())
         return 0
-    config = load_config(args.config, args.overrides, data=args.data, limit=args.limit, catalog=args.catalog)
+    overrides = args.overrides + (["batch=true"] if args.batch else [])
+    config = load_config(args.config, overrides, data=args.data, limit=args.limit, catalog=args.catalog)
+    if args.collect:
+        from narrative_eval.sweep import collect_batches
+
+        news = collect_batches(config)
+        print("\n".join(news) if news else "no provider batch in flight for this config's models")
+        return 0
     grid = checked_grid(config)
     if args.dry_run:
         print(f"sweep {config.sweep!r} ({config.study}): {len(grid['cells'])} cells, seeds {config.seeds}")
@@ -94,7 +105,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{model:<28} {setting:<16} {condition:<10} {digest}")
         print(f"generations: {grid['generations']}")
         print(f"judge calls: {grid['judge_calls']} ({len(config.judges)} judge(s))")
-        print(f"estimated cost of hosted models: ${grid['estimated_cost_usd']:.2f}")
+        print(f"estimated cost of hosted models (upper bound, every reply at its token limit): "
+              f"synchronous ${grid['estimated_cost_usd']:.2f}, batch ${grid['estimated_batch_cost_usd']:.2f}, "
+              f"as configured ${grid['estimated_run_cost_usd']:.2f}")
+        if config.max_cost_usd is not None:
+            over = grid["estimated_run_cost_usd"] - config.max_cost_usd
+            print(f"budget (max_cost_usd): ${config.max_cost_usd:.2f}" + (f"; over it by ${over:.2f}" if over > 0 else ""))
         return 0
 
     progress = plain_progress if args.no_progress else tqdm_progress

@@ -65,6 +65,10 @@ class SweepConfig(BaseModel):
     """Where the sweep's tables and figures are written."""
     failure_budget: float | None = None
     """Stop the sweep when more than this share of a cell's requests fail (None: never stop)."""
+    max_cost_usd: float | None = None
+    """Refuse to start when the cells still to run may cost more than this many dollars (None: no budget)."""
+    batch: bool = False
+    """Send every hosted model's and judge's requests through the provider's batch API (`options.batch: true`)."""
 
     @field_validator("study")
     @classmethod
@@ -92,6 +96,22 @@ class SweepConfig(BaseModel):
             kinds = {registry.kind: registry for registry, _ in checks}
             known = "; ".join(f"{kind}s: {', '.join(registry.names())}" for kind, registry in kinds.items())
             raise ValueError(f"{', '.join(problems)} (registered {known})")
+        return self
+
+    @model_validator(mode="after")
+    def _batch_everywhere(self) -> SweepConfig:
+        """`batch: true` (or --batch) turns on batch mode for every hosted model and judge."""
+        if not self.batch:
+            return self
+        from narrative_eval.backends.batch import BATCHABLE
+
+        def batched(spec: ModelSpec) -> ModelSpec:
+            if spec.backend not in BATCHABLE or spec.options.get("batch"):
+                return spec
+            return spec.model_copy(update={"options": {**spec.options, "batch": True}})
+
+        self.models = [batched(m) for m in self.models]
+        self.judges = [j.model_copy(update={"model": batched(j.model)}) for j in self.judges]
         return self
 
     @field_validator("models")

@@ -11,11 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval import tracking
-from narrative_eval.backends.accounting import Prices
+import pandas as pd
+
+from narrative_eval.backends.accounting import Prices, add_figures
+from narrative_eval.backends.batch import batch_enabled, collect_open
 from narrative_eval.backends.cache import CachedBackend, RequestCache
 from narrative_eval.backends.registry import get_backend
 from narrative_eval.config import SweepConfig
 from narrative_eval.data.infilling import file_sha256
+from narrative_eval.errors import UserError
 from narrative_eval.executors import EXECUTORS
 from narrative_eval.metrics import metric_names
 from narrative_eval.records import CellSpec, ModelSpec
@@ -68,16 +72,25 @@ class BackendPool:
     def __init__(self, cache_path: str | None = None):
         self.cache = RequestCache(cache_path)
         self._wrapped: dict[str, CachedBackend] = {}
+        self.on_batch_submit: Callable[[str, int], None] | None = None
+        """Told (batch id, requests) when a provider batch is submitted: the running cell tags its run."""
 
     def __call__(self, spec: ModelSpec) -> CachedBackend:
         key = spec.digest()
         if key not in self._wrapped:
-            self._wrapped[key] = CachedBackend(get_backend(spec), self.cache)
+            wrapped = CachedBackend(get_backend(spec), self.cache)
+            if wrapped.batch is not None:
+                wrapped.batch.on_submit = lambda batch_id, n: self.on_batch_submit and self.on_batch_submit(batch_id, n)
+            self._wrapped[key] = wrapped
         return self._wrapped[key]
 
     @property
     def generated(self) -> int:
         return sum(b.generated for b in self._wrapped.values())
+
+    def cost(self) -> dict[str, float]:
+        """Tokens and dollars of every reply served so far (Usage.figures, summed over models)."""
+        return add_figures(*(b.usage.figures() for b in self._wrapped.values()))
 
 
 @dataclass
@@ -108,10 +121,17 @@ def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, gener
         return CellOutcome(cell, "skipped", run_id=existing[0])
     run_id = tracking.start_cell_run(study.experiment, cell, parent_run_id)
     before, start = generated(), time.perf_counter()
+    pool = runtime.backend_for if isinstance(runtime.backend_for, BackendPool) else None
+    cost_before = pool.cost() if pool else {}
+    if pool is not None:
+        # The batch id goes on the cell's run the moment it is submitted (the cache database has its keys).
+        pool.on_batch_submit = lambda batch_id, n: tracking.client().set_tag(run_id, f"narrative_eval.batch.{batch_id}", str(n))
     try:
         result: CellResult = study.run_cell(cell, runtime)
         result.params.update({f"engine.{k}": v for k, v in runtime.backend_for(cell.model).run_params().items()})
         result.generated = generated() - before
+        if pool is not None:
+            result.metrics.update({f"cost/{k}": v - cost_before.get(k, 0.0) for k, v in pool.cost().items()})
         tracking.log_cell(run_id, cell, result)
     except Exception as error:  # a broken cell is recorded and the sweep goes on
         tracking.end_run(run_id, "FAILED")
@@ -163,6 +183,7 @@ def run_sweep(
     """Expand the grid, run every unfinished cell, then write the study's tables."""
     study = load_study(config.study)
     cells = expand_grid(config)
+    check_budget(config, cells)
     parent = tracking.start_sweep_run(study.experiment, config.sweep, config.model_dump(mode="json"))
     run = EXECUTORS.get(executor or config.executor)
     try:
@@ -176,34 +197,95 @@ def run_sweep(
         # This sweep's data only: the same name run on other data keeps its own report folder and tables.
         outcome.tables = study.summarise(config.sweep, out_dir, data_sha256=cells[0].data_sha256)
         outcome.report_dir = out_dir
-        tracking.log_sweep_outputs(parent, outcome.tables, sorted(p for p in out_dir.glob("*") if p.is_file()))
+        totals = write_cost_table(outcomes, out_dir, outcome.tables)
+        tracking.log_sweep_outputs(parent, outcome.tables, sorted(p for p in out_dir.glob("*") if p.is_file()),
+                                   metrics={f"cost/{k}": v for k, v in totals.items()})
     tracking.end_run(parent, "FAILED" if outcome.count("failed") else "FINISHED")
     return outcome
 
 
-def describe_grid(config: SweepConfig) -> dict[str, Any]:
-    """Counts for a dry run: cells, generations and judge calls, and the estimated cost, loading no model."""
+def collect_batches(config: SweepConfig) -> list[str]:
+    """Read finished provider batches of the config's models and judges into its request cache; start nothing new."""
+    specs = [*config.models, *(judge.model for judge in config.judges)]
+    cache = RequestCache(config.cache)
+    try:
+        return collect_open(cache, specs, get_backend)
+    finally:
+        cache.close()
+
+
+def describe_grid(config: SweepConfig, cells: list[CellSpec] | None = None) -> dict[str, Any]:
+    """Counts for a dry run: cells, generations and judge calls, and the estimated costs, loading no model.
+
+    Costs are upper bounds (every reply at its token limit): `estimated_cost_usd` with every hosted
+    request synchronous, `estimated_batch_cost_usd` with every one through a batch API, and
+    `estimated_run_cost_usd` as configured (each model's `batch` option); `cell_costs` holds the latter per cell."""
     study = load_study(config.study)
-    cells = expand_grid(config)
+    cells = expand_grid(config) if cells is None else cells
     seeds = len(config.seeds)
     generations = judge_calls = 0
-    cost = 0.0
+    sync = batch = 0.0
+    per_cell: list[float] = []
     for cell in cells:
         units, judged = study.count_requests(cell) * seeds, study.count_judged(cell) * seeds
         generations += units
-        cost += _price(cell.model, units, config.generation.max_new_tokens)
-        for judge in config.judges:
-            judge_calls += judged
-            cost += _price(judge.model, judged, judge.max_new_tokens)
+        priced = [(cell.model, units, config.generation.max_new_tokens)]
+        priced += [(judge.model, judged, judge.max_new_tokens) for judge in config.judges]
+        judge_calls += judged * len(config.judges)
+        sync += sum(_price(*item) for item in priced)
+        batch += sum(_price(*item, batch=True) for item in priced)
+        per_cell.append(sum(_price(*item, batch=batch_enabled(item[0])) for item in priced))
     return {
         "cells": [(c.model.id, c.prompt_setting, c.condition, c.spec_hash) for c in cells],
         "generations": generations,
         "judge_calls": judge_calls,
-        "estimated_cost_usd": cost,
+        "estimated_cost_usd": sync,
+        "estimated_batch_cost_usd": batch,
+        "estimated_run_cost_usd": sum(per_cell),
+        "cell_costs": per_cell,
     }
 
 
-def _price(model: ModelSpec, requests: int, max_new_tokens: int) -> float:
+def _price(model: ModelSpec, requests: int, max_new_tokens: int, batch: bool = False) -> float:
     """Upper-bound dollars for `requests` to a priced model (every reply at its token limit)."""
     prices = Prices.of(model)
-    return prices.dollars(requests * PROMPT_TOKENS_ESTIMATE, requests * max_new_tokens) if prices else 0.0
+    return prices.dollars(requests * PROMPT_TOKENS_ESTIMATE, requests * max_new_tokens, batch=batch) if prices else 0.0
+
+
+def check_budget(config: SweepConfig, cells: list[CellSpec]) -> None:
+    """Refuse to start when the cells still to run could cost more than `max_cost_usd` (cells finished earlier are free)."""
+    if config.max_cost_usd is None:
+        return
+    experiment = load_study(config.study).experiment
+    costs = describe_grid(config, cells)["cell_costs"]
+    todo = [cost for cell, cost in zip(cells, costs, strict=True)
+            if (found := tracking.find_cell_run(experiment, cell)) is None or found[1] != "FINISHED"]
+    estimate = sum(todo)
+    if estimate > config.max_cost_usd:
+        raise UserError(
+            f"sweep {config.sweep!r}: the {len(todo)} cell(s) still to run may cost up to ${estimate:.2f} at list prices "
+            f"(every reply at its token limit), over max_cost_usd ${config.max_cost_usd:.2f} by "
+            f"${estimate - config.max_cost_usd:.2f}; raise max_cost_usd, run hosted models in batch mode (--batch), "
+            f"or shrink the grid (--limit, --set models=[...]). Nothing was sent.")
+
+
+COST_COLUMNS = ("tokens_in", "tokens_out", "requests_sync", "requests_batch", "usd_sync", "usd_batch", "usd_paid")
+
+
+def write_cost_table(outcomes: list[CellOutcome], out_dir: Path, tables: dict[str, str]) -> dict[str, float]:
+    """cost.csv and a 'Cost' table: per cell and in total, tokens and dollars (synchronous, batch, paid by these runs).
+
+    Figures come from each cell's run, so cells finished by an earlier invocation count what they logged then."""
+    rows, totals = [], dict.fromkeys(COST_COLUMNS, 0.0)
+    for outcome in outcomes:
+        if outcome.run_id is None:
+            continue
+        metrics = tracking.client().get_run(outcome.run_id).data.metrics
+        figures = {k: float(metrics.get(f"cost/{k}", 0.0)) for k in COST_COLUMNS}
+        rows.append({"cell": outcome.cell.run_name, **figures})
+        totals = {k: totals[k] + figures[k] for k in COST_COLUMNS}
+    rows.append({"cell": "total", **totals})
+    frame = pd.DataFrame(rows)
+    frame.to_csv(out_dir / "cost.csv", index=False)
+    tables["Cost (tokens; USD at list and batch prices; paid by these runs)"] = frame.to_markdown(index=False, floatfmt=".4g")
+    return totals

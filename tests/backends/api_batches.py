@@ -50,8 +50,8 @@ class BatchStore:
     """Status requests a batch answers as in progress before it is processed."""
     hold: bool = False
     """Keep every batch in progress (a test that kills a sweep mid-batch releases it later)."""
-    line_faults: list[str] = field(default_factory=list)
-    """Outcomes of the next processed lines, consumed in order: 'error' (HTTP 500 line) or 'expired'."""
+    line_faults: list[str | None] = field(default_factory=list)
+    """Outcomes of the next processed lines, consumed in order: 'error' (HTTP 500 line), 'expired' or None (answered)."""
     expire_next: bool = False
     """The next batch processed expires as a whole."""
     files: dict[str, bytes] = field(default_factory=dict)

@@ -6,6 +6,8 @@ scripts line failures and expiry, holds batches in progress, and counts submissi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from narrative_eval.backends.cache import CachedBackend, RequestCache, request_key
@@ -60,3 +62,96 @@ def test_batch_replies_equal_synchronous_ones_under_the_same_keys(server, monkey
     again = CachedBackend(sync_backend, batch_cache).generate(conversations, PARAMS)
     assert all(r.cached for r in again) and len(server.requests()) == before
     assert cached.usage.requests["batch"] == 3 and cached.usage.figures()["requests_sync"] == 0
+
+
+def batch_keys_sent(server) -> list[list[str]]:
+    """custom_ids of every batch the server received, in submission order."""
+    return [[line["custom_id"] for line in batch.lines] for batch in server.batches.batches.values()]
+
+
+def test_failed_lines_are_requeued_synchronously_and_only_they(server, monkeypatch, conversations, tmp_path):
+    backend = hosted(server, monkeypatch, "openai", batch=True)
+    cached = CachedBackend(backend, RequestCache(tmp_path / "requests.sqlite"))
+    server.batches.line_faults = [None, "error", "expired"]
+    replies = cached.generate(conversations, PARAMS)
+    assert all(r.ok and r.text for r in replies)
+    [submitted] = batch_keys_sent(server)
+    requeued = [r for r in server.requests() if r.path.endswith("/chat/completions")]
+    # Exactly the two failed lines went again, synchronously, with the bodies their batch lines carried.
+    assert sorted(json.dumps(r.body, sort_keys=True) for r in requeued) == sorted(
+        json.dumps(line["body"], sort_keys=True) for line in list(server.batches.batches.values())[0].lines[1:])
+    assert cached.batch.counts.requeued == 2 and cached.batch.counts.served == 1 and cached.batch.counts.unanswered == 0
+    assert cached.usage.requests == {"cache": 0, "sync": 2, "batch": 1}
+    assert len(submitted) == 3
+
+
+def test_failed_lines_requeued_by_batch_go_into_a_second_batch(server, monkeypatch, conversations, tmp_path):
+    backend = hosted(server, monkeypatch, "anthropic", batch=True, batch_requeue="batch")
+    cached = CachedBackend(backend, RequestCache(tmp_path / "requests.sqlite"))
+    server.batches.line_faults = ["expired", None, "error"]
+    replies = cached.generate(conversations, PARAMS)
+    assert all(r.ok for r in replies)
+    first, second = batch_keys_sent(server)
+    assert second == [first[0], first[2]]
+    assert not [r for r in server.requests() if r.path.rstrip("/").endswith("/v1/messages")]
+    assert cached.batch.counts.requeued == 2 and cached.batch.counts.submitted == 2
+
+
+def test_requeue_none_leaves_failed_lines_uncached_for_the_next_run(server, monkeypatch, conversations, tmp_path):
+    cache = RequestCache(tmp_path / "requests.sqlite")
+    backend = hosted(server, monkeypatch, "openai", batch=True, batch_requeue="none")
+    server.batches.line_faults = ["error"]
+    first = CachedBackend(backend, cache).generate(conversations, PARAMS)
+    assert [r.ok for r in first] == [False, True, True] and "scripted line failure" in first[0].error
+    rerun = CachedBackend(backend, cache)
+    assert all(r.ok for r in rerun.generate(conversations, PARAMS))
+    assert batch_keys_sent(server)[1] == batch_keys_sent(server)[0][:1] and rerun.hits == 2
+
+
+def test_a_batch_over_the_request_limit_is_split(server, monkeypatch, conversations, tmp_path):
+    backend = hosted(server, monkeypatch, "openai", batch=True, batch_max_requests=2)
+    cached = CachedBackend(backend, RequestCache(tmp_path / "requests.sqlite"))
+    assert all(r.ok for r in cached.generate(conversations, PARAMS))
+    assert [len(keys) for keys in batch_keys_sent(server)] == [2, 1]
+
+
+def test_a_batch_still_running_is_left_in_flight_then_collected(server, monkeypatch, conversations, tmp_path):
+    from narrative_eval.backends.batch import collect_open
+
+    cache = RequestCache(tmp_path / "requests.sqlite")
+    backend = hosted(server, monkeypatch, "anthropic", batch=True, batch_timeout=0.3)
+    server.batches.hold = True
+    waiting = CachedBackend(backend, cache).generate(conversations, PARAMS)
+    assert all(not r.ok and r.error.startswith("still in flight") for r in waiting)
+    assert len(cache.open_batches()) == 1 and server.batches.submissions == 1
+    assert collect_open(cache, [backend.spec], lambda spec: backend)[0].endswith("in_progress, not finished")
+
+    server.batches.hold = False
+    [news] = collect_open(cache, [backend.spec], lambda spec: backend)
+    assert "3 replies cached, 0 without a reply" in news and cache.open_batches() == []
+    after = CachedBackend(backend, cache)
+    assert all(r.cached for r in after.generate(conversations, PARAMS)) and server.batches.submissions == 1
+
+
+def test_a_rerun_polls_the_batch_in_flight_instead_of_submitting_again(server, monkeypatch, conversations, tmp_path):
+    cache = RequestCache(tmp_path / "requests.sqlite")
+    backend = hosted(server, monkeypatch, "openai", batch=True, batch_timeout=0.2)
+    server.batches.hold = True
+    CachedBackend(backend, cache).generate(conversations, PARAMS)
+    server.batches.hold = False
+    rerun = CachedBackend(backend, cache)
+    assert all(r.ok for r in rerun.generate(conversations, PARAMS))
+    assert server.batches.submissions == 1 and rerun.batch.counts.resumed == 1 and rerun.batch.counts.submitted == 0
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_auth_error_is_one_clear_message_and_not_retried(server, monkeypatch, conversations, tmp_path, provider):
+    backend = hosted(server, monkeypatch, provider, key="wrong-key", batch=True)
+    cached = CachedBackend(backend, RequestCache(tmp_path / "requests.sqlite"))
+    replies = cached.generate(conversations, PARAMS)
+    assert all(r.finish_reason == "error" and "authentication" in r.error and "wrong-key" not in r.error for r in replies)
+    assert replies[0].error.startswith("batch submission failed: authentication")
+    assert len(server.requests()) == 1 and server.batches.submissions == 0
+    # Nothing more is sent once the key is known to be refused.
+    later = cached.generate([conversations[0]], [GenerationParams(max_new_tokens=5, seed=9)])
+    assert not later[0].ok and len(server.requests()) == 1

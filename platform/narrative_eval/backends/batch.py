@@ -258,3 +258,29 @@ class BatchRun:
             log.warning("model %s: batch %s %s%s: %d of %d lines answered", self.backend.spec.id, batch_id,
                         status.status, detail, len(ok), len(keys))
         return ok, failed
+
+
+def collect_open(cache: Any, specs: Sequence[ModelSpec], make_backend: Callable[[ModelSpec], Any]) -> list[str]:
+    """Poll once every batch in flight for the models named in `specs`; read the ended ones into the cache.
+
+    Starts nothing: lines that failed stay cache misses for the next run. One line of news per batch."""
+    ids = {spec.id for spec in specs}
+    news = []
+    for batch_id, provider, spec_json in cache.open_batches():
+        spec = ModelSpec.model_validate_json(spec_json)
+        if spec.id not in ids:
+            continue
+        run = BatchRun(make_backend(spec), cache)
+        where = f"batch {batch_id} ({spec.id}, {provider}, {len(cache.batch_keys(batch_id))} requests)"
+        try:
+            status: BatchStatus = run._retry(lambda batch_id=batch_id: run.api.status(batch_id))
+        except RetriesExhausted as error:
+            news.append(f"{where}: could not be polled: {error.failure.message}")
+            continue
+        if not status.ended:
+            news.append(f"{where}: {status.status}, not finished")
+            continue
+        ok, failed = run.collect(batch_id, status)
+        news.append(f"{where}: {status.status}; {len(ok)} replies cached, {len(failed)} without a reply "
+                    "(the next run sends them again)")
+    return news
