@@ -1,5 +1,6 @@
-"""Extensions from outside the repo: a package installed as a plugin adds a metric, a rubric, a prompt setting
-and a condition through the `narrative_eval.plugins` entry point, touching no file of the project.
+"""Extensions from outside the repo: a package installed as a plugin adds a metric, a rubric, a prompt setting,
+a condition, a backend, an executor and a study through the `narrative_eval.plugins` entry point, touching no
+file of the project.
 
 The plugin is installed with pip into a temporary folder; everything that uses it runs in a subprocess with
 that folder on PYTHONPATH, so the registries of this test process never see it.
@@ -58,6 +59,7 @@ def test_registries_list_the_plugin_with_its_origin(plugin_path, tmp_path):
     assert found["condition"]["reverse"].startswith(plugin)
     assert found["backend"]["llama_cpp_plugin"].startswith(plugin)
     assert found["executor"]["last_first"].startswith(plugin)
+    assert found["study"]["line_count"].startswith(plugin)
     # The project's own entries name the module or file they come from.
     assert found["metric"]["chrf"] == "narrative_eval.metrics.chrf"
     assert found["rubric"]["infilling_narrative"].endswith("infilling_narrative.yaml")
@@ -73,6 +75,35 @@ def test_registries_list_the_plugin_with_its_origin(plugin_path, tmp_path):
     assert listed["code"] == 0
     assert "length_ratio  [plugin narrative-eval-demo-plugin: narrative_eval_demo_plugin]" in listed["text"]
     assert "incremental-delivery (also: incremental, creative, creative-integrity)" in listed["text"]
+
+
+def test_plugin_study_is_listed_and_a_config_naming_it_validates(plugin_path, tmp_path, repo_root):
+    config = tmp_path / "lines.yaml"
+    config.write_text(textwrap.dedent(f"""
+        study: lines
+        sweep: plugin-lines
+        data: {repo_root / 'data/infilling/sample.jsonl'}
+        models: [smollm2, gemma3]
+    """))
+    found = run_with_plugin(plugin_path, tmp_path, f"""
+        import contextlib, io, json
+        from experiments.sweep import main
+        from narrative_eval.config import load_config
+        from narrative_eval.studies.base import experiment_of
+
+        listed, dry = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(listed):
+            list_code = main(["--list"])
+        with contextlib.redirect_stdout(dry):
+            dry_code = main(["--config", {str(config)!r}, "--dry-run"])
+        study = load_config({str(config)!r}, catalog={str(repo_root / 'experiments/configs/models.yaml')!r}).study
+        print(json.dumps({{"list_code": list_code, "listed": listed.getvalue(), "dry_code": dry_code,
+                          "dry": dry.getvalue(), "study": study, "experiment": experiment_of(study)}}))
+    """)
+    assert found["list_code"] == 0
+    assert "line_count (also: lines)  [plugin narrative-eval-demo-plugin: narrative_eval_demo_plugin]" in found["listed"]
+    assert found["study"] == "line_count" and found["experiment"] == "plugin-line-count"  # the alias is stored canonical
+    assert found["dry_code"] == 0 and "2 cells" in found["dry"], found["dry"]
 
 
 def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path, tmp_path, repo_root):

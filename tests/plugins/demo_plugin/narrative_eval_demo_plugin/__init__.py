@@ -1,5 +1,5 @@
-"""A plugin adding one of each extension kind: a metric, a rubric, a prompt setting, a condition, a backend
-and a cell executor."""
+"""A plugin adding one of each extension kind: a metric, a rubric, a prompt setting, a condition, a backend,
+a cell executor and a study."""
 
 from pathlib import Path
 
@@ -10,6 +10,7 @@ from narrative_eval.executors import executor
 from narrative_eval.judges import register_rubric
 from narrative_eval.metrics import Metric, metric
 from narrative_eval.prompts.render import register_prompt_file
+from narrative_eval.studies.base import CellResult, Study, study
 
 HERE = Path(__file__).parent
 
@@ -43,3 +44,21 @@ def run_last_first(cells, config, parent_run_id, progress):
     from narrative_eval.executors.local import run_local
 
     return run_local(cells[::-1], config, parent_run_id, progress)[::-1]
+
+
+@study("line_count", experiment="plugin-line-count", aliases=("lines",))
+class LineCount(Study):
+    """A study that asks no model: each cell logs how many non-blank lines its data file has."""
+
+    def count_requests(self, cell):
+        return 0
+
+    def count_judged(self, cell):
+        return 0
+
+    def run_cell(self, cell, runtime):
+        text = Path(cell.data_path).read_text(encoding="utf-8")
+        return CellResult(metrics={"lines": float(sum(1 for line in text.splitlines() if line.strip()))})
+
+    def summarise(self, sweep, out_dir, data_sha256=None):
+        return {}
