@@ -46,6 +46,18 @@ def run_with_plugin(plugin_path: Path, tmp_path: Path, script: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def sweep_command(plugin_path: Path, tmp_path: Path, *argv: str) -> dict:
+    """`python -m experiments.sweep ARGV` with the plugin installed: its exit code and what it printed."""
+    return run_with_plugin(plugin_path, tmp_path, f"""
+        import contextlib, io, json
+        from experiments.sweep import main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main({list(argv)!r})
+        print(json.dumps({{"code": code, "text": out.getvalue()}}))
+    """)
+
+
 def test_registries_list_the_plugin_with_its_origin(plugin_path, tmp_path):
     found = run_with_plugin(plugin_path, tmp_path, """
         import json
@@ -64,46 +76,32 @@ def test_registries_list_the_plugin_with_its_origin(plugin_path, tmp_path):
     assert found["metric"]["chrf"] == "narrative_eval.metrics.chrf"
     assert found["rubric"]["infilling_narrative"].endswith("infilling_narrative.yaml")
     assert found["prompt setting"]["L2"].endswith("settings.yaml") and not found["prompt setting"]["L2"].startswith(plugin)
-    listed = run_with_plugin(plugin_path, tmp_path, """
-        import contextlib, io, json
-        from experiments.sweep import main
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = main(["--list"])
-        print(json.dumps({"code": code, "text": out.getvalue()}))
-    """)
+    listed = sweep_command(plugin_path, tmp_path, "--list")
     assert listed["code"] == 0
     assert "length_ratio  [plugin narrative-eval-demo-plugin: narrative_eval_demo_plugin]" in listed["text"]
     assert "incremental-delivery (also: incremental, creative, creative-integrity)" in listed["text"]
 
 
 def test_plugin_study_is_listed_and_a_config_naming_it_validates(plugin_path, tmp_path, repo_root):
+    import yaml
+
+    listed = sweep_command(plugin_path, tmp_path, "--list")
+    assert listed["code"] == 0
+    assert "line_count (also: lines)  [plugin narrative-eval-demo-plugin: narrative_eval_demo_plugin]" in listed["text"]
     config = tmp_path / "lines.yaml"
-    config.write_text(textwrap.dedent(f"""
-        study: lines
-        sweep: plugin-lines
-        data: {repo_root / 'data/infilling/sample.jsonl'}
-        models: [smollm2, gemma3]
-    """))
+    config.write_text(yaml.safe_dump({"study": "lines", "sweep": "plugin-lines", "models": ["smollm2", "gemma3"],
+                                      "data": str(repo_root / "data/infilling/sample.jsonl")}))
+    dry = sweep_command(plugin_path, tmp_path, "--config", str(config), "--dry-run")
+    assert dry["code"] == 0 and "2 cells" in dry["text"], dry["text"]
     found = run_with_plugin(plugin_path, tmp_path, f"""
-        import contextlib, io, json
-        from experiments.sweep import main
+        import json
         from narrative_eval.config import load_config
         from narrative_eval.studies.base import experiment_of
 
-        listed, dry = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(listed):
-            list_code = main(["--list"])
-        with contextlib.redirect_stdout(dry):
-            dry_code = main(["--config", {str(config)!r}, "--dry-run"])
         study = load_config({str(config)!r}, catalog={str(repo_root / 'experiments/configs/models.yaml')!r}).study
-        print(json.dumps({{"list_code": list_code, "listed": listed.getvalue(), "dry_code": dry_code,
-                          "dry": dry.getvalue(), "study": study, "experiment": experiment_of(study)}}))
+        print(json.dumps({{"study": study, "experiment": experiment_of(study)}}))
     """)
-    assert found["list_code"] == 0
-    assert "line_count (also: lines)  [plugin narrative-eval-demo-plugin: narrative_eval_demo_plugin]" in found["listed"]
-    assert found["study"] == "line_count" and found["experiment"] == "plugin-line-count"  # the alias is stored canonical
-    assert found["dry_code"] == 0 and "2 cells" in found["dry"], found["dry"]
+    assert found == {"study": "line_count", "experiment": "plugin-line-count"}  # the alias is stored canonical
 
 
 def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path, tmp_path, repo_root):
