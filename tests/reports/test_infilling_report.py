@@ -65,6 +65,7 @@ def test_high_pct_uses_strict_threshold_and_position_breakdown():
     assert table.loc["L2", "opening"] == "4.10 / 50.0%"
     assert table.loc["L2", "middle"] == "4.00 / 50.0%"
     assert "closing" not in table.columns  # a failed judgment is not scored
+    assert breakdown(gens.assign(**{"judge/j/qavg": None}), "position", "j").empty
 
 
 def test_metric_breakdown_by_domain():
@@ -149,7 +150,9 @@ def test_comparison_tables_write_paired_and_mde_files(tmp_path):
             row.update({name: 0.2 + (i % 4) / 100 + shift for name in METRICS})
             rows.append(row)
     titles = comparison_tables(pd.DataFrame(rows), tmp_path, mde_target=0.01)
-    assert len(titles) == 3
+    assert len(titles) == 4
+    groups = pd.read_csv(tmp_path / "groups.csv")
+    assert list(groups["group"]) == ["a", "a", "a", "a"]  # one model per setting: nothing to tell apart
     settings = pd.read_csv(tmp_path / "paired_settings.csv").set_index("metric")
     assert list(settings.columns[:10]) == ["model", "a", "b", "n", "delta", "lo", "hi", "p", "p_holm", "holds"]
     assert settings.loc["at_avg", "delta"] == pytest.approx(-0.05) and settings.loc["at_avg", "n"] == 12

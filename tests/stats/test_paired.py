@@ -115,3 +115,27 @@ def test_judges_are_compared_on_the_same_outputs():
     assert "judge/a/qavg or judge/c/qavg missing on 2 of 48 rows" in table.loc[("a", "c"), "reason"]
     assert pd.isna(table.loc[("a", "c"), "holds"]) and pd.isna(table.loc[("b", "c"), "p_holm"])
     assert table.loc[("a", "b"), "p_holm"] == pytest.approx(table.loc[("a", "b"), "p"])
+
+
+def test_letter_groups_by_hand():
+    from narrative_eval.stats.paired import letter_groups
+
+    # A > B > C with only A-C different: {A, B, C} splits into {B, C} and {A, B} -> A "a", B "ab", C "b".
+    assert letter_groups(["A", "B", "C"], {frozenset("AC")}) == {"A": "a", "B": "ab", "C": "b"}
+    assert letter_groups(["A", "B", "C"], set()) == {"A": "a", "B": "a", "C": "a"}
+    everything = {frozenset("AB"), frozenset("AC"), frozenset("BC")}
+    assert letter_groups(["A", "B", "C"], everything) == {"A": "a", "B": "b", "C": "c"}
+    # Four items, A-C, A-D and B-D different: {A, B} a, {B, C} b, {C, D} c.
+    found = letter_groups(list("ABCD"), {frozenset("AC"), frozenset("AD"), frozenset("BD")})
+    assert found == {"A": "a", "B": "ab", "C": "bc", "D": "c"}
+
+
+def test_model_groups_follow_the_paired_models_table():
+    from narrative_eval.stats.paired import model_groups, paired_models
+
+    gens = pd.concat([cell("m1", "L2", [0.5 + i / 100 for i in range(12)]),
+                      cell("m2", "L2", [0.5 + i / 100 for i in range(12)]),
+                      cell("m3", "L2", [0.2 + i / 100 for i in range(12)])])
+    groups = model_groups(gens, paired_models(gens)).set_index("model")
+    assert list(groups.index) == ["m1", "m2", "m3"]  # best first, ties by name
+    assert list(groups["group"]) == ["a", "a", "b"] and set(groups["undefined"]) == {0}

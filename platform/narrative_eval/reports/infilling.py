@@ -22,7 +22,7 @@ from narrative_eval import tracking
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
-from narrative_eval.stats.paired import paired_judges, paired_models, paired_settings
+from narrative_eval.stats.paired import model_groups, paired_judges, paired_models, paired_settings
 from narrative_eval.stats.reference import beside_reference, load_reference
 from narrative_eval.studies.base import experiment_of
 
@@ -166,14 +166,12 @@ def breakdown(gens: pd.DataFrame, by: str, judge: str) -> pd.DataFrame:
         return pd.DataFrame()
     valid = gens[pd.to_numeric(gens[column], errors="coerce").notna()].copy()
     valid[column] = valid[column].astype(float)
+    if valid.empty:  # every judgment failed: nothing to break down
+        return pd.DataFrame()
     high = valid.groupby(["setting", by])[column].agg(lambda s: 100 * (s > 4).mean()).rename("high").reset_index()
     table = group_intervals(valid, column, ["setting", by]).merge(high, on=["setting", by])
-
-    def text(r) -> str:
-        interval = f" [{r['lo']:.2f}, {r['hi']:.2f}]" if _finite(r["lo"]) else ""
-        return f"{r['mean']:.2f}{interval} / {r['high']:.1f}%"
-
-    table["cell"] = table.apply(text, axis=1)
+    interval = table.apply(lambda r: f" [{r['lo']:.2f}, {r['hi']:.2f}]" if _finite(r["lo"]) else "", axis=1)
+    table["cell"] = table["mean"].map("{:.2f}".format) + interval + table["high"].map(" / {:.1f}%".format)
     return table.pivot(index="setting", columns=by, values="cell").reset_index()
 
 
@@ -339,6 +337,8 @@ def comparison_tables(gens: pd.DataFrame, out_dir: Path, mde_target: float | Non
         "Paired differences between prompt settings (Holm per model and metric)": _write(by_setting, out_dir, "paired_settings"),
         "Paired differences between models (Holm per setting and metric)": _write(by_model, out_dir, "paired_models"),
         "Minimum detectable effect (80% power, alpha 0.05)": _write(detectable, out_dir, "mde", "%.4f"),
+        "Letter groups of models per setting (no shared letter: the difference holds)": _write(
+            model_groups(gens, by_model), out_dir, "groups"),
     }
     if len(row_judges(gens)) > 1:
         tables["Paired QAvg differences between judges on the same outputs"] = _write(paired_judges(gens), out_dir, "paired_judges")

@@ -147,3 +147,45 @@ def paired_judges(gens: pd.DataFrame, *, n_boot: int = PAIRED_N_BOOT, seed: int 
             rows.append({"model": model, "setting": setting, "a": judge_a, "b": judge_b, "metric": "qavg", **result})
     table = pd.DataFrame(rows, columns=["model", "setting", "a", "b", "metric", *COLUMNS])
     return table if table.empty else _adjusted(table, ["model", "setting"])
+
+
+def letter_groups(order: list[str], different: set[frozenset[str]]) -> dict[str, str]:
+    """Compact letter display (insert-and-absorb, Piepho 2004): items sharing a letter are not shown different.
+
+    `order` lists the items best first (letters follow it); `different` holds the pairs whose difference holds.
+    """
+    columns: list[set[str]] = [set(order)] if order else []
+    for pair in sorted(different, key=sorted):
+        first, second = sorted(pair)
+        split: list[set[str]] = []
+        for column in columns:
+            split += [column - {first}, column - {second}] if pair <= column else [column]
+        # Absorb: a column inside another adds no information (keep the first of equal ones).
+        columns = [c for k, c in enumerate(split)
+                   if c and not any(c < o or (c == o and m < k) for m, o in enumerate(split) if m != k)]
+    rank = {item: k for k, item in enumerate(order)}
+    columns.sort(key=lambda c: min(rank[item] for item in c))
+    symbols = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    letters = dict.fromkeys(order, "")
+    for n, column in enumerate(columns):
+        for item in column:
+            letters[item] += symbols[n] if n < len(symbols) else f"[{n}]"
+    return letters
+
+
+def model_groups(gens: pd.DataFrame, by_model: pd.DataFrame) -> pd.DataFrame:
+    """Per setting and metric, the models best first with their letter group from paired_models (a comparison
+    that is undefined counts as not shown different; `undefined` says how many there were in the family)."""
+    rows = []
+    metrics = compared_metrics(gens)
+    for setting, frame in gens.groupby("setting", sort=True):
+        for label, key in metrics.items():
+            means = {model: instance_values(cell, key)[0].mean() for model, cell in frame.groupby("model", sort=True)}
+            order = sorted(means, key=lambda m: (-means[m] if np.isfinite(means[m]) else np.inf, m))
+            family = by_model[(by_model["setting"] == setting) & (by_model["metric"] == label)] if not by_model.empty else by_model
+            different = {frozenset((r.a, r.b)) for r in family.itertuples() if r.holds is True}
+            letters = letter_groups(order, different)
+            undefined = int(family["p"].isna().sum()) if not family.empty else 0
+            rows += [{"setting": setting, "metric": label, "model": m, "mean": means[m], "group": letters[m],
+                      "undefined": undefined} for m in order]
+    return pd.DataFrame(rows, columns=["setting", "metric", "model", "mean", "group", "undefined"])
