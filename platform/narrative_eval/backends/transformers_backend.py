@@ -42,7 +42,7 @@ from narrative_eval.backends.torch_quant import (  # noqa: F401 - the checkpoint
     quantization_config,
 )
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
-from narrative_eval.weights import resolve_weights
+from narrative_eval.weights import resolve_weights, write_once
 
 # Bytes read from each end of a large weights file for its fingerprint: hashing a 140 GB
 # checkpoint in full on every start would cost minutes, while sizes plus both ends plus the
@@ -128,24 +128,15 @@ def export_gguf(path: str, export_root: str | Path | None = None, tokenizer_sour
     transformers refuses a quantization config together with `gguf_file=`, so bitsandbytes,
     torchao and GPTQ start from this export. It lives under `export_root` in a folder named
     by the GGUF's digest and is written to a temporary folder first, so a killed export is
-    never mistaken for a finished one.
+    never mistaken for a finished one (`write_once`).
     """
     digest = weights_identity(path).split(":", 1)[1][:16]
-    target = Path(export_root or default_export_root()) / f"{Path(path).stem}-{digest}"
-    if (target / "config.json").exists():
-        return target
-    staging = target.with_name(target.name + f".partial-{os.getpid()}")
-    model = load_model(path, None, "float32", "cpu")
-    model.save_pretrained(staging)
-    load_tokenizer(path, tokenizer_source).save_pretrained(staging)
-    del model
-    try:
-        staging.rename(target)
-    except OSError:  # another process finished the same export first
-        import shutil
 
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    def write(staging: Path) -> None:
+        load_model(path, None, "float32", "cpu").save_pretrained(staging)
+        load_tokenizer(path, tokenizer_source).save_pretrained(staging)
+
+    return write_once(Path(export_root or default_export_root()) / f"{Path(path).stem}-{digest}", "config.json", write)
 
 
 def load_model(

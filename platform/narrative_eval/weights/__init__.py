@@ -11,6 +11,7 @@ from narrative_eval.weights.convert import (
     gguf_sha256,
     hf_directory,
     model_cache_dir,
+    write_once,
 )
 from narrative_eval.weights.embedded import (
     EMBEDDED,
@@ -33,4 +34,5 @@ __all__ = [
     "hf_directory",
     "model_cache_dir",
     "resolve_weights",
+    "write_once",
 ]

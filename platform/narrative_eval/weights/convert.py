@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from narrative_eval.weights.embedded import EMBEDDED, default_chat_format, resolve_weights
@@ -57,28 +58,40 @@ def hf_directory(weights: str, *, convert: bool = True) -> Path:
     """A Hugging Face-format directory for 'embedded:<name>' or a GGUF file, converted once.
 
     The directory is <model cache>/<gguf sha256>; a missing one is converted offline (the
-    GGUF is dequantized) into a temporary directory beside it and renamed into place, so a
-    crash never leaves a half-written model and two processes never see one.
+    GGUF is dequantized to bf16) through `write_once`.
     """
     gguf = Path(resolve_weights(weights))
     if gguf.suffix != ".gguf" or not gguf.is_file():
         raise ConversionError(f"{weights}: not a GGUF file ({gguf}); give a model directory or an embedded model")
     target = model_cache_dir() / gguf_sha256(gguf)
-    if (target / "conversion.json").is_file():
-        return target
-    if not convert:
+    if not convert and not (target / "conversion.json").is_file():
         raise ConversionError(f"{weights}: no converted model at {target}; run `python -m narrative_eval.weights {weights}`")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name[:12]}-", dir=target.parent))
-    try:
+
+    def write(staging: Path) -> None:
         _convert(gguf, staging, default_chat_format(weights))
         (staging / "conversion.json").write_text(json.dumps(
             {"source": str(gguf), "gguf_sha256": target.name, "weights": weights, "version": CONVERSION_VERSION}, indent=1))
+
+    return write_once(target, "conversion.json", write)
+
+
+def write_once(target: Path, marker: str, write: Callable[[Path], None]) -> Path:
+    """`target`, made once: `write` fills a temporary directory beside it, renamed into place when complete.
+
+    A directory holding the file `marker` is complete and reused as it is; a crash never leaves a half-written
+    one, and of two processes writing at once the first to finish wins (both wrote the same thing).
+    """
+    if (target / marker).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name[:12]}-", dir=target.parent))
+    try:
+        write(staging)
         staging.chmod(0o755)  # mkdtemp makes it private; the cache may be shared by a team
         try:
             staging.rename(target)
-        except OSError:  # another process finished first: its copy is the same conversion
-            if not (target / "conversion.json").is_file():
+        except OSError:  # another process finished first
+            if not (target / marker).is_file():
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
