@@ -14,6 +14,7 @@ import sys
 
 from experiments.progress import Stopped, plain_progress, request_stop, tqdm_progress
 from narrative_eval import tracking
+from narrative_eval.backends.accounting import usd
 from narrative_eval.config import SweepConfig, load_config
 from narrative_eval.errors import ServiceUnavailable, UserError, add_debug_flag, cli_main, require_file
 from narrative_eval.sweep import describe_grid, run_sweep
@@ -106,11 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generations: {grid['generations']}")
         print(f"judge calls: {grid['judge_calls']} ({len(config.judges)} judge(s))")
         print(f"estimated cost of hosted models (upper bound, every reply at its token limit): "
-              f"synchronous ${grid['estimated_cost_usd']:.2f}, batch ${grid['estimated_batch_cost_usd']:.2f}, "
-              f"as configured ${grid['estimated_run_cost_usd']:.2f}")
+              f"synchronous {usd(grid['estimated_cost_usd'])}, batch {usd(grid['estimated_batch_cost_usd'])}, "
+              f"as configured {usd(grid['estimated_run_cost_usd'])}")
         if config.max_cost_usd is not None:
             over = grid["estimated_run_cost_usd"] - config.max_cost_usd
-            print(f"budget (max_cost_usd): ${config.max_cost_usd:.2f}" + (f"; over it by ${over:.2f}" if over > 0 else ""))
+            print(f"budget (max_cost_usd): {usd(config.max_cost_usd)}" + (f"; over it by {usd(over)}" if over > 0 else ""))
         return 0
 
     progress = plain_progress if args.no_progress else tqdm_progress

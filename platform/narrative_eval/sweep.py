@@ -13,7 +13,7 @@ from typing import Any
 from narrative_eval import tracking
 import pandas as pd
 
-from narrative_eval.backends.accounting import Prices, add_figures
+from narrative_eval.backends.accounting import Prices, add_figures, usd
 from narrative_eval.backends.batch import batch_enabled, collect_open
 from narrative_eval.backends.cache import CachedBackend, RequestCache
 from narrative_eval.backends.registry import get_backend
@@ -263,9 +263,9 @@ def check_budget(config: SweepConfig, cells: list[CellSpec]) -> None:
     estimate = sum(todo)
     if estimate > config.max_cost_usd:
         raise UserError(
-            f"sweep {config.sweep!r}: the {len(todo)} cell(s) still to run may cost up to ${estimate:.2f} at list prices "
-            f"(every reply at its token limit), over max_cost_usd ${config.max_cost_usd:.2f} by "
-            f"${estimate - config.max_cost_usd:.2f}; raise max_cost_usd, run hosted models in batch mode (--batch), "
+            f"sweep {config.sweep!r}: the {len(todo)} cell(s) still to run may cost up to {usd(estimate)} "
+            f"(every reply at its token limit), over max_cost_usd {usd(config.max_cost_usd)} by "
+            f"{usd(estimate - config.max_cost_usd)}; raise max_cost_usd, run hosted models in batch mode (--batch), "
             f"or shrink the grid (--limit, --set models=[...]). Nothing was sent.")
 
 

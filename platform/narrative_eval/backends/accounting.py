@@ -80,6 +80,11 @@ class Usage:
         }
 
 
+def usd(amount: float) -> str:
+    """Dollars for people: cents, or four decimals for amounts under a cent (a test grid's judge)."""
+    return f"${amount:,.2f}" if amount == 0 or abs(amount) >= 0.01 else f"${amount:.4f}"
+
+
 def add_figures(*figures: dict[str, float]) -> dict[str, float]:
     """Key-wise sum of Usage.figures() dicts."""
     total: dict[str, float] = {}
