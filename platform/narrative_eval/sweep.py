@@ -90,7 +90,8 @@ class BackendPool:
 
     def cost(self) -> dict[str, float]:
         """Tokens and dollars of every reply served so far (Usage.figures, summed over models)."""
-        return add_figures(*(b.usage.figures() for b in self._wrapped.values()))
+        return add_figures(*(b.usage.figures() for b in self._wrapped.values()),
+                           *(b.batch.figures() for b in self._wrapped.values() if b.batch is not None))
 
 
 @dataclass
@@ -269,7 +270,8 @@ def check_budget(config: SweepConfig, cells: list[CellSpec]) -> None:
             f"or shrink the grid (--limit, --set models=[...]). Nothing was sent.")
 
 
-COST_COLUMNS = ("tokens_in", "tokens_out", "requests_sync", "requests_batch", "usd_sync", "usd_batch", "usd_paid")
+COST_COLUMNS = ("tokens_in", "tokens_out", "requests_sync", "requests_batch", "batches_submitted", "batch_requeued",
+                "usd_sync", "usd_batch", "usd_paid")
 
 
 def write_cost_table(outcomes: list[CellOutcome], out_dir: Path, tables: dict[str, str]) -> dict[str, float]:

@@ -155,3 +155,14 @@ def test_auth_error_is_one_clear_message_and_not_retried(server, monkeypatch, co
     # Nothing more is sent once the key is known to be refused.
     later = cached.generate([conversations[0]], [GenerationParams(max_new_tokens=5, seed=9)])
     assert not later[0].ok and len(server.requests()) == 1
+
+
+def test_an_expired_batch_is_reported_and_its_lines_requeued(server, monkeypatch, conversations, tmp_path, caplog):
+    backend = hosted(server, monkeypatch, "openai", batch=True)
+    cached = CachedBackend(backend, RequestCache(tmp_path / "requests.sqlite"))
+    server.batches.expire_next = True
+    with caplog.at_level("WARNING"):
+        replies = cached.generate(conversations, PARAMS)
+    assert all(r.ok for r in replies) and cached.usage.requests["sync"] == 3
+    assert cached.batch.figures() == {"batches_submitted": 1, "batches_resumed": 0, "batch_requeued": 3, "batch_unanswered": 0}
+    assert any("expired: 0 of 3 lines answered" in r.getMessage() for r in caplog.records)

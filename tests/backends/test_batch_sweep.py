@@ -93,6 +93,7 @@ def test_batch_sweep_gives_the_synchronous_replies_and_metrics(server, tmp_path,
     assert {k: with_batch[k] for k in scored} == {k: without[k] for k in scored}
     # Costs: the same tokens, paid at the batch price in one run and the list price in the other.
     assert with_batch["cost/requests_batch"] == 2 and without["cost/requests_batch"] == 0
+    assert with_batch["cost/batches_submitted"] == 1 and with_batch["cost/batch_requeued"] == 0
     assert with_batch["cost/usd_sync"] == without["cost/usd_sync"] > 0
     assert with_batch["cost/usd_paid"] == pytest.approx(with_batch["cost/usd_sync"] / 2)
     assert without["cost/usd_paid"] == pytest.approx(without["cost/usd_sync"])

@@ -114,6 +114,12 @@ class BatchRun:
         """Called with (batch id, requests) right after a submission is recorded (the cell run's tag)."""
         self.sleep: Callable[[float], None] = time.sleep
 
+    def figures(self) -> dict[str, float]:
+        """The counters as cost-report figures (batches submitted and resumed, lines requeued, requests unanswered)."""
+        counts = self.counts
+        return {"batches_submitted": counts.submitted, "batches_resumed": counts.resumed,
+                "batch_requeued": counts.requeued, "batch_unanswered": counts.unanswered}
+
     def _retry(self, call: Callable[[], Any]) -> Any:
         return call_with_retry(call, self.backend.policy)
 
@@ -175,9 +181,11 @@ class BatchRun:
         found, errors = self._wait(batch_ids)
         found = {key: reply for key, reply in found.items() if key in pending}
         self.counts.served += len(found)
+        fatal = self.backend.fatal
+        unsent = failed_reply(f"{fatal.message} (not sent)") if fatal is not None else None
         for key in pending:
             if key not in found and key not in failures:
-                failures[key] = errors.get(key) or failed_reply("batch line without a result")
+                failures[key] = errors.get(key) or unsent or failed_reply("batch line without a result")
         return found, failures
 
     def _submit_failed(self, error: RetriesExhausted, keys: list[str]) -> dict[str, Reply]:
