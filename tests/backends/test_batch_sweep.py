@@ -100,7 +100,7 @@ def test_batch_sweep_gives_the_synchronous_replies_and_metrics(server, tmp_path,
     assert (batched.report_dir / "cost.csv").is_file() and any(t.startswith("Cost") for t in batched.tables)
 
 
-def test_a_sweep_killed_while_its_batch_runs_resumes_that_batch(server, tmp_path, repo_root):
+def test_a_sweep_killed_while_its_batch_runs_resumes_that_batch(server, tmp_path, repo_root, capsys):
     path = write_config(tmp_path, "killed", server, batch=True)
     cache_path = tmp_path / "killed.sqlite"
     server.batches.hold = True
@@ -117,6 +117,11 @@ def test_a_sweep_killed_while_its_batch_runs_resumes_that_batch(server, tmp_path
         sweep.send_signal(signal.SIGKILL)
         sweep.wait()
     assert server.batches.submissions == 1
+    from experiments.sweep import main
+
+    # --collect while the provider still works on it: reported, nothing read, nothing submitted.
+    assert cli_main(main, ["--config", str(path), "--catalog", str(repo_root / "experiments/configs/models.yaml"), "--collect"]) == 0
+    assert "(api-judge, openai, 2 requests): in_progress, not finished" in capsys.readouterr().out
 
     server.batches.hold = False
     outcome = run_sweep(load_config(path, catalog=repo_root / "experiments/configs/models.yaml"))
