@@ -20,7 +20,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from narrative_eval.data.errors import DataError, DataErrors
 from narrative_eval.data.infilling import (
@@ -33,8 +33,13 @@ from narrative_eval.data.infilling import (
     save_instances,
     sentences,
 )
-from narrative_eval.data.jsonl import read_jsonl
+from narrative_eval.data.jsonl import checked_jsonl
 from narrative_eval.records import InfillingInstance, Position
+
+
+def _passage_problems(record: dict[str, Any]) -> list[str]:
+    empty = [key for key in ("dataset", "ref_id", "text") if not str(record.get(key) or "").strip()]
+    return [f"missing or empty field(s): {', '.join(empty)}"] if empty else []
 
 
 class Passage(NamedTuple):
@@ -60,14 +65,7 @@ def load_passages(path: str | Path) -> list[Passage]:
     passages: list[Passage] = []
     errors: list[DataError] = []
     for file in files:
-        for line_no, record in read_jsonl(file, "passage file"):
-            if isinstance(record, DataError):
-                errors.append(record)
-                continue
-            empty = [key for key in ("dataset", "ref_id", "text") if not str(record.get(key) or "").strip()]
-            if empty:
-                errors.append(DataError(file, line_no, f"missing or empty field(s): {', '.join(empty)}"))
-                continue
+        for _, record in checked_jsonl(file, "passage file", _passage_problems, errors):
             passages.append(Passage(str(record["dataset"]).strip(), str(record["ref_id"]).strip(), str(record["text"])))
     if errors:
         raise DataErrors(errors)

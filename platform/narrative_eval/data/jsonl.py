@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,5 +31,21 @@ def read_jsonl(path: str | Path, what: str = "JSONL file") -> Iterator[tuple[int
             continue
         if not isinstance(record, dict):
             yield line_no, DataError(path, line_no, "expected a JSON object")
+            continue
+        yield line_no, record
+
+
+def checked_jsonl(
+    path: str | Path, what: str, check: Callable[[dict[str, Any]], list[str]], errors: list[DataError]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line, object) for every line that parses and passes `check` (which lists a line's problems);
+    every bad line's problems go to `errors` with its file:line, so one pass reports them all."""
+    for line_no, record in read_jsonl(path, what):
+        if isinstance(record, DataError):
+            errors.append(record)
+            continue
+        problems = check(record)
+        if problems:
+            errors.extend(DataError(Path(path), line_no, problem) for problem in problems)
             continue
         yield line_no, record

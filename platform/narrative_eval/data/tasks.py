@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.data.errors import DataError, DataErrors
-from narrative_eval.data.jsonl import read_jsonl
+from narrative_eval.data.jsonl import checked_jsonl
 from narrative_eval.errors import read_text
 from narrative_eval.records import Constraint, WritingTask
 
@@ -176,16 +176,14 @@ def _read_checklists(
     checklists: dict[str, tuple[Constraint, ...]] = {}
     checklist_lines: dict[str, int] = {}
     rejected: set[str] = set()  # stories whose checklist line was invalid (already reported)
-    for line_no, record in read_jsonl(constraints_path, "constraints file"):
-        if isinstance(record, DataError):
-            errors.append(record)
-            continue
+
+    def check(record: dict[str, Any]) -> list[str]:
         problems = _check_constraint_line(record)
-        if problems:
-            errors.extend(DataError(constraints_path, line_no, p) for p in problems)
-            if isinstance(record, dict) and isinstance(record.get("story_id"), str):
-                rejected.add(record["story_id"])
-            continue
+        if problems and isinstance(record.get("story_id"), str):
+            rejected.add(record["story_id"])
+        return problems
+
+    for line_no, record in checked_jsonl(constraints_path, "constraints file", check, errors):
         sid = record["story_id"]
         if sid in invalid_tasks and sid not in tasks:
             continue

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.data.errors import DataError, DataErrors
-from narrative_eval.data.jsonl import read_jsonl
+from narrative_eval.data.jsonl import checked_jsonl
 from narrative_eval.delivery.conditions import CONDITIONS
 from narrative_eval.records import ScoreRecord
 
@@ -90,14 +90,7 @@ def load_score_records(path: str | Path) -> list[ScoreRecord]:
     errors: list[DataError] = []
     records: list[ScoreRecord] = []
     first_line: dict[str, int] = {}
-    for line_no, data in read_jsonl(path, "score file"):
-        if isinstance(data, DataError):
-            errors.append(data)
-            continue
-        problems = record_problems(data)
-        if problems:
-            errors.extend(DataError(path, line_no, p) for p in problems)
-            continue
+    for line_no, data in checked_jsonl(path, "score file", record_problems, errors):
         if data["record_id"] in first_line:
             errors.append(
                 DataError(path, line_no, f"duplicate record_id {data['record_id']!r} (first at line {first_line[data['record_id']]})")
