@@ -1,5 +1,5 @@
 """Sweep overhead: wall time of a whole sweep cell (prompting, cache, extraction, metrics, MLflow
-logging, report) against a bare llama-cpp loop generating the same prompts.
+logging with one trace per generation, report) against a bare llama-cpp loop generating the same prompts.
 
 One-off costs that a second sweep does not pay are taken before either clock starts and printed on
 their own: loading the model and the metric models, and creating the MLflow store (its schema
@@ -96,15 +96,21 @@ def main() -> None:
         print(f"repeat {repeat}: bare {bare_times[-1]:.2f} s, sweep {seconds:.2f} s ({generated} generated), "
               f"ratio {seconds / bare_times[-1]:.3f}", flush=True)
     llm.close()
-    # Same requests again in a new sweep: every reply comes from the cache, so this is the sweep's own work.
+    # Same requests again in a new sweep: every reply comes from the cache, so this is the sweep's own work;
+    # once with MLflow traces (one per generation, with its assessments) and once without.
     warm, generated = sweep("overhead-warm-cache", f"requests-{args.repeats - 1}.sqlite")
     assert generated == 0, generated
+    os.environ["NARRATIVE_EVAL_TRACES"] = "0"
+    warm_untraced, _ = sweep("overhead-warm-cache-no-traces", f"requests-{args.repeats - 1}.sqlite")
+    os.environ.pop("NARRATIVE_EVAL_TRACES")
 
     bare, swept = statistics.median(bare_times), statistics.median(sweep_times)
     print(f"bare llama-cpp loop, median of {args.repeats}: {bare:.2f} s (range {min(bare_times):.2f}-{max(bare_times):.2f})")
     print(f"sweep (generation + extraction + 5 metrics + MLflow + report), median: {swept:.2f} s "
           f"(range {min(sweep_times):.2f}-{max(sweep_times):.2f})")
-    print(f"sweep without generation (warm request cache): {warm:.2f} s = {warm / bare:.3f} of the bare loop")
+    print(f"sweep without generation (warm request cache): {warm:.2f} s = {warm / bare:.3f} of the bare loop "
+          f"with traces, {warm_untraced:.2f} s = {warm_untraced / bare:.3f} without (NARRATIVE_EVAL_TRACES=0); "
+          f"traces cost {1000 * (warm - warm_untraced) / len(instances):.0f} ms per generation")
     print(f"ratio sweep / bare, medians: {swept / bare:.3f} (target <= 1.10)")
 
 

@@ -75,3 +75,16 @@ def test_a_stop_between_creating_a_run_and_logging_its_params_still_ends_it_with
     runs = tracking.sweep_cell_runs("infilling", "stopped-at-birth", finished_only=False)
     assert list(runs["status"]) == ["KILLED"] and set(ended) == {runs["run_id"].iloc[0], parent}
     assert runs["params.model_id"].iloc[0] == cell.model.id and runs["params.prompt_setting"].iloc[0] == cell.prompt_setting
+
+
+def test_a_logged_cell_spec_keeps_its_token_counts_and_loses_its_secrets():
+    """max_new_tokens was logged as '<redacted>' (it contains 'token'), so cell_spec.json could not be rerun."""
+    from narrative_eval.records import CellSpec
+
+    cell = cells_of("redaction")[0]
+    logged = tracking.redact(cell.model_dump(mode="json"))
+    assert CellSpec(**logged) == cell
+    secrets = tracking.redact({"api_key": "x", "access_token": "x", "Authorization": "x", "key_env": "OPENAI_API_KEY",
+                               "options": {"password": "x", "prompt_tokens": 5}})
+    assert secrets == {"api_key": "<redacted>", "access_token": "<redacted>", "Authorization": "<redacted>",
+                       "key_env": "OPENAI_API_KEY", "options": {"password": "<redacted>", "prompt_tokens": 5}}

@@ -32,7 +32,9 @@ TAG_KIND = "narrative_eval.kind"
 TAG_SWEEP = "narrative_eval.sweep"
 TAG_SPEC_HASH = "narrative_eval.spec_hash"
 TAG_PARENT = "mlflow.parentRunId"
-SECRET_WORDS = re.compile(r"(key|token|secret|password|authorization)", re.IGNORECASE)
+SECRET_WORDS = re.compile(r"(^|[_-])(api[_-]?key|key|token|secret|password|authorization)($|[_-])", re.IGNORECASE)
+"""A secret-looking key names a secret as one of its words (api_key, access_token, Authorization); a count
+such as max_new_tokens is not one, and must survive so a logged spec can be rerun."""
 MAX_PARAM_LENGTH = 6000
 
 
@@ -288,6 +290,7 @@ def log_cell(run_id: str, cell: CellSpec, result: Any) -> None:
     for start in range(0, len(metrics), 1000):
         c.log_batch(run_id, metrics=metrics[start : start + 1000])
     c.log_dict(run_id, redact(cell.model_dump(mode="json")), "cell_spec.json")
+    _log_evaluation_records(c, run_id, cell, result)  # first: it adds each row's trace_id to the tables
     for name, rows in result.tables.items():
         c.log_table(run_id, data=_table_frame(rows), artifact_file=name)
     for name, payload in result.artifacts.items():
@@ -298,6 +301,18 @@ def log_cell(run_id: str, cell: CellSpec, result: Any) -> None:
     c.set_tag(run_id, "narrative_eval.generated", str(result.generated))
     c.set_terminated(run_id, status="FINISHED")
     _open_runs.pop(run_id, None)
+
+
+def _log_evaluation_records(c: MlflowClient, run_id: str, cell: CellSpec, result: Any) -> None:
+    """Dataset, traces with assessments, prompt versions, description (narrative_eval.tracing); a failure there
+    is a warning, never a failed cell."""
+    from narrative_eval.tracing import log_cell_records
+    from narrative_eval.tracing.traces import warn_once
+
+    try:
+        log_cell_records(c, run_id, cell, result)
+    except Exception as error:
+        warn_once("evaluation records", error)
 
 
 def _finite(value: Any) -> bool:
@@ -318,9 +333,13 @@ def _table_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def log_sweep_outputs(run_id: str, tables: dict[str, str], files: Iterable[Path], metrics: dict[str, float] | None = None) -> None:
     """Attach the sweep's report (markdown tables and files) to its parent run."""
+    from narrative_eval.tracing import DESCRIPTION_TAG, describe_sweep
+
     c = client()
     for title, markdown in tables.items():
         c.log_text(run_id, markdown, f"report/{_slug(title)}.md")
+    if tables:
+        c.set_tag(run_id, DESCRIPTION_TAG, describe_sweep(tables))
     for path in files:
         c.log_artifact(run_id, str(path), artifact_path="report")
     if metrics:

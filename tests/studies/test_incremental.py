@@ -130,6 +130,28 @@ report_dir: {tmp_path / 'report'}
         assert (report / name).is_file(), name
     assert (report / "score_records.jsonl").is_file()
     assert any("ICIR" in title for title in outcome.tables)
+    QUALITY = ("craft", "structure_coherence", "originality", "genre_effectiveness", "characterization")
+    # In MLflow's own records: one trace per conversation, a span per turn, the judge's scores on it.
+    import mlflow
+
+    from narrative_eval import tracking
+
+    for cell in outcome.cells:
+        run = tracking.client().get_run(cell.run_id)
+        traces = mlflow.search_traces(locations=[run.info.experiment_id], run_id=cell.run_id, return_type="list")
+        assert len(traces) == 3, cell.cell.condition
+        rows = tracking.load_table(cell.run_id, "conversations.json")
+        for trace in traces:
+            story = trace.info.tags["narrative_eval.trace_key"].split("/")[0]
+            turns = rows[rows["story_id"] == story]
+            assert set(turns["trace_id"]) == {trace.info.trace_id}
+            assert len(trace.data.spans) == 1 + len(turns)
+            judged = {a.name: a for a in trace.info.assessments}
+            assert {f"smollm2-judge/{d}" for d in QUALITY} <= set(judged), judged
+            for d in QUALITY:  # a score, or the reason there is none
+                feedback = judged[f"smollm2-judge/{d}"].feedback
+                assert feedback.value is not None or feedback.error.error_message
+        assert run.inputs.dataset_inputs and "default" in run.data.tags["narrative_eval.prompt_versions"]
 
 
 def test_scoreable_rules(runtime, smollm2_spec):

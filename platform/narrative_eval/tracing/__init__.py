@@ -1,0 +1,119 @@
+"""MLflow's evaluation records for a finished cell, beside its params, metrics and tables: the inputs as a
+dataset, one trace per generation with gold, metric and judge assessments, the prompt versions used, and a
+run description. `mlflow ui` then shows what each model wrote, not only its averages.
+
+Every part is best effort: a store that refuses one (an older server) costs a warning, never the run.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from mlflow import MlflowClient
+
+from narrative_eval.records import CellSpec
+from narrative_eval.tracing.base import CELL_BUILDERS, CellRecords, cell_builder
+from narrative_eval.tracing.records import AssessmentRecord, TraceRecord, TurnRecord
+from narrative_eval.tracing.traces import (
+    TRACES_ENV,
+    log_human_feedback,
+    traces_enabled,
+    warn_once,
+    write_traces,
+)
+
+DESCRIPTION_TAG = "mlflow.note.content"
+"""The run tag MLflow shows as a run's description."""
+
+HEADLINE = ("at_avg", "adherence", "creative_integrity")
+"""Cell metrics a description names first, where the cell has them."""
+
+
+def log_cell_records(client: MlflowClient, run_id: str, cell: CellSpec, result: Any) -> dict[str, str]:
+    """Dataset, traces, prompt versions and description of a finished cell; adds `trace_id` to the rows of
+    its table. Returns record key -> trace id."""
+    if cell.study not in CELL_BUILDERS:
+        return {}
+    records: CellRecords = CELL_BUILDERS.get(cell.study)(cell, result)
+    experiment_id = client.get_run(run_id).info.experiment_id
+    _log_dataset(client, run_id, cell, records)
+    trace_ids = write_traces(client, run_id, experiment_id, records.traces)
+    rows = result.tables.get(records.table, [])
+    for trace in records.traces:
+        for index in trace.rows:
+            if trace.key in trace_ids:
+                rows[index]["trace_id"] = trace_ids[trace.key]
+    _register_prompts(client, run_id, cell, result)
+    client.set_tag(run_id, DESCRIPTION_TAG, describe_cell(cell, result.metrics, len(records.traces)))
+    return trace_ids
+
+
+def _log_dataset(client: MlflowClient, run_id: str, cell: CellSpec, records: CellRecords) -> None:
+    import mlflow.data
+    from mlflow.entities import DatasetInput, InputTag
+
+    if records.dataset.empty:
+        return
+    try:
+        dataset = mlflow.data.from_pandas(records.dataset, source=str(cell.data_path), name=Path(cell.data_path).name,
+                                          digest=cell.data_sha256[:32])
+        client.log_inputs(run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(),
+                                                         tags=[InputTag("mlflow.data.context", "evaluation")])])
+    except Exception as error:
+        warn_once("dataset inputs", error)
+
+
+def _register_prompts(client: MlflowClient, run_id: str, cell: CellSpec, result: Any) -> None:
+    from narrative_eval.tracing.prompts import register_prompts, used_templates
+
+    try:
+        versions = register_prompts(client, run_id, used_templates(cell, result))
+    except Exception as error:
+        warn_once("prompt registry", error)
+        return
+    if versions:
+        client.set_tag(run_id, "narrative_eval.prompt_versions", ",".join(f"{n}/{v}" for n, v in versions.items()))
+
+
+def describe_cell(cell: CellSpec, metrics: dict[str, float], generations: int) -> str:
+    """A cell run's description (markdown): what ran, on what, and its headline numbers."""
+    lines = [f"**{cell.model.id} · {cell.prompt_setting} · {cell.condition}** — {cell.study}, "
+             f"{generations} generations ({len(cell.seeds)} seed(s)) on `{Path(cell.data_path).name}`, "
+             f"model `{cell.model.weights}` via {cell.model.backend}."]
+    shown = [f"{name} {metrics[name]:.3f}" for name in HEADLINE if _finite(metrics.get(name))]
+    shown += [f"{key.split('/')[1]} QAvg {value:.2f}" for key, value in metrics.items()
+              if key.startswith("judge/") and key.endswith("/qavg") and key.count("/") == 2 and _finite(value)]
+    if shown:
+        lines.append("Headline: " + ", ".join(shown) + ".")
+    return "\n\n".join(lines)
+
+
+def describe_sweep(tables: dict[str, str]) -> str:
+    """A sweep parent run's description: its first report table."""
+    if not tables:
+        return ""
+    title, markdown = next(iter(tables.items()))
+    return f"### {title}\n\n{markdown}"
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+__all__ = [
+    "CELL_BUILDERS",
+    "DESCRIPTION_TAG",
+    "TRACES_ENV",
+    "AssessmentRecord",
+    "CellRecords",
+    "TraceRecord",
+    "TurnRecord",
+    "cell_builder",
+    "describe_cell",
+    "describe_sweep",
+    "log_cell_records",
+    "log_human_feedback",
+    "traces_enabled",
+]

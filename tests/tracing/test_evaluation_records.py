@@ -1,0 +1,113 @@
+"""A finished cell's MLflow evaluation records, in a real (temporary) store: its dataset, one trace per
+generation with gold, metric and judge assessments, the prompt versions used, and run descriptions."""
+
+from __future__ import annotations
+
+import json
+
+import mlflow
+import pytest
+from narrative_eval import tracking
+from narrative_eval.config import load_config
+from narrative_eval.metrics import metric_names
+from narrative_eval.sweep import run_sweep
+from narrative_eval.tracing import DESCRIPTION_TAG, log_cell_records
+
+SEEDS = (0, 1)
+LIMIT = 2
+
+
+@pytest.fixture(scope="module")
+def judged_sweep(tmp_path_factory, repo_root):
+    folder = tmp_path_factory.mktemp("records")
+    path = folder / "records.yaml"
+    path.write_text(f"""
+study: infilling
+sweep: records-{folder.name}
+data: {repo_root / 'data/infilling/sample.jsonl'}
+limit: {LIMIT}
+models: [smollm2]
+prompt_settings: [L2]
+seeds: [{', '.join(map(str, SEEDS))}]
+generation: {{temperature: 0.3, max_new_tokens: 40}}
+judges:
+  - id: tiny-judge
+    model: smollm2
+report_dir: {folder / 'report'}
+""")
+    config = load_config(path, catalog=repo_root / "experiments/configs/models.yaml")
+    outcome = run_sweep(config)
+    assert outcome.count("finished") == 1, [c.error for c in outcome.cells]
+    return config, outcome
+
+
+def cell_traces(run_id: str) -> list:
+    experiment = tracking.client().get_run(run_id).info.experiment_id
+    return mlflow.search_traces(locations=[experiment], run_id=run_id, return_type="list")
+
+
+def test_one_trace_per_instance_and_seed_with_gold_metrics_and_judge(judged_sweep):
+    config, outcome = judged_sweep
+    run_id = outcome.cells[0].run_id
+    traces = cell_traces(run_id)
+    assert len(traces) == LIMIT * len(SEEDS)
+    keys = {t.info.tags["narrative_eval.trace_key"] for t in traces}
+    assert len(keys) == len(traces)
+    dimensions = ("fluency", "faithfulness", "coherence", "consistency", "informativeness")
+    for trace in traces:
+        by_name = {a.name: a for a in trace.info.assessments}
+        assert by_name["gold"].expectation is not None and by_name["gold"].expectation.value
+        for metric in metric_names(config.metrics):
+            assert by_name[metric].source.source_type == "CODE", metric
+        for dimension in dimensions:
+            assessment = by_name[f"tiny-judge/{dimension}"]
+            assert assessment.source.source_type == "LLM_JUDGE"
+            assert assessment.feedback.value is not None or assessment.feedback.error is not None
+        span = trace.data.spans[0]
+        assert span.inputs["messages"][-1]["role"] == "user"
+        assert span.attributes["model"] == "smollm2" and span.attributes["seed"] in SEEDS
+        assert "raw_reply" in span.outputs
+
+
+def test_generation_rows_carry_their_trace_ids(judged_sweep):
+    _, outcome = judged_sweep
+    run_id = outcome.cells[0].run_id
+    rows = tracking.load_table(run_id, "generations.json")
+    trace_ids = {t.info.trace_id: t.info.tags["narrative_eval.trace_key"] for t in cell_traces(run_id)}
+    assert set(rows["trace_id"]) == set(trace_ids)
+    for _, row in rows.iterrows():
+        assert trace_ids[row["trace_id"]] == f"{row['instance_id']}/seed{row['seed']}"
+
+
+def test_dataset_prompt_versions_and_descriptions(judged_sweep):
+    _, outcome = judged_sweep
+    c = tracking.client()
+    run = c.get_run(outcome.cells[0].run_id)
+    inputs = run.inputs.dataset_inputs
+    assert [d.dataset.name for d in inputs] == ["sample.jsonl"]
+    assert outcome.cells[0].cell.data_sha256.startswith(inputs[0].dataset.digest)
+    assert json.loads(inputs[0].dataset.profile)["num_rows"] == LIMIT
+    versions = dict(item.split("/") for item in run.data.tags["narrative_eval.prompt_versions"].split(","))
+    assert set(versions) == {"infilling.L2", "rubric.infilling_narrative"}
+    prompt = c.load_prompt(f"prompts:/infilling.L2/{versions['infilling.L2']}")
+    assert "{{problem}}" in json.dumps(prompt.template)
+    assert "smollm2 · L2" in run.data.tags[DESCRIPTION_TAG] and "at_avg" in run.data.tags[DESCRIPTION_TAG]
+    parent = c.get_run(outcome.parent_run_id)
+    assert "| smollm2" in parent.data.tags[DESCRIPTION_TAG]
+
+
+def test_logging_a_cell_again_replaces_its_traces_and_reuses_prompt_versions(judged_sweep):
+    """A resumed cell (killed while logging) ends with one trace per generation and one assessment per name."""
+    _, outcome = judged_sweep
+    from narrative_eval.studies.base import Runtime, load_study
+    from narrative_eval.sweep import BackendPool
+
+    cell = outcome.cells[0].cell
+    run_id = outcome.cells[0].run_id
+    before = {t.info.tags["narrative_eval.trace_key"]: len(t.info.assessments) for t in cell_traces(run_id)}
+    versions = tracking.client().get_run(run_id).data.tags["narrative_eval.prompt_versions"]
+    result = load_study(cell.study).run_cell(cell, Runtime(backend_for=BackendPool()))  # all from the request cache
+    log_cell_records(tracking.client(), run_id, cell, result)
+    after = {t.info.tags["narrative_eval.trace_key"]: len(t.info.assessments) for t in cell_traces(run_id)}
+    assert after == before
+    assert tracking.client().get_run(run_id).data.tags["narrative_eval.prompt_versions"] == versions
