@@ -72,9 +72,10 @@ def _answered(run_id: str) -> pd.DataFrame:
     return table[table["answer"].map(lambda a: isinstance(a, str) and bool(a.strip()))]
 
 
-def _source(run: pd.Series) -> dict[str, Any]:
+def _source(run: pd.Series, row: pd.Series) -> dict[str, Any]:
+    trace_id = row.get("trace_id")
     return {"run_id": run["run_id"], "model": run.get("params.model_id"), "prompt_setting": run.get("params.prompt_setting"),
-            "condition": run.get("params.condition")}
+            "condition": run.get("params.condition"), "trace_id": trace_id if isinstance(trace_id, str) else None}
 
 
 def _groups(sweep: str, kind: str) -> list[list[tuple[pd.Series, pd.Series]]]:
@@ -121,7 +122,7 @@ def next_item(store: annotations.AnnotationStore, sweep: str, kind: str, rater: 
         context = instance.problem if instance is not None else problem_from_messages(row0.get("messages"))
         item = annotations.AnnotationItem(
             item_id=item_id, kind=kind, study=STUDY, sweep=sweep, instance_id=instance_id, seed=seed, context=context,
-            outputs=tuple(str(row["answer"]) for _, row in group), sources=tuple(_source(run) for run, _ in group),
+            outputs=tuple(str(row["answer"]) for _, row in group), sources=tuple(_source(run, row) for run, row in group),
             judge_scores=tuple(_judge_scores(row) for _, row in group),
         )
         store.add_item(item)
@@ -195,9 +196,25 @@ def save_rating(store: annotations.AnnotationStore, state, rater_: str, preferen
         rating = annotations.Rating(item_id=state["item_id"], rater=rater_, kind="pointwise", shown_order=(0,),
                                     scores={key: int(s) for (key, _), s in zip(dimensions(), scores)}, seconds=seconds)
     store.save_rating(rating)
+    _rating_as_feedback(store.item(state["item_id"]), rating)
     counts = store.counts().get(rater_, {})
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     return None, f"Saved. {esc(rater_)} has rated {summary} in all."
+
+
+def _rating_as_feedback(item: annotations.AnnotationItem, rating: annotations.Rating) -> None:
+    """The rating also goes onto the rated generations' MLflow traces, as feedback from a human source
+    (pairwise: each output's preference from its own side, +2 clearly better ... -2 clearly worse)."""
+    from narrative_eval.tracing import log_human_feedback
+
+    traces = [source.get("trace_id") for source in item.sources]
+    if rating.kind == "pointwise" and traces and traces[0]:
+        for key, score in (rating.scores or {}).items():
+            log_human_feedback(traces[0], f"human/{key}", score, rating.rater)
+    elif rating.kind == "pairwise" and len(traces) == 2 and rating.preference is not None:
+        for trace_id, sign in zip(traces, (1, -1)):
+            if trace_id:
+                log_human_feedback(trace_id, "human/preference", sign * rating.preference, rating.rater)
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:

@@ -254,6 +254,11 @@ def run_link(url: str, experiment_id: str, run_id: str) -> str:
     return f"{url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
+def trace_link(url: str, experiment_id: str, trace_id: str) -> str:
+    """A generation's trace (prompt, reply, gold, every score) opened in MLflow's Traces view."""
+    return f"{url.rstrip('/')}/#/experiments/{experiment_id}/traces?selectedEvaluationId={trace_id}&traceId={trace_id}"
+
+
 # --------------------------------------------------------------------------- rendering
 
 

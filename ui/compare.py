@@ -8,8 +8,9 @@ import statistics
 import gradio as gr
 import pandas as pd
 
-from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, instances_by_id, judge_ids_of, number,
-                       passage_html, pick_sweep, problem_from_messages, run_choices, run_label, run_table, texts)
+from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, instances_by_id, judge_ids_of,
+                       mlflow_ui_available, number, passage_html, pick_sweep, problem_from_messages, run_choices,
+                       run_label, run_table, texts, trace_link)
 
 STUDY = "infilling"
 MAX_DEFAULT_RUNS = 4
@@ -63,7 +64,10 @@ def _judge_line(row: pd.Series) -> str:
     return "<br>".join(parts)
 
 
-def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id: str | None) -> str:
+def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id: str | None,
+           mlflow_ui_url: str | None = None) -> str:
+    """The passage with each chosen run's fill; with `mlflow_ui_url` (an answering `mlflow ui`), each card
+    links to its generation's trace."""
     if not sweep or not run_ids or not instance_id:
         return f"<div class='empty'>{esc(texts()['no_runs'])}</div>"
     runs = cell_runs(STUDY, sweep)
@@ -101,11 +105,20 @@ def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id:
             f"<div class='meta'>extraction: <span class='status-{esc(status)}'>{esc(status)}</span>"
             f" · finish: {esc(row.get('finish_reason'))} · tokens {esc(row.get('completion_tokens'))}</div>"
             f"<div class='meta'>{_judge_line(row)}</div>"
-            f"<details><summary>raw reply</summary><pre>{esc(row.get('raw_reply'))}</pre></details></div>"
+            f"<details><summary>raw reply</summary><pre>{esc(row.get('raw_reply'))}</pre></details>"
+            f"{_trace_anchor(mlflow_ui_url, run, row)}</div>"
         )
     head = (f"<div class='card gold-card'><div class='card-title'>Passage — {meta}</div>{passage_html(problem, None)}"
             f"<div class='gold'><b>Removed text (gold):</b> {esc(gold)}</div></div>")
     return f"<div id='compare-cards'>{head}{''.join(cards)}</div>"
+
+
+def _trace_anchor(url: str | None, run, row) -> str:
+    trace_id = row.get("trace_id")
+    if not url or not isinstance(trace_id, str):
+        return ""
+    return (f"<div class='meta'><a class='trace-link' target='_blank' "
+            f"href='{esc(trace_link(url, run['experiment_id'], trace_id))}'>open this generation's trace in MLflow</a></div>")
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
@@ -154,8 +167,12 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     disagree.change(on_order, [runs, seed, disagree, instance], [instance])
     prev_button.click(lambda r, s, d, c: step(r, s, d, c, -1), [runs, seed, disagree, instance], [instance])
     next_button.click(lambda r, s, d, c: step(r, s, d, c, 1), [runs, seed, disagree, instance], [instance])
-    instance.change(render, [sweep, runs, seed, instance], [view])
-    seed.change(render, [sweep, runs, seed, instance], [view])
-    runs.change(render, [sweep, runs, seed, instance], [view])
+    def show(sweep_, runs_, seed_, instance_):
+        url = app.mlflow_ui_url if mlflow_ui_available(app.mlflow_ui_url) else None
+        return render(sweep_, runs_, seed_, instance_, url)
+
+    instance.change(show, [sweep, runs, seed, instance], [view])
+    seed.change(show, [sweep, runs, seed, instance], [view])
+    runs.change(show, [sweep, runs, seed, instance], [view])
     demo.load(on_refresh, [sweep], [sweep])
     return {"sweep": sweep, "runs": runs, "instance": instance, "view": view}

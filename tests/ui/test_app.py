@@ -87,7 +87,7 @@ def test_launched_sweep_finishes_and_appears_in_runs(page, screenshot):
     screenshot(page, "runs-after-launch")
 
 
-def test_pairwise_rating_is_stored_in_sqlite(page, e2e_sweep, ui_paths, screenshot):
+def test_pairwise_rating_is_stored_in_sqlite(page, e2e_sweep, ui_paths, app_env, screenshot):
     from playwright.sync_api import expect
 
     open_tab(page, "Annotate")
@@ -112,6 +112,16 @@ def test_pairwise_rating_is_stored_in_sqlite(page, e2e_sweep, ui_paths, screensh
     # Stored in canonical order: +1 when the first output was shown as A, else -1.
     assert preference == (1 if shown_order.startswith("[0") else -1)
     assert "smollm2" in sources and "gemma3" in sources
+    # The rating is also human feedback on both generations' MLflow traces, each from its own side.
+    import json
+
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=app_env["MLFLOW_TRACKING_URI"])
+    for source, sign in zip(json.loads(sources), (1, -1)):
+        feedback = [a for a in client.get_trace(source["trace_id"]).info.assessments if a.name == "human/preference"]
+        assert [(a.source.source_type, a.source.source_id, a.feedback.value) for a in feedback] == [
+            ("HUMAN", "e2e-rater", sign * preference)]
 
 
 def test_conversations_and_figures_tabs_render(page, e2e_sweep, screenshot):
