@@ -1,15 +1,23 @@
-"""Keeping a tracking store usable: safe concurrent first use of a new SQLite store, and telling an unreachable
-tracking server from other errors."""
+"""The tracking store: where it is, a client for it, the tags that find runs in it, safe concurrent first use
+of a new SQLite store, and telling an unreachable tracking server from other errors."""
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import tempfile
 import threading
 from pathlib import Path
 
+import mlflow
 from mlflow.tracking import MlflowClient
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+TAG_KIND = "narrative_eval.kind"
+TAG_SWEEP = "narrative_eval.sweep"
+TAG_SPEC_HASH = "narrative_eval.spec_hash"
+TAG_PARENT = "mlflow.parentRunId"
 
 _prepared: set[str] = set()
 _prepare_lock = threading.Lock()
@@ -55,3 +63,40 @@ def unreachable(error: BaseException) -> bool:
             return True
         error = error.__cause__ or error.__context__
     return False
+
+
+def tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI if set, else the project default (sqlite file in the working directory)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+
+
+def client() -> MlflowClient:
+    uri = tracking_uri()
+    prepare_store(uri)
+    mlflow.set_tracking_uri(uri)
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(name: str) -> str:
+    c = client()
+    experiment = c.get_experiment_by_name(name)
+    if experiment is not None:
+        if experiment.lifecycle_stage == "deleted":
+            c.restore_experiment(experiment.experiment_id)
+        return experiment.experiment_id
+    # NARRATIVE_EVAL_ARTIFACT_ROOT keeps artifacts of a throwaway store (tests) out of the repo's mlruns/.
+    root = os.environ.get("NARRATIVE_EVAL_ARTIFACT_ROOT")
+    location = f"{Path(root).resolve().as_uri()}/{name}" if root else None
+    try:
+        return c.create_experiment(name, artifact_location=location)
+    except mlflow.exceptions.MlflowException:
+        # Another process created it in the meantime.
+        return c.get_experiment_by_name(name).experiment_id
+
+
+def find_runs(experiment: str, filter_string: str) -> list:
+    c = client()
+    exp = c.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    return c.search_runs([exp.experiment_id], filter_string=filter_string, max_results=5000)

@@ -1,4 +1,5 @@
-"""Everything MLflow: sweep (parent) runs, cell (child) runs, logging, finding finished cells, reading back.
+"""Everything MLflow: sweep (parent) runs, cell (child) runs and what they log; reading back (`read.py`) and
+the store itself (`store.py`) are re-exported here, so callers use `tracking.<name>` for all of it.
 
 Layout (docs/formats.md): one experiment per study, one parent run per sweep, one child run per cell.
 All logging goes through `MlflowClient` with explicit run ids, never the global active run, so
@@ -9,67 +10,53 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import mlflow
 import pandas as pd
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
 
 from narrative_eval.records import CellSpec
-from narrative_eval.store_guard import prepare_store, unreachable
+from narrative_eval.tracking.read import (
+    all_sweeps,
+    find_cell_run,
+    find_sweep_run,
+    finished_sweeps,
+    list_sweeps,
+    load_json_artifact,
+    load_table,
+    report_cell_runs,
+    run_status_counts,
+    sweep_cell_runs,
+)
+from narrative_eval.tracking.store import (
+    DEFAULT_TRACKING_URI,
+    TAG_KIND,
+    TAG_PARENT,
+    TAG_SPEC_HASH,
+    TAG_SWEEP,
+    client,
+    experiment_id,
+    find_runs,
+    tracking_uri,
+    unreachable,
+)
 
-DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
-TAG_KIND = "narrative_eval.kind"
-TAG_SWEEP = "narrative_eval.sweep"
-TAG_SPEC_HASH = "narrative_eval.spec_hash"
-TAG_PARENT = "mlflow.parentRunId"
 SECRET_WORDS = re.compile(r"(^|[_-])(api[_-]?key|key|token|secret|password|authorization)($|[_-])", re.IGNORECASE)
 """A secret-looking key names a secret as one of its words (api_key, access_token, Authorization); a count
 such as max_new_tokens is not one, and must survive so a logged spec can be rerun."""
 MAX_PARAM_LENGTH = 6000
 
 
-def tracking_uri() -> str:
-    """MLFLOW_TRACKING_URI if set, else the project default (sqlite file in the working directory)."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-
-
 _open_runs: dict[str, list[Param]] = {}
 """Runs this process started or resumed and has not ended yet, with the params they must still carry (a stop
 between creating a run and logging its params still leaves a run that says what it is; ended KILLED/FAILED)."""
-
-
-def client() -> MlflowClient:
-    uri = tracking_uri()
-    prepare_store(uri)
-    mlflow.set_tracking_uri(uri)
-    return MlflowClient(tracking_uri=uri)
-
-
-def experiment_id(name: str) -> str:
-    c = client()
-    experiment = c.get_experiment_by_name(name)
-    if experiment is not None:
-        if experiment.lifecycle_stage == "deleted":
-            c.restore_experiment(experiment.experiment_id)
-        return experiment.experiment_id
-    # NARRATIVE_EVAL_ARTIFACT_ROOT keeps artifacts of a throwaway store (tests) out of the repo's mlruns/.
-    root = os.environ.get("NARRATIVE_EVAL_ARTIFACT_ROOT")
-    location = f"{Path(root).resolve().as_uri()}/{name}" if root else None
-    try:
-        return c.create_experiment(name, artifact_location=location)
-    except mlflow.exceptions.MlflowException:
-        # Another process created it in the meantime.
-        return c.get_experiment_by_name(name).experiment_id
 
 
 @cache
@@ -108,21 +95,13 @@ def _param_text(value: Any) -> str:
     return text if len(text) <= MAX_PARAM_LENGTH else text[: MAX_PARAM_LENGTH - 3] + "..."
 
 
-def _find_runs(experiment: str, filter_string: str) -> list:
-    c = client()
-    exp = c.get_experiment_by_name(experiment)
-    if exp is None:
-        return []
-    return c.search_runs([exp.experiment_id], filter_string=filter_string, max_results=5000)
-
-
 # --------------------------------------------------------------------------- sweeps
 
 
 def start_sweep_run(experiment: str, sweep: str, config: dict[str, Any]) -> str:
     """The sweep's parent run: reused when the sweep ran before (a rerun resumes it), else created."""
     c = client()
-    runs = _find_runs(experiment, f"tags.`{TAG_KIND}` = 'sweep' and tags.`{TAG_SWEEP}` = '{sweep}'")
+    runs = find_runs(experiment, f"tags.`{TAG_KIND}` = 'sweep' and tags.`{TAG_SWEEP}` = '{sweep}'")
     if runs:
         run_id = runs[0].info.run_id
         _open_runs[run_id] = []
@@ -158,46 +137,7 @@ def end_open_runs(status: str = "KILLED") -> list[str]:
     return ended
 
 
-def find_sweep_run(experiment: str, sweep: str) -> str | None:
-    runs = _find_runs(experiment, f"tags.`{TAG_KIND}` = 'sweep' and tags.`{TAG_SWEEP}` = '{sweep}'")
-    return runs[0].info.run_id if runs else None
-
-
-def list_sweeps(experiment: str) -> list[str]:
-    runs = _find_runs(experiment, f"tags.`{TAG_KIND}` = 'sweep'")
-    return [r.data.tags[TAG_SWEEP] for r in runs]
-
-
-def finished_sweeps(experiment: str) -> list[str]:
-    """The study's sweeps that have at least one finished cell, newest cell first."""
-    runs = _find_runs(experiment, f"tags.`{TAG_KIND}` = 'cell' and attributes.status = 'FINISHED'")
-    runs.sort(key=lambda r: -(r.info.end_time or r.info.start_time or 0))
-    return list(dict.fromkeys(r.data.tags[TAG_SWEEP] for r in runs if TAG_SWEEP in r.data.tags))
-
-
-def all_sweeps() -> list[str]:
-    """Every sweep name in the store, whatever its study, sorted."""
-    c = client()
-    ids = [e.experiment_id for e in c.search_experiments()]
-    if not ids:
-        return []
-    runs = c.search_runs(ids, filter_string=f"tags.`{TAG_KIND}` = 'sweep'", max_results=5000)
-    return sorted({r.data.tags[TAG_SWEEP] for r in runs if TAG_SWEEP in r.data.tags})
-
-
 # --------------------------------------------------------------------------- cells
-
-
-def find_cell_run(experiment: str, cell: CellSpec) -> tuple[str, str] | None:
-    """(run_id, status) of this cell's run in its sweep, if one exists; a finished one wins."""
-    runs = _find_runs(
-        experiment,
-        f"tags.`{TAG_KIND}` = 'cell' and tags.`{TAG_SWEEP}` = '{cell.sweep}' and tags.`{TAG_SPEC_HASH}` = '{cell.spec_hash}'",
-    )
-    if not runs:
-        return None
-    runs.sort(key=lambda r: (r.info.status != "FINISHED", r.info.start_time))
-    return runs[0].info.run_id, runs[0].info.status
 
 
 def start_cell_run(experiment: str, cell: CellSpec, parent_run_id: str) -> str:
@@ -349,64 +289,6 @@ def log_sweep_outputs(run_id: str, tables: dict[str, str], files: Iterable[Path]
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_").lower() or "table"
-
-
-# --------------------------------------------------------------------------- reading back
-
-
-def sweep_cell_runs(experiment: str, sweep: str, finished_only: bool = True, data_sha256: str | None = None) -> pd.DataFrame:
-    """The sweep's cell runs as mlflow.search_runs returns them (params.*, metrics.*, tags.* columns); only
-    those on one data file when `data_sha256` is given (a sweep name reused on other data holds both)."""
-    uri = tracking_uri()
-    mlflow.set_tracking_uri(uri)
-    exp = client().get_experiment_by_name(experiment)
-    if exp is None:
-        return pd.DataFrame()
-    query = f"tags.`{TAG_KIND}` = 'cell' and tags.`{TAG_SWEEP}` = '{sweep}'"
-    if finished_only:
-        query += " and attributes.status = 'FINISHED'"
-    if data_sha256:
-        query += f" and params.data_sha256 = '{data_sha256}'"
-    return mlflow.search_runs([exp.experiment_id], filter_string=query, max_results=10000)
-
-
-def report_cell_runs(experiment: str, sweep: str, data_sha256: str | None = None) -> pd.DataFrame:
-    """The finished cell runs a sweep's report reads: those on `data_sha256`, or, when none is given, all of
-    them as long as they share one data file (a report never mixes two data sets silently)."""
-    runs = sweep_cell_runs(experiment, sweep, data_sha256=data_sha256)
-    if runs.empty:
-        on = f" on data {data_sha256[:12]}" if data_sha256 else ""
-        raise ValueError(f"no finished cell runs for sweep {sweep!r}{on} in experiment {experiment!r} at {tracking_uri()}")
-    if data_sha256 is None and "params.data_sha256" in runs:
-        shas = sorted(set(runs["params.data_sha256"].dropna()))
-        if len(shas) > 1:
-            from narrative_eval.errors import UserError
-
-            paths = sorted(set(runs["params.data_path"].dropna())) if "params.data_path" in runs else []
-            raise UserError(f"sweep {sweep!r} ran on {len(shas)} different data files ({', '.join(paths) or ', '.join(shas)}); "
-                            "name the one to report with --data FILE")
-    return runs
-
-
-def load_table(run_id: str, name: str = "generations.json") -> pd.DataFrame:
-    """A table logged with log_table, as a DataFrame."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = client().download_artifacts(run_id, name, tmp)
-        payload = json.loads(Path(path).read_text())
-    return pd.DataFrame(payload["data"], columns=payload["columns"])
-
-
-def load_json_artifact(run_id: str, name: str) -> Any:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = client().download_artifacts(run_id, name, tmp)
-        return json.loads(Path(path).read_text())
-
-
-def run_status_counts(experiment: str, sweep: str) -> dict[str, int]:
-    runs = sweep_cell_runs(experiment, sweep, finished_only=False)
-    if runs.empty:
-        return {}
-    return runs["status"].value_counts().to_dict()
 
 
 __all__ = [
