@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,9 @@ def _check_room(app: AppSettings) -> None:
 
 
 def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, sweep: str, limit_value: int | None,
-                form: tuple) -> tuple[Any, str, list[str], Path | None]:
-    """(config, its path, the command, the file written for this job or None); the written file is removed on error."""
+                form: tuple, jobs_dir: Path | None = None) -> tuple[Any, str, list[str], Path | None]:
+    """(config, its path, the command, the file written for this job or None); the written file is removed on error.
+    A grid built in the form is written into `jobs_dir` (default: the app's jobs folder)."""
     from narrative_eval.config import load_config
 
     # No terminal bars in the log: the sweep reports its progress to the job's progress file instead.
@@ -84,7 +86,7 @@ def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, swee
     models, levels, data, seeds_text, judge, max_tokens, temperature = form
     raw = grid_config(app, sweep, models, levels, data, limit_value, _seeds(seeds_text), judge, int(max_tokens),
                       float(temperature))
-    path = app.jobs_dir / f"{job_id}.yaml"
+    path = (jobs_dir or app.jobs_dir) / f"{job_id}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     try:
         config = load_config(path)
@@ -92,6 +94,34 @@ def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, swee
         path.unlink(missing_ok=True)
         raise
     return config, str(path), command + ["--config", str(path)], path
+
+
+def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
+             limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> str:
+    """What the launch would run and cost, before anything starts: the dry run's counts and its cost estimates."""
+    import tempfile
+
+    from narrative_eval.backends.accounting import usd
+    from narrative_eval.errors import UserError
+    from narrative_eval.sweep import describe_grid
+
+    sweep = (sweep or "").strip() or "estimate"
+    form = (models, levels, data, seeds_text, judge, max_tokens, temperature)
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            config, _, _, _ = _job_config(app, "estimate", mode, config_file, sweep, int(limit) if limit else None, form,
+                                          jobs_dir=Path(folder))
+            grid = describe_grid(config)
+        except UserError as error:
+            raise user_error("The sweep config is not valid: " + "; ".join(error.problems)) from None
+    text = (f"**Estimate:** {len(grid['cells'])} cell(s), {grid['generations']} generation(s), "
+            f"{grid['judge_calls']} judge call(s). Hosted models, upper bound (every reply at its token limit): "
+            f"synchronous **{usd(grid['estimated_cost_usd'])}**, batch {usd(grid['estimated_batch_cost_usd'])}, "
+            f"as configured {usd(grid['estimated_run_cost_usd'])}; local models cost nothing.")
+    if config.max_cost_usd is not None:
+        over = grid["estimated_run_cost_usd"] - config.max_cost_usd
+        text += f" Budget {usd(config.max_cost_usd)}" + (f": over it by {usd(over)}, the sweep would refuse to start." if over > 0 else ".")
+    return text
 
 
 def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
@@ -243,7 +273,10 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
             temperature = gr.Number(0.3, minimum=0.0, maximum=2.0, label="Temperature")
     limit = gr.Number(4, precision=0, minimum=0, label="Limit (instances; 0 = all)", elem_id="launch-limit")
     note = gr.Markdown(elem_id="launch-name-note")
-    start = gr.Button("Launch", variant="primary", elem_id="launch-go")
+    with gr.Row():
+        start = gr.Button("Launch", variant="primary", elem_id="launch-go")
+        estimate_button = gr.Button("Estimate cost", scale=0, elem_id="launch-estimate")
+    estimate_text = gr.Markdown(elem_id="launch-estimate-text")
     message = gr.Markdown(elem_id="launch-message")
     progress_bars = gr.HTML(progress_html(app), elem_id="launch-progress")
     table = gr.Dataframe(jobs_table(app), interactive=False, wrap=True, label="Jobs", elem_id="jobs-table")
@@ -284,6 +317,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
 
     inputs = [mode, config_file, sweep, models, levels, data, limit, seeds, judge, max_tokens, temperature]
     start.click(on_launch, inputs, [message, job_state, table]).then(follow_job, [job_state], [message])
+    estimate_button.click(partial(estimate, app), inputs, [estimate_text])
     timer.tick(on_tick, None, [table, cancel_id, log, progress_bars])
     sweep.change(name_note, [sweep], [note])
     cancel.click(on_cancel, [cancel_id], [message])

@@ -127,3 +127,24 @@ def test_a_user_mistake_is_shown_without_a_traceback_in_the_log(page, ui_paths, 
         handle.seek(before)
         log = handle.read()
     assert "Type your name first" not in log and "Traceback" not in log, log[-3000:]
+
+
+def test_launch_estimates_counts_and_cost_before_starting(page, ui_paths, screenshot):
+    """The Launch tab prices a grid with a hosted judge before anything starts (dry-run counts and estimates)."""
+    from playwright.sync_api import expect
+    from ui import jobs
+
+    before = len(jobs.list_jobs(ui_paths["jobs"]))
+    open_tab(page, "Launch")
+    page.locator("#launch-sweep textarea, #launch-sweep input").first.fill("priced-grid")
+    page.locator("#launch-limit input").fill("4")
+    choose(page, "launch-judge", "gpt-4.1-mini")
+    page.locator("#launch-estimate").click()
+    text = page.locator("#launch-estimate-text")
+    expect(text).to_contain_text("4 judge call(s)", timeout=60_000)
+    numbers = re.search(r"synchronous \$([0-9.]+), batch \$([0-9.]+)", text.inner_text())
+    assert numbers, text.inner_text()
+    sync, batch = (float(n) for n in numbers.groups())
+    assert sync > 0 and abs(batch - sync / 2) < 1e-4
+    assert len(jobs.list_jobs(ui_paths["jobs"])) == before  # an estimate starts nothing and leaves no job file
+    screenshot(page, "launch-estimate")
