@@ -1,12 +1,7 @@
-"""Tables and figures of an infilling sweep, read back from MLflow.
-
-Each table kind is written as CSV, markdown and LaTeX when the sweep's grid supports it:
-main (model x setting: metrics, AtAvg, judge dimensions, QAvg, High%), AtAvg pivot, seeds
-(mean ± SD across seeds), judges (QAvg per judge, agreement and rank order), position and domain
-(Avg / High%), system-level Kendall tau between judge dimensions and metrics, and, when human
-ratings of the sweep's outputs exist (the app's annotation store or a CSV), human-human and
-human-judge agreement per dimension as in the study's Table 2.
-"""
+"""Tables and figures of an infilling sweep, read back from MLflow, each as CSV, markdown and LaTeX where the
+sweep's grid supports it: main (model x setting, with intervals), AtAvg and QAvg pivots, seeds, judges,
+position and domain breakdowns, Kendall tau of judge dimensions vs metrics, paired comparisons and the minimum
+detectable effect, human agreement (the study's Table 2) and samples of fills a judge rated above 4."""
 
 from __future__ import annotations
 
@@ -20,6 +15,7 @@ import pandas as pd
 
 from narrative_eval import tracking
 from narrative_eval.metrics import METRICS, at_avg_names
+from narrative_eval.reports.infilling_samples import high_quality_tables
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
 from narrative_eval.stats.paired import model_groups, paired_judges, paired_models, paired_settings
@@ -352,8 +348,8 @@ def write_infilling_report(
     """Write every table kind the sweep supports into out_dir; return title -> markdown.
 
     Only the cells on `data_sha256` are read when it is given (a sweep name reused on other data holds both).
-    `reference` (a name under data/reference/, e.g. `published`, or a CSV) adds main_reference: the main table
-    with the published rows beside it. `mde_target` (a difference of AtAvg or QAvg) adds the instance count needed to detect it to mde.csv.
+    `reference` (data/reference/<name>, e.g. `published`, or a CSV) adds main_reference (published rows beside
+    the main table); `mde_target` (a ΔAtAvg or ΔQAvg) adds to mde.csv the instances needed to detect it.
     Human ratings come from `ratings_csv` when given, else from the annotation store at `annotations_path`
     (default: the app's store); with none, the human-agreement table is left out.
     """
@@ -390,6 +386,7 @@ def write_infilling_report(
                 tables[f"Avg / High% by {by} [{judge}]"] = _write(table, out_dir, f"{by}_{judge}")
     if not gens.empty:
         tables.update(comparison_tables(gens, out_dir, mde_target))
+        tables.update(high_quality_tables(gens, runs, judges, out_dir, _write))
     ratings = human_ratings(sweep, ratings_csv, annotations_path)
     if not ratings.empty and not gens.empty:
         for judge in judges:
