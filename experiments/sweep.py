@@ -34,6 +34,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "(e.g. --set models=[smollm2] --set generation.temperature=0.5)")
     parser.add_argument("--executor", help="cell executor (local or ray); default from the config")
     parser.add_argument("--dry-run", action="store_true", help="print the grid, the counts and the cost estimates, load no model")
+    parser.add_argument("--variance-from", metavar="MDE_CSV",
+                        help="with --dry-run: an earlier sweep's report mde.csv; prints this grid's minimum detectable "
+                             "effects from its measured variance, before anything is generated")
+    parser.add_argument("--mde-target", type=float, metavar="DELTA",
+                        help="with --variance-from: also print the instances a difference of DELTA needs")
     parser.add_argument("--batch", action="store_true",
                         help="send every hosted model's and judge's requests through the provider's batch API (about half price)")
     parser.add_argument("--collect", action="store_true",
@@ -45,6 +50,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.list and not args.config:
         parser.error("--config is required (or --list)")
     return args
+
+
+def print_plan(config: SweepConfig, mde_csv: str, target: float | None) -> None:
+    """The grid's minimum detectable effects (80% power, alpha 0.05) from an earlier sweep's variance."""
+    from narrative_eval.stats.mde import plan_from
+    from narrative_eval.studies.base import load_study
+    from narrative_eval.sweep import expand_grid
+
+    problems: list[str] = []
+    require_file(mde_csv, "--variance-from file", problems)
+    if problems:
+        raise UserError(problems)
+    n_instances = load_study(config.study).count_requests(expand_grid(config)[0])
+    print(f"planned from the variance in {mde_csv}:")
+    for line in plan_from(mde_csv, n_instances, target):
+        print(f"  {line}")
 
 
 def checked_grid(config: SweepConfig) -> dict:
@@ -112,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         if config.max_cost_usd is not None:
             over = grid["estimated_run_cost_usd"] - config.max_cost_usd
             print(f"budget (max_cost_usd): {usd(config.max_cost_usd)}" + (f"; over it by {usd(over)}" if over > 0 else ""))
+        if args.variance_from:
+            print_plan(config, args.variance_from, args.mde_target)
         return 0
 
     progress = plain_progress if args.no_progress else tqdm_progress

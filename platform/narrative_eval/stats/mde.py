@@ -74,3 +74,21 @@ def mde_summary(mde_csv) -> str | None:
         parts.append(f"{row.metric} {text}")
     n = int(table["n_instances"].iloc[0])
     return f"minimum detectable effect ({POWER:.0%} power, alpha {ALPHA}, {n} instances): " + "; ".join(parts)
+
+
+def plan_from(mde_csv, n_instances: int, target: float | None = None) -> list[str]:
+    """Before a sweep runs: its minimum detectable effects with `n_instances`, from the per-instance SDs an
+    earlier sweep's report measured (its mde.csv), and the instances a `target` difference needs."""
+    from pathlib import Path
+
+    table = pd.read_csv(Path(mde_csv))
+    lines = []
+    for row in table.itertuples():
+        if not np.isfinite(row.sd):
+            lines.append(f"{row.metric}: undefined in {mde_csv} ({row.reason})")
+            continue
+        text = f"{row.metric}: MDE {mde(row.sd, n_instances):.4f} with {n_instances} instances (SD {row.sd:.4f})"
+        if target is not None:
+            text += f"; Δ {target:g} needs {needed_instances(row.sd, target):.0f} instances"
+        lines.append(text)
+    return lines
