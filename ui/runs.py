@@ -85,6 +85,23 @@ def runs_frame(runs: pd.DataFrame, seed: str, judge: str, everything: bool) -> p
     return table
 
 
+def published_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The study's published main-results rows (its Table 3: AtAvg and QAvg per model x level) in the Runs
+    table's layout, marked published; their QAvg is the study's own judge, so it gets its own column."""
+    from narrative_eval.stats.reference import load_reference, reference_wide
+
+    wide = reference_wide(load_reference("published"))
+    wide = wide[wide["source"] == "published, Table 3"]
+    rows = pd.DataFrame({
+        "run": [f"{m} · {s} (published)" for m, s in zip(wide["model"], wide["setting"])],
+        "model": wide["model"].values, "setting": wide["setting"].values, "condition": "",
+        "status": "published, Table 3",
+    })
+    rows[label("at_avg")] = wide.get("at_avg", pd.Series(dtype=float)).values
+    rows["QAvg · published judge"] = wide.get("qavg", pd.Series(dtype=float)).values
+    return pd.concat([table, rows], ignore_index=True)
+
+
 def filtered_runs(study: str, sweep: str | None, models: list[str], settings_: list[str], conditions: list[str]) -> pd.DataFrame:
     runs = cell_runs(study, sweep, finished_only=False)
     for values, name in ((models, "params.model_id"), (settings_, "params.prompt_setting"), (conditions, "params.condition")):
@@ -94,18 +111,26 @@ def filtered_runs(study: str, sweep: str | None, models: list[str], settings_: l
 
 
 def runs_table(study: str, sweep: str | None, models: list[str], settings_: list[str], conditions: list[str],
-               seed: str, judge: str, app: AppSettings, everything: bool = False) -> tuple[pd.DataFrame, str]:
-    """The table shown (run ids linked to MLflow when its UI answers) and a note under it."""
+               seed: str, judge: str, app: AppSettings, everything: bool = False,
+               published: bool = False) -> tuple[pd.DataFrame, str]:
+    """The table shown (run ids linked to MLflow when its UI answers, the published rows below when asked
+    for) and a note under it."""
     runs = filtered_runs(study, sweep, models, settings_, conditions)
     if runs.empty:
         return pd.DataFrame({"": [texts()["no_runs"] if sweep else texts()["no_sweeps"]]}), ""
     table = runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, everything)
-    if mlflow_ui_available(app.mlflow_ui_url):
+    linked = mlflow_ui_available(app.mlflow_ui_url)
+    if linked:
         table["run id"] = [f"[{r[:8]}]({run_link(app.mlflow_ui_url, e, r)})"
                            for e, r in zip(column(runs, "experiment_id"), column(runs, "run_id"))]
-        return table, ""
-    table["run id"] = [r[:8] for r in table["run id"]]
-    return table, f"Run ids link to MLflow when `mlflow ui` answers at {app.mlflow_ui_url}."
+    else:
+        table["run id"] = [r[:8] for r in table["run id"]]
+    notes = [] if linked else [f"Run ids link to MLflow when `mlflow ui` answers at {app.mlflow_ui_url}."]
+    if published and study == "infilling":
+        table = published_rows(table).fillna("")
+        notes.append("Published rows: the study's Table 3, on its full benchmark with its own judge (GPT-4.1-mini); "
+                     "compare AtAvg directly, QAvg only as a rough guide.")
+    return table, " ".join(notes)
 
 
 def csv_file(study: str, sweep: str | None, models, settings_, conditions, seed: str, judge: str) -> str | None:
@@ -164,8 +189,11 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         condition = gr.Dropdown([], multiselect=True, label="Conditions")
         seed = gr.Dropdown([MEAN], value=MEAN, label="Seed")
         judge = gr.Dropdown([ALL_JUDGES], value=ALL_JUDGES, label="Judge")
-    everything = gr.Checkbox(False, label="Show judge dimensions and operational columns (extraction, failures, tokens, time)",
-                             elem_id="runs-everything")
+    with gr.Row():
+        everything = gr.Checkbox(False, label="Show judge dimensions and operational columns (extraction, failures, "
+                                 "tokens, time)", elem_id="runs-everything")
+        published = gr.Checkbox(False, label="With the study's published rows (infilling, Table 3)",
+                                elem_id="runs-published")
     table = gr.Dataframe(pd.DataFrame({"": ["Loading runs…"]}), interactive=False, wrap=False, elem_id="runs-table",
                          datatype="markdown", max_height=520)
     note = gr.Markdown(elem_id="runs-note")
@@ -192,19 +220,20 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
                 gr.Dropdown(choices=[ALL_JUDGES, *judges], value=ALL_JUDGES),
                 gr.Dropdown(choices=charts, value=charts[0] if charts else None))
 
-    def on_filter(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, everything_, shown_):
+    def on_filter(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, everything_, shown_,
+                  published_=False):
         shown_table, shown_note = runs_table(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [],
-                                             seed_, judge_, app, bool(everything_))
+                                             seed_, judge_, app, bool(everything_), bool(published_))
         runs = filtered_runs(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [])
         path = csv_file(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_)
         return shown_table, shown_note, gr.DownloadButton(value=path, interactive=path is not None), chart(runs, shown_)
 
-    filters = [study, sweep, models, setting, condition, seed, judge, everything, shown]
+    filters = [study, sweep, models, setting, condition, seed, judge, everything, shown, published]
     outputs = [table, note, download, plot]
     sweep_outputs = [models, setting, condition, seed, judge, shown]
     study.change(on_study, [study], [sweep])
     sweep.change(on_sweep, [study, sweep], sweep_outputs).then(on_filter, filters, outputs)
-    for control in (models, setting, condition, seed, judge, everything, shown):
+    for control in (models, setting, condition, seed, judge, everything, shown, published):
         control.input(on_filter, filters, outputs)
     refresh.click(on_study, [study, sweep], [sweep]).then(on_sweep, [study, sweep], sweep_outputs).then(
         on_filter, filters, outputs)

@@ -148,3 +148,17 @@ def test_launch_estimates_counts_and_cost_before_starting(page, ui_paths, screen
     assert sync > 0 and abs(batch - sync / 2) < 1e-4
     assert len(jobs.list_jobs(ui_paths["jobs"])) == before  # an estimate starts nothing and leaves no job file
     screenshot(page, "launch-estimate")
+
+
+def test_runs_can_show_the_published_rows_beside_the_sweep(page, e2e_sweep, screenshot):
+    from playwright.sync_api import expect
+
+    open_tab(page, "Runs")
+    choose(page, "runs-sweep", e2e_sweep)
+    table = page.locator("#runs-table")
+    expect(table).to_contain_text("gemma3")
+    page.locator("#runs-published input").check()
+    expect(table).to_contain_text("(published)")
+    expect(table).to_contain_text("LLaMA-3.1-8B")
+    expect(page.locator("#runs-note")).to_contain_text("Table 3")
+    screenshot(page, "runs-published")

@@ -1,0 +1,19 @@
+"""The Runs tab's published rows: the study's Table 3 values under the tab's own columns, marked published."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ui.runs import published_rows
+
+
+def test_published_rows_carry_the_tables_numbers_marked_published():
+    mine = pd.DataFrame({"run": ["smollm2 · L0"], "model": ["smollm2"], "setting": ["L0"], "condition": ["standard"],
+                         "status": ["FINISHED"], "AtAvg": [0.25], "run id": ["abcd1234"]})
+    table = published_rows(mine)
+    assert table.iloc[0]["model"] == "smollm2"  # the sweep's rows stay first
+    llama = table[(table["model"] == "LLaMA-3.1-8B") & (table["setting"] == "L0")].iloc[0]
+    # data/reference/published_infilling.csv, Table 3, row 1: AtAvg 0.311, QAvg 3.878
+    assert (llama["AtAvg"], llama["QAvg · published judge"]) == (0.311, 3.878)
+    assert llama["status"] == "published, Table 3" and llama["run"].endswith("(published)")
+    assert set(table["status"]) == {"FINISHED", "published, Table 3"}
