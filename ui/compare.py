@@ -16,6 +16,13 @@ STUDY = "infilling"
 MAX_DEFAULT_RUNS = 4
 
 
+def _judged_high(row: pd.Series) -> bool:
+    """A judge's average for this fill is above 4 (what High% counts)."""
+    values = pd.to_numeric(pd.Series([row[k] for k in row.index if k.startswith("judge/") and k.endswith("/qavg")],
+                                     dtype=object), errors="coerce")
+    return bool((values > 4).any())
+
+
 def _seed_rows(run_id: str, seed: int | None) -> pd.DataFrame:
     table = run_table(run_id)
     if table.empty or seed is None or "seed" not in table.columns:
@@ -32,10 +39,12 @@ def seeds_for(run_ids: list[str]) -> list[int]:
     return sorted(found)
 
 
-def instance_order(run_ids: list[str], seed: int | None, by_disagreement: bool) -> list[str]:
-    """Instance ids in data order, or by decreasing spread of the runs' AtAvg (a missing fill counts as 0)."""
+def instance_order(run_ids: list[str], seed: int | None, by_disagreement: bool, high_only: bool = False) -> list[str]:
+    """Instance ids in data order, or by decreasing spread of the runs' AtAvg (a missing fill counts as 0);
+    with `high_only`, only instances where a judge rated some run's fill above 4 (the study's Table 17)."""
     order: list[str] = []
     scores: dict[str, list[float]] = {}
+    high: set[str] = set()
     for run_id in run_ids:
         for _, row in _seed_rows(run_id, seed).iterrows():
             instance = row["instance_id"]
@@ -44,6 +53,10 @@ def instance_order(run_ids: list[str], seed: int | None, by_disagreement: bool) 
                 scores[instance] = []
             value = at_avg_of(row)
             scores[instance].append(0.0 if math.isnan(value) else value)
+            if _judged_high(row):
+                high.add(instance)
+    if high_only:
+        order = [i for i in order if i in high]
     if by_disagreement:
         spread = {i: statistics.pstdev(v) if len(v) > 1 else 0.0 for i, v in scores.items()}
         order.sort(key=lambda i: -spread[i])
@@ -127,6 +140,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         sweep = gr.Dropdown([], label="Sweep (infilling)", elem_id="compare-sweep", allow_custom_value=True)
         seed = gr.Dropdown([], label="Seed", elem_id="compare-seed")
         disagree = gr.Checkbox(label="Most disagreement first", value=False, elem_id="compare-disagree")
+        high = gr.Checkbox(label="Only fills a judge rated above 4", value=False, elem_id="compare-high")
         refresh = gr.Button("Refresh", scale=0)
     runs = gr.CheckboxGroup([], label="Runs to compare", elem_id="compare-runs")
     with gr.Row():
@@ -148,13 +162,13 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         value = current_seed if current_seed in seeds else (seeds[0] if seeds else None)
         return gr.Dropdown(choices=seeds, value=value)
 
-    def on_order(run_ids, seed_, disagree_, current):
-        order = instance_order(run_ids or [], seed_, disagree_)
+    def on_order(run_ids, seed_, disagree_, high_, current):
+        order = instance_order(run_ids or [], seed_, disagree_, high_)
         value = current if (current in order and not disagree_) else (order[0] if order else None)
         return gr.Dropdown(choices=order, value=value)
 
-    def step(run_ids, seed_, disagree_, current, delta: int):
-        order = instance_order(run_ids or [], seed_, disagree_)
+    def step(run_ids, seed_, disagree_, high_, current, delta: int):
+        order = instance_order(run_ids or [], seed_, disagree_, high_)
         if not order:
             return None
         index = order.index(current) if current in order else -delta
@@ -162,11 +176,13 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
 
     refresh.click(on_refresh, [sweep], [sweep])
     sweep.change(on_sweep, [sweep], [runs])
-    runs.change(on_runs, [runs, seed], [seed]).then(on_order, [runs, seed, disagree, instance], [instance])
-    seed.input(on_order, [runs, seed, disagree, instance], [instance])
-    disagree.change(on_order, [runs, seed, disagree, instance], [instance])
-    prev_button.click(lambda r, s, d, c: step(r, s, d, c, -1), [runs, seed, disagree, instance], [instance])
-    next_button.click(lambda r, s, d, c: step(r, s, d, c, 1), [runs, seed, disagree, instance], [instance])
+    ordering = [runs, seed, disagree, high, instance]
+    runs.change(on_runs, [runs, seed], [seed]).then(on_order, ordering, [instance])
+    seed.input(on_order, ordering, [instance])
+    disagree.change(on_order, ordering, [instance])
+    high.change(on_order, ordering, [instance])
+    prev_button.click(lambda r, s, d, h, c: step(r, s, d, h, c, -1), ordering, [instance])
+    next_button.click(lambda r, s, d, h, c: step(r, s, d, h, c, 1), ordering, [instance])
     def show(sweep_, runs_, seed_, instance_):
         url = app.mlflow_ui_url if mlflow_ui_available(app.mlflow_ui_url) else None
         return render(sweep_, runs_, seed_, instance_, url)

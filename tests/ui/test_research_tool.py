@@ -5,10 +5,11 @@ downloadable tables, and user mistakes shown inline without a traceback in the a
 from __future__ import annotations
 
 import csv
+import json
 import re
 
 import pytest
-from browser_helpers import choose, open_tab
+from browser_helpers import choose, open_tab, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -162,3 +163,33 @@ def test_runs_can_show_the_published_rows_beside_the_sweep(page, e2e_sweep, scre
     expect(table).to_contain_text("LLaMA-3.1-8B")
     expect(page.locator("#runs-note")).to_contain_text("Table 3")
     screenshot(page, "runs-published")
+
+
+def test_compare_can_list_only_instances_with_a_fill_judged_above_four(page, e2e_sweep, app_env, screenshot, tmp_path):
+    """The study's Table 17 in the app: instances where some run's fill has a judge average above 4."""
+    import mlflow
+    import pandas as pd
+    from playwright.sync_api import expect
+
+    client = mlflow.MlflowClient(tracking_uri=app_env["MLFLOW_TRACKING_URI"])
+    experiment = client.get_experiment_by_name("infilling").experiment_id
+    cells = client.search_runs([experiment], f"tags.`narrative_eval.sweep` = '{e2e_sweep}' and tags.`narrative_eval.kind` = 'cell'")
+    expected = set()
+    for run in cells:
+        path = client.download_artifacts(run.info.run_id, "generations.json", str(tmp_path))
+        with open(path) as handle:
+            payload = json.load(handle)
+        rows = pd.DataFrame(payload["data"], columns=payload["columns"])
+        judged = rows[[c for c in rows if c.startswith("judge/") and c.endswith("/qavg")]].apply(pd.to_numeric, errors="coerce")
+        expected |= set(rows.loc[(judged > 4).any(axis=1) & (rows["seed"] == 0), "instance_id"])
+
+    open_tab(page, "Compare infills")
+    choose(page, "compare-sweep", e2e_sweep)
+    expect(page.locator("#compare-view .run-card")).to_have_count(2)
+    page.locator("#compare-high input").check()
+    settle(page)
+    page.locator("#compare-instance input").first.click()
+    offered = {t.strip() for t in page.get_by_role("option").all_inner_texts()}
+    page.keyboard.press("Escape")
+    assert offered == expected or (not expected and offered <= {""}), (offered, expected)
+    screenshot(page, "compare-high-quality")
