@@ -59,7 +59,7 @@ def test_every_bad_pointwise_line_is_named(tmp_path):
         "{not json",
         {"record_id": "r1", "rater": "ann", **SCORES},
         {"record_id": "zz", "rater": "ann", **SCORES},
-        {"record_id": "r2", "rater": "ann", **{**SCORES, "craft": 6}},
+        {"record_id": "r2", "rater": "ann", **SCORES, "craft": 6},
         {"record_id": "r2", "rater": "", "craft": 3.5},
     ])
     with pytest.raises(DataErrors) as caught:

@@ -37,8 +37,8 @@ from narrative_eval.stats.human_records import (
 )
 from narrative_eval.stats.human_validation import (
     human_aggregation,
-    human_pairs,
     human_paired_effects,
+    human_pairs,
     judges_of,
     order_consistency,
     pairwise_agreement,

@@ -31,7 +31,7 @@ from narrative_eval.stats.score_records import QUALITY_FIELDS
 LEVELS: tuple[str, ...] = ("A clearly better", "A slightly better", "Tie", "B slightly better", "B clearly better")
 """The five pairwise verdict levels, from most A-favouring to most B-favouring."""
 
-LEVEL_SCORE: dict[str, int] = dict(zip(LEVELS, (2, 1, 0, -1, -2)))
+LEVEL_SCORE: dict[str, int] = dict(zip(LEVELS, (2, 1, 0, -1, -2), strict=True))
 """A verdict as a score of A over B."""
 
 PAIRWISE_DIMENSIONS: tuple[str, ...] = ("constraint_following", "creative_quality")
