@@ -138,3 +138,12 @@ def test_usage_mistakes_are_error_lines(tmp_path, capsys):
         "error: --cases goes with --pairwise",
         "error: nothing to compute from the pairwise verdicts: one rater (h) and no case seen in both orders",
     ]
+
+
+def test_formats_doc_lists_the_columns_written():
+    documented = {}
+    for line in (REPO / "docs" / "formats.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[0].strip("`").split(".csv")[0] in COLUMNS:
+            documented[cells[0].strip("`").split(".csv")[0]] = [c.strip() for c in cells[2].split(",")] + ["reason"]
+    assert documented == COLUMNS
