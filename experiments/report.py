@@ -3,8 +3,8 @@
   python -m experiments.report infilling --sweep NAME --out DIR [--data FILE] [--mde-target DELTA] [--reference NAME]
       [--ratings FILE.csv | --annotations FILE.sqlite]
   python -m experiments.report creative-integrity (--sweep NAME [--data FILE] | --scores FILE.jsonl) --out DIR
-  python -m experiments.report human-validation [--scores records.jsonl] [--pointwise ratings.jsonl]
-      [--pairwise verdicts.jsonl [--cases cases.jsonl]] [--reference RATER] --out DIR
+  python -m experiments.report human-validation [--scores records.jsonl | --sweep NAME [--data FILE]]
+      [--pointwise ratings.jsonl] [--pairwise verdicts.jsonl [--cases cases.jsonl]] [--reference RATER] --out DIR
 """
 
 from __future__ import annotations
@@ -41,7 +41,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     creative.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     human = sub.add_parser("human-validation", help="human validation of a FULL/SHARDED study: pointwise ratings "
                                                     "and pairwise verdicts (formats: docs/formats.md)")
-    human.add_argument("--scores", help="score records JSONL: the responses the pointwise ratings name (record_id)")
+    records = human.add_mutually_exclusive_group()
+    records.add_argument("--scores", help="score records JSONL: the responses the pointwise ratings name (record_id)")
+    records.add_argument("--sweep", help="incremental-delivery sweep whose score records the ratings name; the tables "
+                                         "are attached to its parent run")
+    human.add_argument("--data", help="with --sweep: only the cells run on this task file")
     human.add_argument("--pointwise", help="pointwise human ratings JSONL (record_id, rater, five 1-5 dimensions)")
     human.add_argument("--pairwise", help="pairwise verdicts JSONL (case_id, rater, order, two five-level verdicts)")
     human.add_argument("--cases", help="with --pairwise: pairwise cases JSONL (case_id, record_a, record_b)")
@@ -89,11 +93,14 @@ def main(argv: list[str] | None = None) -> int:
 
         data_sha256 = file_sha256(args.data)
     if args.kind == "human-validation":
-        from narrative_eval.reports.human_validation import write_human_validation_report
+        from narrative_eval.reports import human_validation
 
-        tables = write_human_validation_report(args.out, scores=args.scores, pointwise=args.pointwise,
-                                               pairwise=args.pairwise, cases=args.cases, reference=args.reference_rater,
-                                               n_boot=args.resamples, seed=args.seed)
+        options = {"pointwise": args.pointwise, "pairwise": args.pairwise, "cases": args.cases,
+                   "reference": args.reference_rater, "n_boot": args.resamples, "seed": args.seed}
+        if args.sweep:
+            tables = human_validation.human_validation_from_sweep(args.sweep, args.out, data_sha256=data_sha256, **options)
+        else:
+            tables = human_validation.write_human_validation_report(args.out, scores=args.scores, **options)
     elif args.kind == "infilling":
         from narrative_eval.reports.infilling import write_infilling_report
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -147,3 +148,35 @@ def test_formats_doc_lists_the_columns_written():
         if len(cells) == 3 and cells[0].strip("`").split(".csv")[0] in COLUMNS:
             documented[cells[0].strip("`").split(".csv")[0]] = [c.strip() for c in cells[2].split(",")] + ["reason"]
     assert documented == COLUMNS
+
+
+def test_sweep_score_records_and_the_tables_on_its_parent_run(tmp_path, smollm2_spec):
+    """--sweep: the ratings name the score records of an incremental sweep's runs (written here straight into
+    MLflow, no model run), which are exported beside the tables; the tables go onto the sweep's parent run."""
+    from narrative_eval import tracking
+    from narrative_eval.records import CellSpec
+    from narrative_eval.studies.base import experiment_of
+
+    experiment = experiment_of("incremental-delivery")
+    sweep = f"human-{tmp_path.name}"
+    parent = tracking.start_sweep_run(experiment, sweep, {"sweep": sweep})
+    for condition in ("full", "sharded"):
+        cell = CellSpec(study="incremental-delivery", sweep=sweep, model=smollm2_spec, prompt_setting="default",
+                        condition=condition, data_path="tasks.json", data_sha256="0" * 64)
+        run_id = tracking.start_cell_run(experiment, cell, parent)
+        tracking.client().log_dict(run_id, [r.model_dump(mode="json") for r in RECORDS if r.condition == condition],
+                                   "score_records.json")
+        tracking.end_run(run_id)
+    tracking.end_run(parent)
+    files = inputs(tmp_path)
+    out = tmp_path / "out"
+    assert cli_main(report_main, ["human-validation", "--sweep", sweep, "--pointwise", str(files["pointwise"]),
+                                  "--pairwise", str(files["pairwise"]), "--out", str(out), "--resamples", "200"]) == 0
+    assert sorted(r.record_id for r in RECORDS) == sorted(
+        r["record_id"] for r in map(json.loads, (out / "score_records.jsonl").read_text().splitlines()))
+    effects = {r["dimension"]: r for r in rows(out / "human_paired_effects.csv")}
+    assert float(effects["craft"]["automated_delta"]) == pytest.approx(0.5)
+    attached = {Path(f.path).name for f in tracking.client().list_artifacts(parent, "report/human_validation")}
+    assert {f"{name}.{ext}" for name in COLUMNS for ext in ("csv", "md", "tex")} == attached
+    assert cli_main(report_main, ["human-validation", "--sweep", "no-such-sweep", "--pointwise", str(files["pointwise"]),
+                                  "--out", str(tmp_path / "none")]) == 2

@@ -1,7 +1,10 @@
 """The human-validation report of the incremental-delivery study (its Tables 5-9 and 11, appendix B.3).
 
-  python -m experiments.report human-validation [--scores records.jsonl] [--pointwise ratings.jsonl]
-      [--pairwise verdicts.jsonl [--cases cases.jsonl]] [--reference RATER] --out DIR
+  python -m experiments.report human-validation [--scores records.jsonl | --sweep NAME [--data FILE]]
+      [--pointwise ratings.jsonl] [--pairwise verdicts.jsonl [--cases cases.jsonl]] [--reference RATER] --out DIR
+
+With --sweep the score records come from the incremental-delivery sweep's runs in MLflow (exported beside the
+tables as score_records.jsonl) and the tables are attached to the sweep's parent run (report/human_validation/).
 
 Files (CSV + markdown + LaTeX each, columns in docs/formats.md), for what was given:
 
@@ -19,7 +22,7 @@ Every file is read and checked before anything is computed; the problems of all 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -46,6 +49,10 @@ from narrative_eval.stats.human_validation import (
     pointwise_reliability,
 )
 
+REPORT_FILES: tuple[str, ...] = ("pointwise_reliability", "pointwise_alignment", "human_paired_effects",
+                                  "human_aggregation", "pairwise_agreement", "pairwise_order_consistency")
+"""The report's tables (each as .csv, .md and .tex)."""
+
 FLOAT_DIGITS = 6
 """Decimals kept in the CSV files."""
 
@@ -58,7 +65,6 @@ class HumanInputs:
     ratings: list[PointwiseRating] | None = None
     verdicts: list[PairwiseVerdict] | None = None
     cases: list[PairCase] | None = None
-    problems: list[str] = field(default_factory=list)
 
 
 def load_inputs(scores: str | Path | None = None, pointwise: str | Path | None = None, pairwise: str | Path | None = None,
@@ -151,6 +157,14 @@ def _pairwise_tables(inputs: HumanInputs, out_dir: Path, reference: str | None) 
     return tables
 
 
+def check_usage(pointwise: str | Path | None, pairwise: str | Path | None, cases: str | Path | None) -> None:
+    """Something to report, and --cases only beside --pairwise."""
+    if pointwise is None and pairwise is None:
+        raise UserError("nothing to report: give --pointwise ratings and/or --pairwise verdicts")
+    if cases is not None and pairwise is None:
+        raise UserError("--cases goes with --pairwise")
+
+
 def write_human_validation_report(
     out_dir: str | Path,
     *,
@@ -164,10 +178,7 @@ def write_human_validation_report(
     seed: int = 0,
 ) -> dict[str, str]:
     """Write the tables the given files allow to out_dir; return title -> markdown table."""
-    if pointwise is None and pairwise is None:
-        raise UserError("nothing to report: give --pointwise ratings and/or --pairwise verdicts")
-    if cases is not None and pairwise is None:
-        raise UserError("--cases goes with --pairwise")
+    check_usage(pointwise, pairwise, cases)
     inputs = load_inputs(scores, pointwise, pairwise, cases)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -179,4 +190,28 @@ def write_human_validation_report(
     return tables
 
 
-__all__ = ["HumanInputs", "default_reference", "load_inputs", "write_human_validation_report"]
+def human_validation_from_sweep(sweep: str, out_dir: str | Path, *, data_sha256: str | None = None,
+                                **options) -> dict[str, str]:
+    """The report with an incremental-delivery sweep's score records (exported to out_dir/score_records.jsonl, the
+    file the ratings' record_ids name), its files then attached to the sweep's parent run under
+    report/human_validation/. `options` as for write_human_validation_report, without `scores`."""
+    from narrative_eval import tracking
+    from narrative_eval.reports.creative import export_sweep_records
+    from narrative_eval.studies.base import experiment_of
+
+    check_usage(options.get("pointwise"), options.get("pairwise"), options.get("cases"))
+    out_dir = Path(out_dir)
+    try:
+        export_sweep_records(sweep, out_dir, data_sha256)
+    except ValueError as error:  # no finished cell run
+        raise UserError(str(error)) from None
+    tables = write_human_validation_report(out_dir, scores=out_dir / "score_records.jsonl", **options)
+    parent = tracking.find_sweep_run(experiment_of("incremental-delivery"), sweep)
+    if parent is not None:
+        written = {f"{stem}.{ext}" for stem in REPORT_FILES for ext in ("csv", "md", "tex")}
+        for path in sorted(p for p in out_dir.iterdir() if p.name in written):
+            tracking.client().log_artifact(parent, str(path), artifact_path="report/human_validation")
+    return tables
+
+
+__all__ = ["HumanInputs", "human_validation_from_sweep", "default_reference", "load_inputs", "write_human_validation_report"]
