@@ -3,6 +3,8 @@
   python -m experiments.report infilling --sweep NAME --out DIR [--data FILE] [--mde-target DELTA] [--reference NAME]
       [--ratings FILE.csv | --annotations FILE.sqlite]
   python -m experiments.report creative-integrity (--sweep NAME [--data FILE] | --scores FILE.jsonl) --out DIR
+  python -m experiments.report human-validation [--scores records.jsonl | --sweep NAME [--data FILE]]
+      [--pointwise ratings.jsonl] [--pairwise verdicts.jsonl [--cases cases.jsonl]] [--reference RATER] --out DIR
 """
 
 from __future__ import annotations
@@ -37,7 +39,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     creative.add_argument("--data", help="with --sweep: report only the cells run on this task file")
     creative.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     creative.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    for command in (parser, infilling, creative):
+    human = sub.add_parser("human-validation", help="human validation of a FULL/SHARDED study: pointwise ratings "
+                                                    "and pairwise verdicts (formats: docs/formats.md)")
+    records = human.add_mutually_exclusive_group()
+    records.add_argument("--scores", help="score records JSONL: the responses the pointwise ratings name (record_id)")
+    records.add_argument("--sweep", help="incremental-delivery sweep whose score records the ratings name; the tables "
+                                         "are attached to its parent run")
+    human.add_argument("--data", help="with --sweep: only the cells run on this task file")
+    human.add_argument("--pointwise", help="pointwise human ratings JSONL (record_id, rater, five 1-5 dimensions)")
+    human.add_argument("--pairwise", help="pairwise verdicts JSONL (case_id, rater, order, two five-level verdicts)")
+    human.add_argument("--cases", help="with --pairwise: pairwise cases JSONL (case_id, record_a, record_b)")
+    human.add_argument("--reference", dest="reference_rater", metavar="RATER",
+                       help="the rater every other is compared with in pairwise_agreement (default: the only non-judge)")
+    human.add_argument("--out", required=True, help="output folder")
+    human.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    human.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    for command in (parser, infilling, creative, human):
         add_debug_flag(command)
     return parser.parse_args(argv)
 
@@ -48,6 +65,8 @@ def check_inputs(args: argparse.Namespace) -> None:
     require_file(getattr(args, "ratings", None), "ratings file", problems)
     require_file(getattr(args, "scores", None), "score file", problems)
     require_file(getattr(args, "data", None), "data file", problems)
+    for name in ("pointwise", "pairwise", "cases"):
+        require_file(getattr(args, name, None), f"{name} file", problems)
     if getattr(args, "reference", None):
         from narrative_eval.stats.reference import load_reference
 
@@ -69,11 +88,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_inputs(args)
     data_sha256 = None
-    if args.data:
+    if getattr(args, "data", None):
         from narrative_eval.data.infilling import file_sha256
 
         data_sha256 = file_sha256(args.data)
-    if args.kind == "infilling":
+    if args.kind == "human-validation":
+        from narrative_eval.reports import human_validation
+
+        options = {"pointwise": args.pointwise, "pairwise": args.pairwise, "cases": args.cases,
+                   "reference": args.reference_rater, "n_boot": args.resamples, "seed": args.seed}
+        if args.sweep:
+            tables = human_validation.human_validation_from_sweep(args.sweep, args.out, data_sha256=data_sha256, **options)
+        else:
+            tables = human_validation.write_human_validation_report(args.out, scores=args.scores, **options)
+    elif args.kind == "infilling":
         from narrative_eval.reports.infilling import write_infilling_report
 
         tables = write_infilling_report(args.sweep, args.out, ratings_csv=args.ratings, annotations_path=args.annotations,

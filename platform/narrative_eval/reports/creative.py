@@ -202,21 +202,26 @@ def creative_report_from_scores(path: str | Path, out_dir: str | Path, n_boot: i
     return write_creative_report(load_score_records(path), out_dir, n_boot=n_boot, seed=seed)
 
 
-def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
-                               data_sha256: str | None = None) -> dict[str, str]:
-    """The report from an incremental-delivery sweep's finished cell runs in MLflow (those on `data_sha256` when
-    given); their score records are exported beside it as score_records.jsonl, so the analysis can be rerun or
-    shared without MLflow."""
+def export_sweep_records(sweep: str, out_dir: str | Path, data_sha256: str | None = None) -> list[ScoreRecord]:
+    """The score records of an incremental-delivery sweep's finished cell runs in MLflow (those on `data_sha256`
+    when given), exported to out_dir/score_records.jsonl so the analysis can be rerun or shared without MLflow."""
     from narrative_eval import tracking
     from narrative_eval.stats.score_records import save_score_records
     from narrative_eval.studies.base import experiment_of
 
-    experiment = experiment_of("incremental-delivery")
-    runs = tracking.report_cell_runs(experiment, sweep, data_sha256)
+    runs = tracking.report_cell_runs(experiment_of("incremental-delivery"), sweep, data_sha256)
     records: list[ScoreRecord] = []
     for run_id in runs["run_id"]:
         records.extend(ScoreRecord(**payload) for payload in tracking.load_json_artifact(run_id, "score_records.json"))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_score_records(records, out_dir / "score_records.jsonl")
+    return records
+
+
+def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
+                               data_sha256: str | None = None) -> dict[str, str]:
+    """The report from an incremental-delivery sweep's finished cell runs in MLflow, its score records exported
+    beside it as score_records.jsonl."""
+    records = export_sweep_records(sweep, out_dir, data_sha256)
     return write_creative_report(records, out_dir, n_boot=n_boot, seed=seed)

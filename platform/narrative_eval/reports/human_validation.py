@@ -1,0 +1,217 @@
+"""The human-validation report of the incremental-delivery study (its Tables 5-9 and 11, appendix B.3).
+
+  python -m experiments.report human-validation [--scores records.jsonl | --sweep NAME [--data FILE]]
+      [--pointwise ratings.jsonl] [--pairwise verdicts.jsonl [--cases cases.jsonl]] [--reference RATER] --out DIR
+
+With --sweep the score records come from the incremental-delivery sweep's runs in MLflow (exported beside the
+tables as score_records.jsonl) and the tables are attached to the sweep's parent run (report/human_validation/).
+
+Files (CSV + markdown + LaTeX each, columns in docs/formats.md), for what was given:
+
+| file | needs | study |
+|---|---|---|
+| pointwise_reliability | --pointwise | Table 6 |
+| pointwise_alignment | --pointwise --scores | Table 7 |
+| human_paired_effects | --pointwise --scores | Tables 5 and 8 |
+| human_aggregation | --pointwise --scores | Table 9 |
+| pairwise_agreement | --pairwise (two raters) | Table 11 |
+| pairwise_order_consistency | --pairwise (a rater with both orders) | appendix B.3 |
+
+Every file is read and checked before anything is computed; the problems of all of them are reported together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from narrative_eval.errors import UserError
+from narrative_eval.records import ScoreRecord
+from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
+from narrative_eval.stats.human_records import (
+    PairCase,
+    PairwiseVerdict,
+    PointwiseRating,
+    load_pair_cases,
+    load_pairwise_verdicts,
+    load_pointwise_ratings,
+)
+from narrative_eval.stats.human_validation import (
+    human_aggregation,
+    human_paired_effects,
+    human_pairs,
+    judges_of,
+    order_consistency,
+    pairwise_agreement,
+    pointwise_alignment,
+    pointwise_reliability,
+)
+
+REPORT_FILES: tuple[str, ...] = ("pointwise_reliability", "pointwise_alignment", "human_paired_effects",
+                                  "human_aggregation", "pairwise_agreement", "pairwise_order_consistency")
+"""The report's tables (each as .csv, .md and .tex)."""
+
+FLOAT_DIGITS = 6
+"""Decimals kept in the CSV files."""
+
+
+@dataclass
+class HumanInputs:
+    """The files of one report, loaded and checked."""
+
+    records: list[ScoreRecord] | None = None
+    ratings: list[PointwiseRating] | None = None
+    verdicts: list[PairwiseVerdict] | None = None
+    cases: list[PairCase] | None = None
+
+
+def load_inputs(scores: str | Path | None = None, pointwise: str | Path | None = None, pairwise: str | Path | None = None,
+                cases: str | Path | None = None) -> HumanInputs:
+    """Load every file given; raise one UserError with every bad line of all of them (file:line)."""
+    from narrative_eval.stats.score_records import load_score_records
+
+    inputs = HumanInputs()
+    errors: list[str] = []
+
+    def attempt(load, *args):
+        try:
+            return load(*args)
+        except UserError as error:
+            errors.extend(error.problems)
+            return None
+
+    if scores is not None:
+        inputs.records = attempt(load_score_records, scores)
+    record_ids = None if inputs.records is None else {r.record_id for r in inputs.records}
+    # A bad scores file leaves record_ids None: its own errors are reported, and ids are not checked against it.
+    if pointwise is not None:
+        inputs.ratings = attempt(load_pointwise_ratings, pointwise, record_ids)
+    if cases is not None:
+        inputs.cases = attempt(load_pair_cases, cases, record_ids)
+    case_ids = None if inputs.cases is None else {c.case_id for c in inputs.cases}
+    if pairwise is not None:
+        inputs.verdicts = attempt(load_pairwise_verdicts, pairwise, case_ids)
+    if errors:
+        raise UserError(errors)
+    return inputs
+
+
+def _write(table: pd.DataFrame, out_dir: Path, name: str) -> str:
+    """name.csv (numbers rounded), name.md and name.tex; returns the markdown."""
+    table.round(FLOAT_DIGITS).to_csv(out_dir / f"{name}.csv", index=False)
+    markdown = table.to_markdown(index=False, floatfmt=".3f") if not table.empty else "(no rows)"
+    (out_dir / f"{name}.md").write_text(markdown + "\n", encoding="utf-8")
+    (out_dir / f"{name}.tex").write_text(table.to_latex(index=False, float_format="%.3f".__mod__, na_rep="--",
+                                                          escape=True),
+                                         encoding="utf-8")
+    return markdown
+
+
+def default_reference(verdicts: list[PairwiseVerdict], records: list[ScoreRecord] | None) -> str:
+    """The only rater that is not a judge (a judge id of the score records, or a rater who saw a case in both orders)."""
+    raters = sorted({v.rater for v in verdicts})
+    judges = judges_of(verdicts, {r.judge for r in records or []})
+    people = [r for r in raters if r not in judges]
+    if len(people) != 1:
+        found = ", ".join(people) if people else "none"
+        raise UserError(f"pairwise agreement needs --reference RATER: {len(people)} rater(s) are not judges "
+                        f"({found}); raters: {', '.join(raters)}")
+    return people[0]
+
+
+def _pointwise_tables(inputs: HumanInputs, out_dir: Path, comparison: str, n_boot: int, seed: int) -> dict[str, str]:
+    tables = {"Pointwise inter-rater reliability (Table 6)":
+              _write(pointwise_reliability(inputs.ratings), out_dir, "pointwise_reliability")}
+    if inputs.records is None:
+        return tables
+    pairs = {how: human_pairs(inputs.ratings, inputs.records, comparison, how) for how in ("mean", "median", "centered")}
+    if pairs["mean"].empty:
+        raise UserError(f"no rated full/{comparison} pair: pairs match rated responses on story_id and model")
+    tables["Automated scores vs mean human rating (Table 7)"] = _write(
+        pointwise_alignment(pairs["mean"], n_boot, seed), out_dir, "pointwise_alignment")
+    tables[f"Human paired FULL - {comparison.upper()} effects (Tables 5 and 8)"] = _write(
+        human_paired_effects(pairs["mean"], comparison, n_boot, seed), out_dir, "human_paired_effects")
+    tables["Human effects by aggregation: medians, reviewer-centered (Table 9)"] = _write(
+        human_aggregation(pairs, n_boot, seed), out_dir, "human_aggregation")
+    return tables
+
+
+def _pairwise_tables(inputs: HumanInputs, out_dir: Path, reference: str | None) -> dict[str, str]:
+    verdicts = inputs.verdicts
+    raters = sorted({v.rater for v in verdicts})
+    tables = {}
+    if len(raters) >= 2:
+        reference = reference or default_reference(verdicts, inputs.records)
+        if reference not in raters:
+            raise UserError(f"--reference {reference!r} gave no verdict; raters: {', '.join(raters)}")
+        table = pairwise_agreement(verdicts, reference)
+        tables[f"Pairwise agreement with {reference} (Table 11)"] = _write(table, out_dir, "pairwise_agreement")
+    consistency = order_consistency(verdicts)
+    if not consistency.empty:
+        tables["Order-restored consistency (appendix B.3)"] = _write(consistency, out_dir, "pairwise_order_consistency")
+    if not tables:
+        raise UserError(f"nothing to compute from the pairwise verdicts: one rater ({raters[0]}) and no case seen "
+                        "in both orders")
+    return tables
+
+
+def check_usage(pointwise: str | Path | None, pairwise: str | Path | None, cases: str | Path | None) -> None:
+    """Something to report, and --cases only beside --pairwise."""
+    if pointwise is None and pairwise is None:
+        raise UserError("nothing to report: give --pointwise ratings and/or --pairwise verdicts")
+    if cases is not None and pairwise is None:
+        raise UserError("--cases goes with --pairwise")
+
+
+def write_human_validation_report(
+    out_dir: str | Path,
+    *,
+    scores: str | Path | None = None,
+    pointwise: str | Path | None = None,
+    pairwise: str | Path | None = None,
+    cases: str | Path | None = None,
+    reference: str | None = None,
+    comparison: str = "sharded",
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+) -> dict[str, str]:
+    """Write the tables the given files allow to out_dir; return title -> markdown table."""
+    check_usage(pointwise, pairwise, cases)
+    inputs = load_inputs(scores, pointwise, pairwise, cases)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables: dict[str, str] = {}
+    if inputs.ratings is not None:
+        tables.update(_pointwise_tables(inputs, out_dir, comparison, n_boot, seed))
+    if inputs.verdicts is not None:
+        tables.update(_pairwise_tables(inputs, out_dir, reference))
+    return tables
+
+
+def human_validation_from_sweep(sweep: str, out_dir: str | Path, *, data_sha256: str | None = None,
+                                **options) -> dict[str, str]:
+    """The report with an incremental-delivery sweep's score records (exported to out_dir/score_records.jsonl, the
+    file the ratings' record_ids name), its files then attached to the sweep's parent run under
+    report/human_validation/. `options` as for write_human_validation_report, without `scores`."""
+    from narrative_eval import tracking
+    from narrative_eval.reports.creative import export_sweep_records
+    from narrative_eval.studies.base import experiment_of
+
+    check_usage(options.get("pointwise"), options.get("pairwise"), options.get("cases"))
+    out_dir = Path(out_dir)
+    try:
+        export_sweep_records(sweep, out_dir, data_sha256)
+    except ValueError as error:  # no finished cell run
+        raise UserError(str(error)) from None
+    tables = write_human_validation_report(out_dir, scores=out_dir / "score_records.jsonl", **options)
+    parent = tracking.find_sweep_run(experiment_of("incremental-delivery"), sweep)
+    if parent is not None:
+        written = {f"{stem}.{ext}" for stem in REPORT_FILES for ext in ("csv", "md", "tex")}
+        for path in sorted(p for p in out_dir.iterdir() if p.name in written):
+            tracking.client().log_artifact(parent, str(path), artifact_path="report/human_validation")
+    return tables
+
+
+__all__ = ["HumanInputs", "human_validation_from_sweep", "default_reference", "load_inputs", "write_human_validation_report"]
