@@ -55,22 +55,26 @@ def test_batch_gets_one_reply_per_conversation_with_its_own_seed(engine, convers
 
 
 def test_same_spec_and_seed_give_the_same_reply_on_a_rerun(engine, conversations, tmp_path):
-    """A rerun (no request cache, prefix cache now warm) and a different batch composition repeat the reply."""
-    batch = [params(seed) for seed in (11, 12, 13)]
+    """Greedy replies repeat on a rerun and alone instead of in a batch; seeds steer sampling. (A seeded *sampled*
+    reply is not repeatable on vLLM's engine under load: its scheduling, hence the batch a request shares a step
+    with, varies; one diverged after six tokens on a loaded 2-core machine. The request cache is what makes a
+    rerun repeat, checked below.)"""
+    batch = [params(seed, temperature=0.0) for seed in (11, 12, 13)]
     first = engine.generate(conversations, batch)
     again = engine.generate(conversations, batch)
     alone = engine.generate([conversations[0]], [batch[0]])
     assert [r.text for r in again] == [r.text for r in first]
     assert alone[0].text == first[0].text
-    other_seed = engine.generate([conversations[0]], [params(99)])
-    assert other_seed[0].text != first[0].text
+    sampled = {engine.generate([conversations[0]], [params(seed)])[0].text for seed in (97, 98, 99)}
+    assert len(sampled) > 1  # different seeds, different samples
 
-    # Through the request cache: the second call is served from SQLite and generates nothing.
+    # Through the request cache, a sampled batch repeats exactly: the second call is served from SQLite.
+    sampled_batch = [params(seed) for seed in (11, 12, 13)]
     cached = CachedBackend(engine, RequestCache(tmp_path / "requests.sqlite"))
-    stored = cached.generate(conversations, batch)
-    replayed = cached.generate(conversations, batch)
+    stored = cached.generate(conversations, sampled_batch)
+    replayed = cached.generate(conversations, sampled_batch)
     assert cached.generated == len(conversations) and cached.hits == len(conversations)
-    assert [r.text for r in replayed] == [r.text for r in stored] == [r.text for r in first]
+    assert [r.text for r in replayed] == [r.text for r in stored]
 
 
 def test_a_seeded_batch_larger_than_one_engine_step_completes(engine):
