@@ -8,6 +8,7 @@ import statistics
 import gradio as gr
 import pandas as pd
 
+from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, instances_by_id, judge_ids_of,
                        mlflow_ui_available, number, passage_html, pick_sweep, problem_from_messages, run_choices,
                        run_label, run_table, texts, trace_link)
@@ -20,7 +21,7 @@ def _judged_high(row: pd.Series) -> bool:
     """A judge's average for this fill is above 4 (what High% counts)."""
     values = pd.to_numeric(pd.Series([row[k] for k in row.index if k.startswith("judge/") and k.endswith("/qavg")],
                                      dtype=object), errors="coerce")
-    return bool((values > 4).any())
+    return bool((values > HIGH_QUALITY_THRESHOLD).any())
 
 
 def _seed_rows(run_id: str, seed: int | None) -> pd.DataFrame:

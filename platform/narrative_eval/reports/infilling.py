@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from narrative_eval import tracking
+from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.reports.infilling_samples import high_quality_tables
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
@@ -164,7 +165,8 @@ def breakdown(gens: pd.DataFrame, by: str, judge: str) -> pd.DataFrame:
     valid[column] = valid[column].astype(float)
     if valid.empty:  # every judgment failed: nothing to break down
         return pd.DataFrame()
-    high = valid.groupby(["setting", by])[column].agg(lambda s: 100 * (s > 4).mean()).rename("high").reset_index()
+    high = valid.groupby(["setting", by])[column].agg(lambda s: 100 * (s > HIGH_QUALITY_THRESHOLD).mean())
+    high = high.rename("high").reset_index()
     table = group_intervals(valid, column, ["setting", by]).merge(high, on=["setting", by])
     interval = table.apply(lambda r: f" [{r['lo']:.2f}, {r['hi']:.2f}]" if _finite(r["lo"]) else "", axis=1)
     table["cell"] = table["mean"].map("{:.2f}".format) + interval + table["high"].map(" / {:.1f}%".format)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-HIGH = 4.0
-"""A fill counts as high quality when its judge average (QAvg) is above this, as High% counts it."""
+from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD as HIGH
 
 COLUMNS = ["model", "setting", "instance_id", "seed", "domain", "qavg", "passage", "gold", "fill"]
 
