@@ -16,6 +16,7 @@ from narrative_eval.records.base import (
     Reply,
     Role,
     derived_seed,
+    finite_number,
     stable_hash,
 )
 from narrative_eval.records.creative import Constraint, ScoreRecord, Trajectory, Turn, WritingTask
@@ -44,5 +45,6 @@ __all__ = [
     "Turn",
     "WritingTask",
     "derived_seed",
+    "finite_number",
     "stable_hash",
 ]

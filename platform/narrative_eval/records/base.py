@@ -24,6 +24,15 @@ def derived_seed(*parts: Any) -> int:
     return int(stable_hash(list(parts), 8), 16) % (2**31 - 1)
 
 
+def finite_number(value: Any) -> float | None:
+    """The value as a float, or None when it is missing, not a number, NaN or infinite (a score not computed)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 class Frozen(BaseModel):
     """Base for immutable records."""
 

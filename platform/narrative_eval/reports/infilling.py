@@ -6,7 +6,6 @@ detectable effect, human agreement (the study's Table 2) and samples of fills a 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pandas as pd
 from narrative_eval import tracking
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.metrics import METRICS, at_avg_names
+from narrative_eval.records import finite_number
 from narrative_eval.reports.infilling_samples import high_quality_tables
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
@@ -94,10 +94,10 @@ def fold_intervals(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     for name in [c for c in table.columns if f"{c}_lo" in table and f"{c}_hi" in table]:
         def text(row, name=name):
             mean, lo, hi = row[name], row[f"{name}_lo"], row[f"{name}_hi"]
-            interval = f" [{lo:.{digits}f}, {hi:.{digits}f}]" if _finite(lo) and _finite(hi) else ""
+            interval = f" [{lo:.{digits}f}, {hi:.{digits}f}]" if finite_number(lo) is not None and finite_number(hi) is not None else ""
             if isinstance(mean, str):  # already text, e.g. the seed table's "mean ± SD"
                 return f"{mean}{interval}"
-            return f"{mean:.{digits}f}{interval}" if _finite(mean) else "n/a"
+            return f"{mean:.{digits}f}{interval}" if finite_number(mean) is not None else "n/a"
         folded[name] = table.apply(text, axis=1) if len(table) else table[name]
         folded = folded.drop(columns=[f"{name}_lo", f"{name}_hi"])
     return folded
@@ -120,7 +120,7 @@ def seed_table(runs: pd.DataFrame) -> pd.DataFrame:
         row: dict[str, Any] = {"model": run["model"], "setting": run["setting"], "seeds": int(run.get("metrics.n_seeds", 1))}
         for key, label in [("at_avg", "AtAvg")] + [(f"judge/{j}/qavg", f"QAvg[{j}]") for j in _judges(runs)]:
             mean, sd = run.get(f"metrics.{key}", np.nan), run.get(f"metrics.{key}_sd", np.nan)
-            row[label] = f"{mean:.4f} ± {sd:.4f}" if _finite(mean) else "n/a"
+            row[label] = f"{mean:.4f} ± {sd:.4f}" if finite_number(mean) is not None else "n/a"
             row[f"{label}_lo"], row[f"{label}_hi"] = run.get(f"metrics.{key}_lo", np.nan), run.get(f"metrics.{key}_hi", np.nan)
         rows.append(row)
     return pd.DataFrame(rows).sort_values(["model", "setting"]).reset_index(drop=True)
@@ -135,13 +135,6 @@ def judge_table(runs: pd.DataFrame) -> pd.DataFrame:
     for judge in _judges(runs):
         table[f"rank[{judge}]"] = table[judge].rank(ascending=False, method="min")
     return table
-
-
-def _finite(value: Any) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def generations(runs: pd.DataFrame) -> pd.DataFrame:
@@ -168,7 +161,7 @@ def breakdown(gens: pd.DataFrame, by: str, judge: str) -> pd.DataFrame:
     high = valid.groupby(["setting", by])[column].agg(lambda s: 100 * (s > HIGH_QUALITY_THRESHOLD).mean())
     high = high.rename("high").reset_index()
     table = group_intervals(valid, column, ["setting", by]).merge(high, on=["setting", by])
-    interval = table.apply(lambda r: f" [{r['lo']:.2f}, {r['hi']:.2f}]" if _finite(r["lo"]) else "", axis=1)
+    interval = table.apply(lambda r: f" [{r['lo']:.2f}, {r['hi']:.2f}]" if finite_number(r["lo"]) is not None else "", axis=1)
     table["cell"] = table["mean"].map("{:.2f}".format) + interval + table["high"].map(" / {:.1f}%".format)
     return table.pivot(index="setting", columns=by, values="cell").reset_index()
 

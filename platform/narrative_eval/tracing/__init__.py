@@ -7,13 +7,12 @@ Every part is best effort: a store that refuses one (an older server) costs a wa
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 from mlflow import MlflowClient
 
-from narrative_eval.records import CellSpec
+from narrative_eval.records import CellSpec, finite_number
 from narrative_eval.tracing.base import CELL_BUILDERS, CellRecords, cell_builder
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord, TurnRecord
 from narrative_eval.tracing.traces import (
@@ -82,9 +81,9 @@ def describe_cell(cell: CellSpec, metrics: dict[str, float], generations: int) -
     lines = [f"**{cell.model.id} · {cell.prompt_setting} · {cell.condition}** — {cell.study}, "
              f"{generations} generations ({len(cell.seeds)} seed(s)) on `{Path(cell.data_path).name}`, "
              f"model `{cell.model.weights}` via {cell.model.backend}."]
-    shown = [f"{name} {metrics[name]:.3f}" for name in HEADLINE if _finite(metrics.get(name))]
+    shown = [f"{name} {metrics[name]:.3f}" for name in HEADLINE if finite_number(metrics.get(name)) is not None]
     shown += [f"{key.split('/')[1]} QAvg {value:.2f}" for key, value in metrics.items()
-              if key.startswith("judge/") and key.endswith("/qavg") and key.count("/") == 2 and _finite(value)]
+              if key.startswith("judge/") and key.endswith("/qavg") and key.count("/") == 2 and finite_number(value) is not None]
     if shown:
         lines.append("Headline: " + ", ".join(shown) + ".")
     return "\n\n".join(lines)
@@ -96,10 +95,6 @@ def describe_sweep(tables: dict[str, str]) -> str:
         return ""
     title, markdown = next(iter(tables.items()))
     return f"### {title}\n\n{markdown}"
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
 
 
 __all__ = [

@@ -9,7 +9,6 @@ cells can run in threads, Ray workers or the app's background jobs without stepp
 from __future__ import annotations
 
 import json
-import math
 import re
 import subprocess
 import time
@@ -22,7 +21,7 @@ import pandas as pd
 from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
 
-from narrative_eval.records import CellSpec
+from narrative_eval.records import CellSpec, finite_number
 from narrative_eval.tracking.read import (
     all_sweeps,
     find_cell_run,
@@ -223,7 +222,7 @@ def log_cell(run_id: str, cell: CellSpec, result: Any) -> None:
     now = int(time.time() * 1000)
     # A resumed run may already carry some params from an attempt killed while logging; params are immutable.
     new_params = [Param(k, v) for k, v in params.items() if k not in existing]
-    metrics = [Metric(k, float(v), now, 0) for k, v in result.metrics.items() if _finite(v)]
+    metrics = [Metric(k, float(v), now, 0) for k, v in result.metrics.items() if finite_number(v) is not None]
     # MLflow caps a batch at 100 params and 1000 metrics.
     for start in range(0, len(new_params), 100):
         c.log_batch(run_id, params=new_params[start : start + 100])
@@ -255,13 +254,6 @@ def _log_evaluation_records(c: MlflowClient, run_id: str, cell: CellSpec, result
         warn_once("evaluation records", error)
 
 
-def _finite(value: Any) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
 def _table_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     # MLflow tables need scalar cells: nested values (messages, judge details) become JSON text.
     flat = [
@@ -284,7 +276,7 @@ def log_sweep_outputs(run_id: str, tables: dict[str, str], files: Iterable[Path]
         c.log_artifact(run_id, str(path), artifact_path="report")
     if metrics:
         now = int(time.time() * 1000)
-        c.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if _finite(v)])
+        c.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if finite_number(v) is not None])
 
 
 def _slug(text: str) -> str:
