@@ -67,6 +67,10 @@ def test_one_trace_per_instance_and_seed_with_gold_metrics_and_judge(judged_swee
         assert span.inputs["messages"][-1]["role"] == "user"
         assert span.attributes["model"] == "smollm2" and span.attributes["seed"] in SEEDS
         assert "raw_reply" in span.outputs
+        # Real durations and token counts, as MLflow's trace list shows them.
+        assert trace.info.execution_duration == pytest.approx(1000 * span.attributes["seconds"], abs=2)
+        usage = trace.info.token_usage
+        assert usage["input_tokens"] > 0 and usage["output_tokens"] == span.attributes["completion_tokens"]
 
 
 def test_generation_rows_carry_their_trace_ids(judged_sweep):

@@ -105,7 +105,7 @@ def _row(sample: InfillingSample, instance: InfillingInstance, dimensions: dict[
         "position": blank_position(instance), "n": instance.n, "seed": sample.seed,
         "messages": [m.model_dump() for m in sample.messages], "raw_reply": sample.raw_reply, "answer": sample.answer,
         "extraction_status": sample.extraction_status, "gold": sample.gold, "finish_reason": sample.finish_reason,
-        "completion_tokens": sample.completion_tokens, "seconds": round(sample.seconds, 4), "error": sample.error,
+        "prompt_tokens": sample.prompt_tokens, "completion_tokens": sample.completion_tokens, "seconds": round(sample.seconds, 4), "error": sample.error,
     }
     row.update(sample.metrics)
     for judge_id, result in sample.judges.items():

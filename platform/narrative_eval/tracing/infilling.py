@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from narrative_eval.records import CellSpec
+from narrative_eval.records import CellSpec, finite_number
 from narrative_eval.tracing.base import CellRecords, cell_builder, generation_attributes
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord
 
@@ -33,7 +32,8 @@ def infilling_records(cell: CellSpec, result: Any) -> CellRecords:
                 **generation_attributes(cell, row["seed"]),
                 "instance_id": row["instance_id"], "dataset": row.get("dataset"), "domain": row.get("domain"),
                 "position": row.get("position"), "n": row.get("n"), "finish_reason": row.get("finish_reason"),
-                "completion_tokens": row.get("completion_tokens"), "seconds": row.get("seconds"),
+                "prompt_tokens": row.get("prompt_tokens"), "completion_tokens": row.get("completion_tokens"),
+                "seconds": row.get("seconds"),
                 "extraction_status": row["extraction_status"], "error": row.get("error"),
             },
             assessments=(_gold(cell, row), *_metric_scores(row, metric_names), *_judge_scores(cell, row)),
@@ -49,8 +49,8 @@ def _gold(cell: CellSpec, row: dict[str, Any]) -> AssessmentRecord:
 
 def _metric_scores(row: dict[str, Any], names: list[str]) -> list[AssessmentRecord]:
     why = None if row.get("answer") else f"no answer extracted ({row.get('extraction_status')})"
-    return [AssessmentRecord(name, _number(row.get(name)), "code", "narrative_eval",
-                             error=why if _number(row.get(name)) is None else None) for name in [*names, "at_avg"] if name in row]
+    return [AssessmentRecord(name, finite_number(row.get(name)), "code", "narrative_eval",
+                             error=why if finite_number(row.get(name)) is None else None) for name in [*names, "at_avg"] if name in row]
 
 
 def _judge_scores(cell: CellSpec, row: dict[str, Any]) -> list[AssessmentRecord]:
@@ -62,9 +62,9 @@ def _judge_scores(cell: CellSpec, row: dict[str, Any]) -> list[AssessmentRecord]
         for key, value in row.items():
             dimension = key[len(prefix):] if key.startswith(prefix) else None
             if dimension and dimension not in JUDGE_BOOKKEEPING:
-                scores.append(AssessmentRecord(f"{judge.id}/{dimension}", _number(value), "llm_judge",
+                scores.append(AssessmentRecord(f"{judge.id}/{dimension}", finite_number(value), "llm_judge",
                                                f"{judge.id} ({judge.model.id})", rationale=rationale,
-                                               error=(error or "judge failed") if _number(value) is None else None))
+                                               error=(error or "judge failed") if finite_number(value) is None else None))
     return scores
 
 
@@ -79,14 +79,6 @@ def _rationale(raw: Any) -> str | None:
             if isinstance(parsed.get(key), str):
                 return parsed[key]
     return None
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number  # NaN is a missing score
 
 
 def _instances(rows: list[dict[str, Any]]) -> pd.DataFrame:

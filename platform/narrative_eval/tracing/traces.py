@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,18 +57,43 @@ def write_traces(client: MlflowClient, run_id: str, experiment_id: str, records:
 
 
 def _write_one(run_id: str, experiment_id: str, record: TraceRecord) -> str:
+    # The generation happened earlier; its recorded seconds give the spans their real durations.
+    end_ns = time.time_ns()
+    turn_seconds = [_seconds(turn.attributes) for turn in record.turns]
+    start_ns = end_ns - int(1e9 * (_seconds(record.attributes) or sum(turn_seconds)))
     root = mlflow.start_span_no_context(
         record.name, span_type="LLM" if not record.turns else "CHAIN", inputs=record.inputs,
         attributes=_plain(record.attributes), tags={TRACE_KEY_TAG: record.key},
-        metadata={SOURCE_RUN: run_id}, experiment_id=experiment_id,
+        metadata={SOURCE_RUN: run_id}, experiment_id=experiment_id, start_time_ns=start_ns,
     )
-    for index, turn in enumerate(record.turns, start=1):
+    _set_usage(root, record.attributes)
+    turn_start = start_ns
+    for index, (turn, seconds) in enumerate(zip(record.turns, turn_seconds, strict=True), start=1):
         span = mlflow.start_span_no_context(f"turn {index}", span_type="LLM", parent_span=root,
-                                            inputs={"user": turn.user}, attributes=_plain(turn.attributes))
-        span.end(outputs={"reply": turn.reply})
+                                            inputs={"user": turn.user}, attributes=_plain(turn.attributes),
+                                            start_time_ns=turn_start)
+        _set_usage(span, turn.attributes)
+        turn_start += int(1e9 * seconds)
+        span.end(outputs={"reply": turn.reply}, end_time_ns=turn_start)
     _attach(root.trace_id, record.assessments)
-    root.end(outputs=record.outputs)
+    root.end(outputs=record.outputs, end_time_ns=end_ns)
     return root.trace_id
+
+
+def _seconds(attributes: dict[str, Any]) -> float:
+    value = attributes.get("seconds")
+    return float(value) if isinstance(value, int | float) and value >= 0 else 0.0
+
+
+def _set_usage(span: Any, attributes: dict[str, Any]) -> None:
+    """Token counts where MLflow's trace list looks for them (its Tokens column)."""
+    from mlflow.tracing.constant import SpanAttributeKey
+
+    prompt, completion = attributes.get("prompt_tokens"), attributes.get("completion_tokens")
+    if isinstance(prompt, int | float) or isinstance(completion, int | float):
+        prompt, completion = int(prompt or 0), int(completion or 0)
+        span.set_attribute(SpanAttributeKey.CHAT_USAGE, {"input_tokens": prompt, "output_tokens": completion,
+                                                        "total_tokens": prompt + completion})
 
 
 def _attach(trace_id: str, assessments: Sequence[AssessmentRecord]) -> None:
