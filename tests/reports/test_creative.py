@@ -7,7 +7,7 @@ import csv
 import numpy as np
 import pytest
 from narrative_eval.records import ScoreRecord
-from narrative_eval.reports.creative import write_creative_report
+from narrative_eval.reports.creative import DIAGNOSTIC_TITLES, write_creative_report
 from narrative_eval.stats.score_records import load_score_records, save_score_records
 
 REPORT_FILES = {
@@ -96,7 +96,9 @@ def test_replanning_conditions_get_their_icir(tmp_path):
 def test_judge_panel_is_reported_per_judge(tmp_path):
     records = simulate(judges=("alpha", "beta"))
     tables = write_creative_report(records, tmp_path, n_boot=200, judge="beta")
-    assert all("(judge beta)" in title for title in tables)
+    assert all("(judge beta)" in title for title in tables if title not in DIAGNOSTIC_TITLES.values())
+    assert set(DIAGNOSTIC_TITLES.values()) <= set(tables)  # written once, judge-independent
+    assert not (tmp_path / "by_judge" / "alpha" / "task_composition.csv").exists()
     for judge in ("alpha", "beta"):
         for name in REPORT_FILES:
             assert (tmp_path / "by_judge" / judge / name).is_file()

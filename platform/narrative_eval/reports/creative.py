@@ -9,11 +9,14 @@ Files (documented in docs/formats.md), for the comparison condition X (default '
 | equal_adherence.csv | dimension, all_pairs_delta, equal_adherence_delta, n_pairs |
 | equal_genre.csv | dimension, delta, lo, hi |
 | model_effects.csv + model_effects.png | model, dimension, d_av (heatmap) |
+| task_composition.csv/.md/.tex | the study's Table 1: tasks, constraints, shards per genre and the evaluation scale |
+| length_diagnostics.csv/.md/.tex + .png | the study's Figure 3: final-story words, final-turn prompt tokens per model x condition |
 
 and beside them: paired_effects_by_model.csv (model, dimension, n, full, <x>, delta, lo, hi),
 same_judge.csv (paired_effects over pairs scored by one judge, with n), and, when recap or
 snowball records are present, icir_by_condition.csv (condition, model, full_ci, ci, icir, icir_lo,
-icir_hi). Intervals: story-clustered bootstrap, percentile, seed settable.
+icir_hi). Intervals: story-clustered bootstrap, percentile, seed settable. The two diagnostics
+(reports/creative_diagnostics.py) are judge-independent and written once, at the top level.
 
 When several judges scored the same responses (a judge panel) their scores are never pooled:
 the top-level files use one judge (`judge=`, default the judge with the most records) and each
@@ -31,6 +34,14 @@ import pandas as pd
 
 from narrative_eval.delivery.conditions import replanning_conditions
 from narrative_eval.records import ScoreRecord
+from narrative_eval.reports.creative_diagnostics import (
+    DiagnosticInputs,
+    draw_length_diagnostics,
+    length_diagnostics,
+    records_inputs,
+    sweep_inputs,
+    task_composition,
+)
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.stats.effects import (
     DIMENSIONS,
@@ -50,6 +61,12 @@ from narrative_eval.stats.effects import equal_genre as equal_genre_table
 FLOAT_DIGITS = 6
 """Decimals kept in the CSV files."""
 
+DIAGNOSTIC_TITLES: dict[str, str] = {
+    "task_composition": "Tasks, constraints, shards and evaluation scale per genre",
+    "length_diagnostics": "Final-story words and final-turn prompt tokens",
+}
+"""Title of each judge-independent diagnostic table (file stem -> title)."""
+
 
 def _markdown(table: pd.DataFrame) -> str:
     if table.empty:
@@ -68,6 +85,26 @@ def _markdown(table: pd.DataFrame) -> str:
 
 def _write_csv(table: pd.DataFrame, path: Path) -> None:
     table.round(FLOAT_DIGITS).to_csv(path, index=False)
+
+
+def write_table(table: pd.DataFrame, out_dir: Path, name: str) -> str:
+    """name.csv (numbers rounded), name.md and name.tex (NaN as --); returns the markdown."""
+    _write_csv(table, out_dir / f"{name}.csv")
+    markdown = _markdown(table)
+    (out_dir / f"{name}.md").write_text(markdown + "\n", encoding="utf-8")
+    (out_dir / f"{name}.tex").write_text(
+        table.to_latex(index=False, float_format="%.3f".__mod__, na_rep="--", escape=True), encoding="utf-8")
+    return markdown
+
+
+def write_diagnostics(inputs: DiagnosticInputs, out_dir: Path) -> dict[str, str]:
+    """task_composition (Table 1) and length_diagnostics (Figure 3; its PNG when any length is known)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lengths = length_diagnostics(inputs.finals, inputs.length_note)
+    draw_length_diagnostics(lengths, out_dir / "length_diagnostics.png")
+    tables = {"task_composition": task_composition(inputs.tasks, inputs.responses, inputs.task_note),
+              "length_diagnostics": lengths}
+    return {DIAGNOSTIC_TITLES[name]: write_table(table, out_dir, name) for name, table in tables.items()}
 
 
 def _slug(text: str) -> str:
@@ -166,9 +203,12 @@ def write_creative_report(
     seed: int = 0,
     comparison: str = "sharded",
     judge: str | None = None,
+    diagnostics: DiagnosticInputs | None = None,
 ) -> dict[str, str]:
-    """Write the report files to out_dir and return title -> markdown table (for the terminal and MLflow)."""
+    """Write the report files to out_dir and return title -> markdown table (for the terminal and MLflow).
+    `diagnostics` feed Table 1 and Figure 3 (default: what the records alone tell)."""
     out_dir = Path(out_dir)
+    records = list(records)
     responses = responses_frame(records)
     present = set(responses["condition"])
     for needed in ("full", comparison):
@@ -192,6 +232,7 @@ def write_creative_report(
                 _write_set(responses, out_dir / "by_judge" / _slug(other), comparison, other, n_boot, seed)
             except ValueError:  # this judge scored no complete pair
                 continue
+    tables.update(write_diagnostics(diagnostics or records_inputs(records), out_dir))
     return tables
 
 
@@ -222,6 +263,7 @@ def export_sweep_records(sweep: str, out_dir: str | Path, data_sha256: str | Non
 def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
                                data_sha256: str | None = None) -> dict[str, str]:
     """The report from an incremental-delivery sweep's finished cell runs in MLflow, its score records exported
-    beside it as score_records.jsonl."""
+    beside it as score_records.jsonl; Table 1 and Figure 3 from the cells' tasks and conversations."""
     records = export_sweep_records(sweep, out_dir, data_sha256)
-    return write_creative_report(records, out_dir, n_boot=n_boot, seed=seed)
+    return write_creative_report(records, out_dir, n_boot=n_boot, seed=seed,
+                                 diagnostics=sweep_inputs(sweep, records, data_sha256))
