@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from narrative_eval.backends.cache import RequestCache
 from narrative_eval.records import Reply
+from tests.servers import free_port, start_mlflow, stop
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,41 +82,21 @@ def test_a_sweep_goes_on_past_a_corrupt_cache(tmp_path):
 # --------------------------------------------------------------------------- a tracking server that goes away
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class MlflowServer:
-    """A real `mlflow server` on 127.0.0.1 with a SQLite store and proxied artifacts in a folder."""
+    """A real `mlflow server` on 127.0.0.1 with a SQLite store and proxied artifacts in a folder; restarts on its port."""
 
-    def __init__(self, root: Path, port: int):
-        self.root, self.port, self.process = root, port, None
-        self.url = f"http://127.0.0.1:{port}"
+    def __init__(self, root: Path):
+        self.root, self.port, self.process = root, free_port(), None
+        self.url = f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        log = open(self.root / "server.log", "a")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--backend-store-uri", f"sqlite:///{self.root / 'server.db'}", "--artifacts-destination",
-             str(self.root / "artifacts"), "--workers", "1"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.time() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            assert self.process.poll() is None and time.time() < deadline, (self.root / "server.log").read_text()[-3000:]
-            time.sleep(0.5)
+        self.process, _ = start_mlflow(["--backend-store-uri", f"sqlite:///{self.root / 'server.db'}",
+                                        "--artifacts-destination", str(self.root / "artifacts")],
+                                       self.root / "server.log", port=self.port)
 
     def kill(self) -> None:
         """SIGKILL the server and its workers (its own process group), by PID."""
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=30)
+        stop(self.process, signal.SIGKILL)
 
 
 def _cell_runs(url: str, sweep: str) -> list:
@@ -134,7 +113,7 @@ def _cell_runs(url: str, sweep: str) -> list:
 @pytest.mark.slow
 def test_a_tracking_server_killed_mid_sweep_fails_clearly_and_the_rerun_resumes(tmp_path):
     """The server dies while a cell runs: the sweep says so (no traceback); rerun after a restart finishes, no duplicate."""
-    server = MlflowServer(tmp_path, _free_port())
+    server = MlflowServer(tmp_path)
     server.start()
     sweep = "server-outage"
     config = tiny_config(tmp_path, sweep, "[L0, L2]")

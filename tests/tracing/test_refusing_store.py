@@ -10,28 +10,20 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tests.servers import start_mlflow, stop
+
 pytestmark = pytest.mark.slow
 
 REFUSED = ("/traces", "/assessments", "/v1/traces")
 """Path parts of the tracing API (MLflow 3's REST and OTLP endpoints) that an older server does not have."""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class RefusingProxy(BaseHTTPRequestHandler):
@@ -72,25 +64,10 @@ class RefusingProxy(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def refusing_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("refusing-server")
-    port = _free_port()
-    command = [str(Path(sys.executable).with_name("mlflow")), "server", "--backend-store-uri",
-               f"sqlite:///{root / 'mlflow.db'}", "--serve-artifacts", "--artifacts-destination", str(root / "artifacts"),
-               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "NARRATIVE_EVAL_ARTIFACT_ROOT")}
-    log = open(root / "server.log", "wb")
-    # Its own process group: the server's workers stop with it.
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True)
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=3) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            pytest.fail("mlflow server did not start:\n" + (root / "server.log").read_text()[-3000:])
-        time.sleep(1)
+    process, server_url = start_mlflow(["--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--serve-artifacts",
+                                        "--artifacts-destination", str(root / "artifacts")], root / "server.log", env)
+    port = int(server_url.rsplit(":", 1)[1])
     handler = type("Handler", (RefusingProxy,), {"upstream": ("127.0.0.1", port), "refused": []})
     proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
@@ -98,9 +75,7 @@ def refusing_server(tmp_path_factory):
         yield f"http://127.0.0.1:{proxy.server_address[1]}", handler.refused, root
     finally:
         proxy.shutdown()
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
-        log.close()
+        stop(process)
 
 
 def test_a_sweep_against_a_server_without_tracing_logs_everything_else(refusing_server, repo_root, tmp_path):
