@@ -19,9 +19,9 @@ from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
 from ui import annotate_stories
 from ui.annotate_common import (build_agreement, checked_rater, first_unrated, judge_scores_of, progress_line, rating_as_feedback,
-                                rubric_dimensions, saved_message, scale_descriptions, wire_submit)
-from ui.common import (AppSettings, cell_runs, esc, instances_by_id, passage_html, pick_sweep, problem_from_messages, run_table,
-                       texts, user_error)
+                                rating_form, rubric_dimensions, saved_message, scale_descriptions, wire_submit)
+from ui.common import (AppSettings, cell_runs, esc, instances_by_id, passage_html, problem_from_messages, run_table, texts,
+                       user_error)
 
 STUDY = "infilling"
 POINTWISE_RUBRIC = "infilling_narrative"
@@ -158,38 +158,18 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
 
 
 def _build_fills(store: annotations.AnnotationStore, demo: gr.Blocks, rater: gr.Textbox) -> dict[str, gr.components.Component]:
-    with gr.Row():
-        kind = gr.Radio(list(KINDS), value=KINDS[0], label="Mode", elem_id="annotate-mode")
-        sweep = gr.Dropdown([], label="Sweep (infilling)", elem_id="annotate-sweep", allow_custom_value=True)
-        next_button = gr.Button("Next item", variant="primary", scale=0, elem_id="annotate-next")
-    view = gr.HTML(elem_id="annotate-item")
-    with gr.Group(visible=False) as pointwise_group:
-        described = scale_descriptions(POINTWISE_RUBRIC)
-        sliders = [gr.Radio([1, 2, 3, 4, 5], label=label, info=described.get(key), elem_id=f"annotate-{key}")
-                   for key, label in dimensions()]
-    with gr.Group(visible=True) as pairwise_group:
-        preference = gr.Radio([label for label, _ in verdict_labels()], label="Which fill is better?",
-                              elem_id="annotate-preference")
-    auto = gr.Checkbox(True, label="Show the next item after each rating", elem_id="annotate-auto")
-    submit = gr.Button("Submit rating", elem_id="annotate-submit")
-    message = gr.Markdown(elem_id="annotate-message")
-    counter = gr.Markdown(elem_id="annotate-progress")
-    current = gr.State(None)
+    described = scale_descriptions(POINTWISE_RUBRIC)
+    form = rating_form(
+        demo, "annotate", STUDY, KINDS, "item",
+        lambda: [gr.Radio([1, 2, 3, 4, 5], label=label, info=described.get(key), elem_id=f"annotate-{key}")
+                 for key, label in dimensions()],
+        lambda: [gr.Radio([label for label, _ in verdict_labels()], label="Which fill is better?",
+                          elem_id="annotate-preference")])
     judge, judges = build_agreement(store, [key for key, _ in dimensions()], STUDY, "Agreement with the judge",
                                     "Pairwise: direction of preference", "annotate-few")
-
-    def on_refresh(current_sweep):
-        names, value = pick_sweep(STUDY, current_sweep)
-        return gr.Dropdown(choices=names, value=value)
-
-    def on_kind(kind_):
-        return gr.Group(visible=kind_ == "pointwise"), gr.Group(visible=kind_ == "pairwise")
-
-    refresh_sweep = demo.load(on_refresh, [sweep], [sweep])
-    kind.change(on_kind, [kind], [pointwise_group, pairwise_group])
-    next_outputs = [current, view, message, counter, *sliders, preference]
-    next_button.click(partial(show_next, store), [rater, kind, sweep], next_outputs)
-    wire_submit(submit, partial(save_rating, store), [current, rater, preference, *sliders], partial(show_next, store),
-                [rater, kind, sweep], next_outputs, auto, (judges, None, [judge]))
-    refresh_sweep.then(judges, None, [judge])
-    return {"next": next_button, "submit": submit}
+    next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise, *form.pairwise]
+    form.next_button.click(partial(show_next, store), [rater, form.kind, form.sweep], next_outputs)
+    wire_submit(form.submit, partial(save_rating, store), [form.current, rater, *form.pairwise, *form.pointwise],
+                partial(show_next, store), [rater, form.kind, form.sweep], next_outputs, form.auto, (judges, None, [judge]))
+    form.loaded.then(judges, None, [judge])
+    return {"next": form.next_button, "submit": form.submit}

@@ -8,6 +8,7 @@ import math
 import random
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
@@ -15,7 +16,7 @@ import pandas as pd
 
 from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
-from ui.common import esc, user_error
+from ui.common import esc, pick_sweep, user_error
 
 FEW_ITEMS = 30
 """Below this many rated items an agreement figure is too uncertain to lean on."""
@@ -161,3 +162,62 @@ def wire_submit(submit: gr.Button, save: Callable, save_inputs: list, show: Call
 
     submit.click(save, save_inputs, [current, message]).success(
         advance, [auto, current, message, *show_inputs], next_outputs).then(*after)
+
+
+@dataclass
+class RatingForm:
+    """The controls both halves lay out alike."""
+
+    kind: gr.Radio
+    """Mode: pointwise or pairwise."""
+    sweep: gr.Dropdown
+    """The sweep whose outputs are rated."""
+    next_button: gr.Button
+    """Shows the next unrated item."""
+    view: gr.HTML
+    """The item shown."""
+    pointwise: list
+    """The pointwise inputs (one per dimension)."""
+    pairwise: list
+    """The pairwise inputs."""
+    auto: gr.Checkbox
+    """Whether the next item follows a saved rating."""
+    submit: gr.Button
+    """Saves the rating."""
+    message: gr.Markdown
+    """'Saved ...' or what is missing."""
+    counter: gr.Markdown
+    """'k of N' rated."""
+    current: gr.State
+    """The item shown and its order (server side); None once rated."""
+    loaded: Any
+    """The page-load event that picked the sweep, to chain on."""
+
+
+def rating_form(demo: gr.Blocks, prefix: str, study: str, kinds: Sequence[str], item_word: str,
+                pointwise: Callable[[], list], pairwise: Callable[[], list]) -> RatingForm:
+    """Mode, sweep (the study's, picked when the page loads) and Next; the item; the pointwise and pairwise inputs
+    (made by the callbacks, those of the first mode shown); auto-advance, Submit, the message and the counter.
+    Elements are named '<prefix>-mode', '<prefix>-sweep', '<prefix>-next', '<prefix>-item', ..."""
+    with gr.Row():
+        kind = gr.Radio(list(kinds), value=kinds[0], label="Mode", elem_id=f"{prefix}-mode")
+        sweep = gr.Dropdown([], label=f"Sweep ({study})", elem_id=f"{prefix}-sweep", allow_custom_value=True)
+        next_button = gr.Button(f"Next {item_word}", variant="primary", scale=0, elem_id=f"{prefix}-next")
+    view = gr.HTML(elem_id=f"{prefix}-item")
+    with gr.Group(visible=kinds[0] == "pointwise") as pointwise_group:
+        pointwise_inputs = pointwise()
+    with gr.Group(visible=kinds[0] == "pairwise") as pairwise_group:
+        pairwise_inputs = pairwise()
+    auto = gr.Checkbox(True, label=f"Show the next {item_word} after each rating", elem_id=f"{prefix}-auto")
+    submit = gr.Button("Submit rating", elem_id=f"{prefix}-submit")
+    message = gr.Markdown(elem_id=f"{prefix}-message")
+    counter = gr.Markdown(elem_id=f"{prefix}-progress")
+
+    def on_refresh(current_sweep):
+        names, value = pick_sweep(study, current_sweep)
+        return gr.Dropdown(choices=names, value=value)
+
+    kind.change(lambda k: (gr.Group(visible=k == "pointwise"), gr.Group(visible=k == "pairwise")), [kind],
+                [pointwise_group, pairwise_group])
+    return RatingForm(kind, sweep, next_button, view, pointwise_inputs, pairwise_inputs, auto, submit, message, counter,
+                      gr.State(None), demo.load(on_refresh, [sweep], [sweep]))

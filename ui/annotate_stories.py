@@ -24,8 +24,9 @@ from narrative_eval.judges import QUALITY_RUBRIC
 from narrative_eval.records import WritingTask
 from narrative_eval.stats.human_records import LEVELS, PAIRWISE_DIMENSIONS
 from ui.annotate_common import (build_agreement, checked_rater, first_unrated, judge_scores_of, progress_line,
-                                rating_as_feedback, rubric_dimensions, saved_message, scale_descriptions, wire_submit)
-from ui.common import REPO, AppSettings, cell_runs, esc, pick_sweep, run_artifact, run_table, texts, user_error
+                                rating_as_feedback, rating_form, rubric_dimensions, saved_message, scale_descriptions,
+                                wire_submit)
+from ui.common import REPO, AppSettings, cell_runs, esc, run_artifact, run_table, texts, user_error
 from ui.conversations import SCORES, TABLE, _truthy
 
 STUDY = annotations.stories.STUDY
@@ -214,22 +215,12 @@ def export(store: annotations.AnnotationStore, app: AppSettings, sweep_: str | N
 def build(app: AppSettings, demo: gr.Blocks, store: annotations.AnnotationStore, rater: gr.Textbox) -> dict:
     """The stories half of the Annotate tab; `rater` is the tab's shared name box."""
     gr.Markdown(texts()["annotate_stories"])
-    with gr.Row():
-        kind = gr.Radio(list(KINDS), value=KINDS[0], label="Mode", elem_id="stories-mode")
-        sweep = gr.Dropdown([], label="Sweep (incremental-delivery)", elem_id="stories-sweep", allow_custom_value=True)
-        next_button = gr.Button("Next story", variant="primary", scale=0, elem_id="stories-next")
-    view = gr.HTML(elem_id="stories-item")
-    with gr.Group(visible=True) as pointwise_group:
-        described = scale_descriptions(QUALITY_RUBRIC)
-        scores = [gr.Radio(["1", "2", "3", "4", "5", NA], label=label, info=described.get(key), elem_id=f"stories-{key}")
-                  for key, label in dimensions()]
-    with gr.Group(visible=False) as pairwise_group:
-        verdicts = [gr.Radio(list(LEVELS), label=QUESTIONS[key], elem_id=f"stories-{key}") for key in PAIRWISE_DIMENSIONS]
-    auto = gr.Checkbox(True, label="Show the next story after each rating", elem_id="stories-auto")
-    submit = gr.Button("Submit rating", elem_id="stories-submit")
-    message = gr.Markdown(elem_id="stories-message")
-    counter = gr.Markdown(elem_id="stories-progress")
-    current = gr.State(None)
+    described = scale_descriptions(QUALITY_RUBRIC)
+    form = rating_form(
+        demo, "stories", STUDY, KINDS, "story",
+        lambda: [gr.Radio(["1", "2", "3", "4", "5", NA], label=label, info=described.get(key), elem_id=f"stories-{key}")
+                 for key, label in dimensions()],
+        lambda: [gr.Radio(list(LEVELS), label=QUESTIONS[key], elem_id=f"stories-{key}") for key in PAIRWISE_DIMENSIONS])
     judge, judges = build_agreement(store, [key for key, _ in dimensions()], STUDY, "Agreement of story ratings with the judge",
                                     "Pairwise: creative-quality preference vs the judge's mean quality", "stories-few")
     with gr.Accordion("Export for the human-validation report", open=False, elem_id="stories-export-section"):
@@ -240,22 +231,16 @@ def build(app: AppSettings, demo: gr.Blocks, store: annotations.AnnotationStore,
         files = gr.File(label="Exported files", file_count="multiple", interactive=False, elem_id="stories-export-files")
         exported = gr.Markdown(elem_id="stories-export-message")
 
-    def on_refresh(current_sweep):
-        names, value = pick_sweep(STUDY, current_sweep)
-        return gr.Dropdown(choices=names, value=value)
-
     def on_export_judges(sweep_):
         ids = annotations.story_judges(store, sweep_) if sweep_ else []
         return gr.Dropdown(choices=ids, value=ids[0] if ids else None)
 
-    next_outputs = [current, view, message, counter, *scores, *verdicts]
-    kind.change(lambda k: (gr.Group(visible=k == "pointwise"), gr.Group(visible=k == "pairwise")), [kind],
-                [pointwise_group, pairwise_group])
-    demo.load(on_refresh, [sweep], [sweep]).then(judges, None, [judge])
-    sweep.change(on_export_judges, [sweep], [export_judge])
-    next_button.click(partial(show_next, store), [rater, kind, sweep], next_outputs)
-    wire_submit(submit, partial(save_rating, store), [current, rater, *scores, *verdicts], partial(show_next, store),
-                [rater, kind, sweep], next_outputs, auto,
-                (lambda sweep_: (judges(), on_export_judges(sweep_)), [sweep], [judge, export_judge]))
-    export_button.click(partial(export, store, app), [sweep, export_judge], [files, exported])
-    return {"sweep": sweep, "next": next_button, "submit": submit, "export": export_button}
+    next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise, *form.pairwise]
+    form.loaded.then(judges, None, [judge])
+    form.sweep.change(on_export_judges, [form.sweep], [export_judge])
+    form.next_button.click(partial(show_next, store), [rater, form.kind, form.sweep], next_outputs)
+    wire_submit(form.submit, partial(save_rating, store), [form.current, rater, *form.pointwise, *form.pairwise],
+                partial(show_next, store), [rater, form.kind, form.sweep], next_outputs, form.auto,
+                (lambda sweep_: (judges(), on_export_judges(sweep_)), [form.sweep], [judge, export_judge]))
+    export_button.click(partial(export, store, app), [form.sweep, export_judge], [files, exported])
+    return {"sweep": form.sweep, "next": form.next_button, "submit": form.submit, "export": export_button}
