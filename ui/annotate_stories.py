@@ -26,7 +26,7 @@ from narrative_eval.stats.human_records import LEVELS, PAIRWISE_DIMENSIONS
 from ui.annotate_common import (build_agreement, checked_rater, first_unrated, judge_scores_of, progress_line,
                                 rating_as_feedback, rating_form, rubric_dimensions, saved_message, scale_descriptions,
                                 wire_submit)
-from ui.common import REPO, AppSettings, cell_runs, esc, run_artifact, run_table, texts, user_error
+from ui.common import REPO, AppSettings, cell_runs, esc, run_artifact, run_table, sweeps, texts, user_error
 from ui.conversations import SCORES, TABLE, _truthy
 
 STUDY = annotations.stories.STUDY
@@ -195,7 +195,7 @@ def save_rating(store: annotations.AnnotationStore, state, rater_: str, *answers
 
 def export(store: annotations.AnnotationStore, app: AppSettings, sweep_: str | None, judge_: str | None) -> tuple:
     """Write the sweep's story ratings (every rater) in the human-validation formats under reports/<sweep>/human_ratings/."""
-    if not sweep_:
+    if sweep_ not in sweeps(STUDY):  # the name becomes a folder: only a sweep that exists
         raise user_error("Pick an incremental-delivery sweep.")
     if not judge_:
         raise user_error("No story of this sweep has been rated yet.")
