@@ -144,3 +144,113 @@ def test_ratings_csv_reports_every_bad_row_with_its_line(tmp_path):
     no_keys.write_text("rater,fluency\nann,4\n")
     with pytest.raises(ValueError, match=r"nokeys.csv:1: missing column\(s\) model, prompt_setting, instance_id"):
         ann.read_ratings_csv(no_keys, DIMS)
+
+
+# --------------------------------------------------------------------------- incremental-delivery stories
+
+QUALITY = ["craft", "structure_coherence", "originality", "genre_effectiveness", "characterization"]
+
+
+def _record_id(condition, story="fantasy_001", seed=0, judge="j1"):
+    return f"smollm2/{condition}/{story}/seed{seed}/{judge}"
+
+
+def _story_item(kind, conditions, judges_per_output, sweep="stories", judge_scores=None):
+    """A story item whose outputs are the given conditions' final stories, each with score records of its judges."""
+    runs = [f"run-{c}" for c in conditions]
+    return ann.AnnotationItem(
+        item_id=ann.item_key(kind, sweep, "fantasy_001", 0, runs), kind=kind, study="incremental-delivery", sweep=sweep,
+        instance_id="fantasy_001", seed=0, context="Write a story.\n\nRequirements:\nA mapmaker.",
+        outputs=tuple(f"story {c}" for c in conditions),
+        sources=tuple({"run_id": r, "model": "smollm2", "condition": c, ann.RECORDS: {j: _record_id(c, judge=j) for j in js}}
+                      for r, c, js in zip(runs, conditions, judges_per_output)),
+        judge_scores=tuple(judge_scores or [{} for _ in conditions]),
+    )
+
+
+def test_response_record_ids_pick_the_seed_of_each_judge():
+    records = [{"record_id": _record_id("full", seed=seed, judge=judge), "story_id": "fantasy_001", "model": "smollm2",
+                "condition": "full", "judge": judge} for seed in (0, 1) for judge in ("j1", "j2")]
+    records.append({"record_id": _record_id("full", story="fantasy_002"), "story_id": "fantasy_002", "model": "smollm2",
+                    "condition": "full", "judge": "j1"})
+    assert ann.response_record_ids(records, "fantasy_001", 1) == {"j1": "smollm2/full/fantasy_001/seed1/j1",
+                                                                  "j2": "smollm2/full/fantasy_001/seed1/j2"}
+    assert ann.response_record_ids(records, "fantasy_002", 1) == {}
+
+
+def test_a_story_pair_is_stored_in_canonical_order_and_exported_as_seen():
+    # SHARDED was shown as A: "A slightly better" on constraints favours SHARDED (-1 for FULL), "B clearly" FULL (+2).
+    seen = {"constraint_following": "A slightly better", "creative_quality": "B clearly better"}
+    rating = ann.story_pairwise_rating("item", "ana", (1, 0), seen)
+    assert rating.scores == {"constraint_following": -1, "creative_quality": 2}
+    assert rating.preference == 2 and rating.label == "B_clearly_better"
+    assert ann.seen_verdicts(rating) == ("reversed", seen)
+    primary = ann.story_pairwise_rating("item", "ana", (0, 1), seen)
+    assert primary.scores == {"constraint_following": 1, "creative_quality": -2}
+    assert ann.seen_verdicts(primary) == ("primary", seen)
+
+
+def test_story_export_writes_files_the_human_validation_loaders_read(tmp_path):
+    from narrative_eval.stats.human_records import load_pair_cases, load_pairwise_verdicts, load_pointwise_ratings
+
+    store = ann.AnnotationStore(tmp_path / "a.sqlite")
+    full = _story_item("pointwise", ["full"], [["j1", "j2"]])
+    sharded = _story_item("pointwise", ["sharded"], [["j1"]])
+    pair = _story_item("pairwise", ["full", "sharded"], [["j1", "j2"], ["j1"]])
+    elsewhere = _story_item("pointwise", ["full"], [["j1"]], sweep="another")
+    fills = _item("pointwise", 0, [{}])  # an infilling item: never a story rating
+    for item in (full, sharded, pair, elsewhere, fills):
+        store.add_item(item)
+    scores = dict(zip(QUALITY, (4, 3, 5, 2, None)))
+    store.save_rating(ann.Rating(full.item_id, "ana", "pointwise", (0,), scores=scores))
+    store.save_rating(ann.Rating(sharded.item_id, "ana", "pointwise", (0,), scores={**scores, "craft": 1}))
+    store.save_rating(ann.Rating(full.item_id, "ben", "pointwise", (0,), scores={**scores, "characterization": 3}))
+    store.save_rating(ann.Rating(elsewhere.item_id, "ana", "pointwise", (0,), scores=scores))
+    store.save_rating(ann.Rating(fills.item_id, "ana", "pointwise", (0,), scores={"fluency": 3}))
+    store.save_rating(ann.story_pairwise_rating(pair.item_id, "ana", (1, 0),
+                                                {"constraint_following": "Tie", "creative_quality": "A clearly better"}))
+    store.save_rating(ann.story_pairwise_rating(pair.item_id, "ben", (0, 1),
+                                                {"constraint_following": "B slightly better", "creative_quality": "Tie"}))
+
+    assert ann.story_judges(store, "stories") == ["j1", "j2"]
+    export = ann.story_exports(store, "stories", "j1")
+    assert export.left_out == 0
+    paths = ann.save_story_exports(export, tmp_path / "out")
+    assert sorted(p.name for p in paths.values()) == ["pair_cases.jsonl", "pairwise_verdicts.jsonl", "pointwise_ratings.jsonl"]
+    known = {_record_id(c) for c in ("full", "sharded")}
+    ratings = {(r.record_id, r.rater): r.scores for r in load_pointwise_ratings(paths["pointwise"], known)}
+    assert ratings == {(_record_id("full"), "ana"): scores, (_record_id("sharded"), "ana"): {**scores, "craft": 1},
+                       (_record_id("full"), "ben"): {**scores, "characterization": 3}}
+    cases = load_pair_cases(paths["cases"], known)
+    assert [(c.case_id, c.record_a, c.record_b) for c in cases] == [(pair.item_id, _record_id("full"), _record_id("sharded"))]
+    verdicts = {v.rater: v for v in load_pairwise_verdicts(paths["pairwise"], {pair.item_id})}
+    assert (verdicts["ana"].order, verdicts["ana"].verdicts) == (
+        "reversed", {"constraint_following": "Tie", "creative_quality": "A clearly better"})
+    assert verdicts["ana"].restored("creative_quality") == -2  # SHARDED, shown as A, clearly better
+    assert (verdicts["ben"].order, verdicts["ben"].restored("constraint_following")) == ("primary", -1)
+
+    # j2 scored only the FULL story: the SHARDED rating and both verdicts on the pair cannot be named by its records.
+    only_full = ann.story_exports(store, "stories", "j2")
+    assert only_full.left_out == 3 and not only_full.verdicts
+    assert [(r.record_id, r.rater) for r in only_full.ratings] == [(_record_id("full", judge="j2"), "ana"),
+                                                                  (_record_id("full", judge="j2"), "ben")]
+    assert set(ann.save_story_exports(only_full, tmp_path / "out")) == {"pointwise"}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["pointwise_ratings.jsonl"]  # no stale j1 verdicts
+
+
+def test_agreement_keeps_to_one_study_and_leaves_out_not_applicable(tmp_path):
+    store = ann.AnnotationStore(tmp_path / "a.sqlite")
+    judged = {"j": dict(zip(QUALITY, (4, 3, 2, 2, 5)))}
+    for index, human in enumerate([(4, 3, 2, 2, None), (4, 4, 2, 3, 5)]):
+        item = _story_item("pointwise", ["full"], [["j"]], sweep=f"s{index}", judge_scores=[judged])
+        store.add_item(item)
+        store.save_rating(ann.Rating(item.item_id, "ana", "pointwise", (0,), scores=dict(zip(QUALITY, human))))
+    fills = _item("pointwise", 0, [{"craft": 1}])  # same judge id (j) and a 'craft' score, other study
+    store.add_item(fills)
+    store.save_rating(ann.Rating(fills.item_id, "ana", "pointwise", (0,), scores={"craft": 5}))
+    rows = {r["dimension"]: r for r in ann.pointwise_agreement(store, "j", QUALITY, study="incremental-delivery")}
+    assert rows["craft"]["n"] == 2 and rows["craft"]["exact"] == 1.0 and rows["craft"]["mae"] == 0.0
+    assert rows["structure_coherence"]["mae"] == pytest.approx(0.5)
+    assert rows["characterization"]["n"] == 1  # the N/A rating is left out
+    assert ann.pointwise_agreement(store, "j", ["craft"])[0]["n"] == 3  # without a study: both studies' items
+    assert ann.judge_ids(store, "infilling") == ["j"] and len(store.items(study="incremental-delivery")) == 2

@@ -24,23 +24,24 @@ def _judge_dimension(item: AnnotationItem, output: int, judge_id: str, dimension
     return _number(item.judge_scores[output].get(judge_id, {}).get(dimension))
 
 
-def judge_ids(store: AnnotationStore) -> list[str]:
-    """Judges whose scores were captured with the stored items."""
+def judge_ids(store: AnnotationStore, study: str | None = None) -> list[str]:
+    """Judges whose scores were captured with the stored items (of one study when given)."""
     found: set[str] = set()
-    for item in store.items():
+    for item in store.items(study=study):
         for scores in item.judge_scores:
             found.update(scores)
     return sorted(found)
 
 
 def pointwise_agreement(
-    store: AnnotationStore, judge_id: str, dimensions: Iterable[str], scale: Sequence[int] = (1, 2, 3, 4, 5)
+    store: AnnotationStore, judge_id: str, dimensions: Iterable[str], scale: Sequence[int] = (1, 2, 3, 4, 5),
+    study: str | None = None,
 ) -> list[dict[str, Any]]:
     """Per dimension: human vs judge on the same outputs (quadratic-weighted kappa, Spearman, MAE, exact agreement).
 
-    Every (rater, item) pair counts once; items the judge failed on are left out.
+    Every (rater, item) pair counts once; items the judge failed on and N/A ratings are left out.
     """
-    items = {item.item_id: item for item in store.items("pointwise")}
+    items = {item.item_id: item for item in store.items("pointwise", study)}
     ratings = [r for r in store.ratings(kind="pointwise") if r.item_id in items]
     rows = []
     for dimension in dimensions:
@@ -77,10 +78,11 @@ def judge_preference(item: AnnotationItem, judge_id: str, dimensions: Sequence[s
     return 0 if abs(difference) < 1e-9 else (1 if difference > 0 else -1)
 
 
-def pairwise_agreement(store: AnnotationStore, judge_id: str, dimensions: Sequence[str]) -> dict[str, Any]:
+def pairwise_agreement(store: AnnotationStore, judge_id: str, dimensions: Sequence[str],
+                       study: str | None = None) -> dict[str, Any]:
     """Direction of human preferences vs the judge's implied preferences: exact agreement and Cohen's kappa
     over {prefers first, tie, prefers second}, plus the share of non-tied pairs where both pick the same output."""
-    items = {item.item_id: item for item in store.items("pairwise")}
+    items = {item.item_id: item for item in store.items("pairwise", study)}
     human, judge = [], []
     for rating in store.ratings(kind="pairwise"):
         item = items.get(rating.item_id)

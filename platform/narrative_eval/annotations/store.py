@@ -90,11 +90,11 @@ class AnnotationItem:
     seed: int
     """The cell seed of the outputs."""
     context: str
-    """What the outputs answer: the passage with its blank, or the writing brief."""
+    """What the outputs answer: the passage with its blank, or the writing brief with its checklist."""
     outputs: tuple[str, ...]
-    """One (pointwise) or two (pairwise) outputs, in canonical order."""
+    """One (pointwise) or two (pairwise) outputs, in canonical order (story pairs: FULL first, then SHARDED)."""
     sources: tuple[dict[str, Any], ...] = ()
-    """Hidden provenance per output: run_id, model, prompt_setting, condition."""
+    """Hidden provenance per output: run_id, model, prompt_setting, condition (stories: judge id -> score-record id)."""
     judge_scores: tuple[dict[str, dict[str, float | None]], ...] = ()
     """Per output: judge id -> dimension -> the judge's score, captured when the item was made."""
 
@@ -111,12 +111,12 @@ class Rating:
     """pointwise or pairwise (the item's kind)."""
     shown_order: tuple[int, ...]
     """Canonical output index shown in each position: (1, 0) means output 1 was shown as A."""
-    scores: dict[str, int] = field(default_factory=dict)
-    """Pointwise: dimension -> 1-5."""
+    scores: dict[str, int | None] = field(default_factory=dict)
+    """Pointwise: dimension -> 1-5 (None = N/A, stories only). Pairwise stories: question -> -2..2 in canonical order."""
     preference: int | None = None
     """Pairwise: signed preference for canonical output 0 (positive) over output 1 (negative), -2..2."""
     label: str = ""
-    """Pairwise: the verdict as the rater saw it (e.g. 'A_slightly_better')."""
+    """Pairwise: the verdict as the rater saw it (e.g. 'A_slightly_better'; stories: the creative-quality one)."""
     seconds: float | None = None
     """Time the rater spent on the item, when known."""
     created_at: float = 0.0
@@ -165,12 +165,12 @@ class AnnotationStore:
             raise KeyError(f"no annotation item {item_id!r} in {self.path}")
         return _item_from_row(row)
 
-    def items(self, kind: Kind | None = None) -> list[AnnotationItem]:
-        query, values = "select * from items", ()
-        if kind is not None:
-            query, values = query + " where kind = ?", (kind,)
+    def items(self, kind: Kind | None = None, study: str | None = None) -> list[AnnotationItem]:
+        """Stored items, of one kind and/or one study when given."""
+        clauses = [(name, value) for name, value in (("kind", kind), ("study", study)) if value is not None]
+        query = "select * from items" + (" where " + " and ".join(f"{name} = ?" for name, _ in clauses) if clauses else "")
         with self._connect() as db:
-            return [_item_from_row(row) for row in db.execute(query, values)]
+            return [_item_from_row(row) for row in db.execute(query, [value for _, value in clauses])]
 
     # ------------------------------------------------------------------ ratings
 

@@ -1,0 +1,208 @@
+"""End-to-end: the Annotate tab rates a real incremental-delivery sweep's stories in headless Chromium (pointwise and
+pairwise, blinded), exports them, and the exported files load with the human-validation loaders and feed its report."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from browser_helpers import choose, open_tab, settle
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+SWEEP = "ui-stories"
+JUDGE = "smollm2-judge"
+
+
+@pytest.fixture(scope="module")
+def stories_env(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A tracking store of its own: the shared app's store must keep holding no incremental-delivery sweep (its empty
+    Conversations tab is tested). The request cache stays the session's."""
+    root = tmp_path_factory.mktemp("stories")
+    return root, {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+                  "NARRATIVE_EVAL_ARTIFACT_ROOT": str(root / "artifacts")}
+
+
+@pytest.fixture(scope="module")
+def stories_sweep(stories_env) -> Path:
+    """One task, FULL and SHARDED, on the embedded SmolLM2 judged by itself; returns the sweep's report folder."""
+    root, env = stories_env
+    command = [
+        sys.executable, "-m", "experiments.sweep", "--config", "experiments/configs/incremental_embedded.yaml",
+        "--set", f"sweep={SWEEP}", "--set", "models=[smollm2]", "--set", "generation.max_new_tokens=32",
+        "--set", f"report_dir={root / 'reports'}/{{sweep}}", "--limit", "1", "--no-progress",
+    ]
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return root / "reports" / SWEEP
+
+
+@pytest.fixture(scope="module")
+def stories_app(stories_sweep, stories_env):
+    """The app on that store (its own ratings file and reports folder), in a subprocess."""
+    root, env = stories_env
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log_path = root / "app.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ui", "--port", str(port), "--reports-dir", str(root / "reports"),
+             "--jobs-dir", str(root / "jobs"), "--annotations", str(root / "annotations.sqlite")],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        url, deadline = f"http://127.0.0.1:{port}/", time.time() + 180
+        while not _answers(url):
+            if process.poll() is not None or time.time() > deadline:
+                raise RuntimeError("the app did not start:\n" + log_path.read_text()[-4000:])
+            time.sleep(1)
+        yield url
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _finals(env: dict[str, str], tmp_path: Path) -> tuple[dict[str, str], set[str]]:
+    """condition -> the final story of the sweep's one task, and the cell run ids, read straight from MLflow."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+    experiment = client.get_experiment_by_name("incremental-delivery").experiment_id
+    runs = client.search_runs([experiment], f"tags.`narrative_eval.sweep` = '{SWEEP}' and tags.`narrative_eval.kind` = 'cell'")
+    finals = {}
+    for run in runs:
+        with open(client.download_artifacts(run.info.run_id, "conversations.json", str(tmp_path))) as handle:
+            payload = json.load(handle)
+        rows = [dict(zip(payload["columns"], row)) for row in payload["data"]]
+        finals[run.data.params["condition"]] = next(row["reply"] for row in rows if row["final"])
+    return finals, {run.info.run_id for run in runs}
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _condition_of(text: str, finals: dict[str, str]) -> str:
+    (condition,) = [c for c, story in finals.items() if _words(story) == _words(text)]
+    return condition
+
+
+def _rate_pair(page, rater: str, constraint: str, quality: str) -> tuple[str, str]:
+    """Rate the pair shown to this rater; returns the condition shown as A and as B."""
+    from playwright.sync_api import expect
+
+    page.locator("#annotate-rater textarea, #annotate-rater input").first.fill(rater)
+    page.locator("#stories-next").click()
+    expect(page.locator("#stories-item .side-by-side .card")).to_have_count(2)
+    shown = [page.locator(f"#stories-item .card[data-slot='{slot}'] .story").inner_text() for slot in "AB"]
+    page.locator("#stories-constraint_following").get_by_text(constraint, exact=True).click()
+    page.locator("#stories-creative_quality").get_by_text(quality, exact=True).click()
+    page.locator("#stories-submit").click()
+    expect(page.locator("#stories-message")).to_contain_text(f"Saved. {rater}")
+    return tuple(shown)
+
+
+def test_stories_are_rated_blind_exported_and_read_by_the_human_validation_report(
+        stories_app, stories_sweep, stories_env, browser, screenshot, tmp_path):
+    from narrative_eval.data.tasks import load_tasks
+    from narrative_eval.stats.human_records import load_pair_cases, load_pairwise_verdicts, load_pointwise_ratings
+    from narrative_eval.stats.score_records import load_score_records
+    from playwright.sync_api import expect
+
+    root, env = stories_env
+    finals, run_ids = _finals(env, tmp_path)
+    assert set(finals) == {"full", "sharded"} and _words(finals["full"]) != _words(finals["sharded"])
+    task = load_tasks(REPO / "data/creative/tasks.json")[0]
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.set_default_timeout(60_000)
+    page.goto(stories_app)
+    page.wait_for_selector("#tabs")
+    settle(page)
+    open_tab(page, "Annotate")
+    page.locator("#annotate-rater textarea, #annotate-rater input").first.fill("ana")
+    open_tab(page, "Stories (incremental delivery)")
+    choose(page, "stories-sweep", SWEEP)
+
+    # Pointwise: both final stories, one after the other (the next comes by itself); FULL gets 4s, SHARDED 2s.
+    page.locator("#stories-next").click()
+    item = page.locator("#stories-item")
+    expect(item.locator(".brief")).to_contain_text(_words(task.full_instruction))
+    expect(item.locator(".checklist li")).to_have_count(len(task.constraints))
+    given = {"full": "4", "sharded": "2"}
+    for rated in (1, 2):
+        html = item.inner_html().lower()
+        assert "smollm2" not in html and "sharded" not in html and not any(run_id in html for run_id in run_ids)
+        condition = _condition_of(item.locator(".card .story").last.inner_text(), finals)
+        for key in ("craft", "structure_coherence", "originality", "genre_effectiveness"):
+            page.locator(f"#stories-{key}").get_by_text(given[condition], exact=True).click()
+        page.locator("#stories-characterization").get_by_text("N/A", exact=True).click()
+        if rated == 1:
+            screenshot(page, "annotate-stories-pointwise")
+        page.locator("#stories-submit").click()
+        expect(page.locator("#stories-progress")).to_contain_text(f"{rated} of 2")
+    expect(item).to_contain_text("No scored story left")
+
+    # Pairwise: FULL and SHARDED as A and B in a random order, rated by two raters.
+    page.locator("#stories-mode").get_by_text("pairwise", exact=True).click()
+    shown = {"ana": _rate_pair(page, "ana", "A clearly better", "B slightly better")}
+    screenshot(page, "annotate-stories-pairwise")
+    shown["ben"] = _rate_pair(page, "ben", "Tie", "A slightly better")
+    expect(page.locator("#stories-progress")).to_contain_text("1 of 1")
+    page.get_by_text("Agreement of story ratings with the judge").click()
+    page.get_by_role("button", name="Compute").click()
+    expect(page.locator("#stories-few")).to_contain_text("too uncertain")
+
+    page.get_by_text("Export for the human-validation report").click()
+    expect(page.locator("#stories-export-judge input")).to_have_value(JUDGE)
+    page.locator("#stories-export").click()
+    expect(page.locator("#stories-export-message")).to_contain_text("Exported 2 pointwise rating(s) and 2 pairwise verdict(s)")
+    screenshot(page, "annotate-stories-export")
+
+    # The files load with the study's loaders, every id checked against the sweep's own score records.
+    folder = stories_sweep / "human_ratings"
+    record_ids = {r.record_id for r in load_score_records(stories_sweep / "score_records.jsonl")}
+    full_id, sharded_id = (f"smollm2/{c}/{task.story_id}/seed0/{JUDGE}" for c in ("full", "sharded"))
+    assert {full_id, sharded_id} <= record_ids
+    ratings = {(r.record_id, r.rater): r.scores for r in load_pointwise_ratings(folder / "pointwise_ratings.jsonl", record_ids)}
+    assert ratings == {(full_id, "ana"): {"craft": 4, "structure_coherence": 4, "originality": 4, "genre_effectiveness": 4,
+                                          "characterization": None},
+                       (sharded_id, "ana"): {"craft": 2, "structure_coherence": 2, "originality": 2,
+                                             "genre_effectiveness": 2, "characterization": None}}
+    (case,) = load_pair_cases(folder / "pair_cases.jsonl", record_ids)
+    assert (case.record_a, case.record_b) == (full_id, sharded_id)
+    verdicts = {v.rater: v for v in load_pairwise_verdicts(folder / "pairwise_verdicts.jsonl", {case.case_id})}
+    for rater, (constraint, quality) in {"ana": ("A clearly better", "B slightly better"),
+                                         "ben": ("Tie", "A slightly better")}.items():
+        a_condition = _condition_of(shown[rater][0], finals)
+        assert verdicts[rater].order == ("primary" if a_condition == "full" else "reversed")
+        assert verdicts[rater].verdicts == {"constraint_following": constraint, "creative_quality": quality}
+
+    out = root / "human_validation"
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.report", "human-validation", "--scores", str(stories_sweep / "score_records.jsonl"),
+         "--pointwise", str(folder / "pointwise_ratings.jsonl"), "--pairwise", str(folder / "pairwise_verdicts.jsonl"),
+         "--cases", str(folder / "pair_cases.jsonl"), "--reference", "ana", "--out", str(out)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    effects = {row["dimension"]: row for row in csv.DictReader((out / "human_paired_effects.csv").open())}
+    assert float(effects["craft"]["delta"]) == 2.0  # FULL 4 - SHARDED 2, one pair
+    assert effects["characterization"]["n_pairs"] == "0"  # N/A on both
+    agreement = {row["dimension"]: row for row in csv.DictReader((out / "pairwise_agreement.csv").open())}
+    assert set(agreement) == {"constraint_following", "creative_quality"}
+    assert {row["judge"] for row in agreement.values()} == {"ben"}
+    page.context.close()

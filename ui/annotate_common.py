@@ -1,0 +1,223 @@
+"""What the Annotate tab's two halves share (fills of an infilling sweep, stories of an incremental-delivery sweep):
+the next unrated item, the rating counter, the 'saved' message, agreement with a judge and its few-items warning,
+the submit-then-next wiring, and ratings as human feedback on the rated generations' MLflow traces."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from narrative_eval import annotations
+from narrative_eval.judges import load_rubric
+from ui.common import esc, pick_sweep, user_error
+
+FEW_ITEMS = 30
+"""Below this many rated items an agreement figure is too uncertain to lean on."""
+
+JUDGE_SKIP = ("status", "qavg", "raw", "error")
+"""Per-judge columns of a logged table that are not dimension scores."""
+
+
+def rubric_dimensions(rubric: str) -> list[tuple[str, str]]:
+    """(key, label) of each dimension of a judge's rubric, the dimensions a pointwise rating gives."""
+    return [(d.key, d.label) for d in load_rubric(rubric).dimensions]
+
+
+def scale_descriptions(rubric_name: str) -> dict[str, str]:
+    """What the scale points of each dimension mean, as the judge's rubric says it ('- key: what. 1 ...; 5 ...')."""
+    rubric = load_rubric(rubric_name)
+    found = {}
+    for key, _ in rubric_dimensions(rubric_name):
+        match = re.search(rf"^\s*-\s*{re.escape(key)}\s*:\s*(.+)$", rubric.system or "", re.MULTILINE)
+        if match:
+            found[key] = match.group(1).strip()
+    return found
+
+
+def judge_scores_of(row: pd.Series) -> dict[str, dict[str, float | None]]:
+    """judge id -> dimension -> score, from a logged table row's judge/<id>/<dimension> columns."""
+    scores: dict[str, dict[str, float | None]] = {}
+    for name in row.index:
+        parts = name.split("/")
+        if len(parts) == 3 and parts[0] == "judge" and parts[2] not in JUDGE_SKIP:
+            value = row[name]
+            try:
+                value = None if value is None or math.isnan(float(value)) else float(value)
+            except (TypeError, ValueError):
+                value = None
+            scores.setdefault(parts[1], {})[parts[2]] = value
+    return scores
+
+
+def checked_rater(rater: str | None) -> str:
+    """The rater's name, or a message when there is none (ratings are kept per rater)."""
+    rater = (rater or "").strip()
+    if not rater:
+        raise user_error("Type your name first: ratings are kept per rater.")
+    return rater
+
+
+def first_unrated(store: annotations.AnnotationStore, rater: str, groups: list, item_id_of: Callable[[Any], str],
+                  make_item: Callable[[Any], annotations.AnnotationItem | None],
+                  rng: random.Random) -> annotations.AnnotationItem | None:
+    """A random group's item this rater has not rated yet, stored before it is shown (None when none is left)."""
+    done = store.rated_item_ids(rater)
+    candidates = list(groups)
+    rng.shuffle(candidates)
+    for group in candidates:
+        if item_id_of(group) in done:
+            continue
+        item = make_item(group)
+        if item is not None:
+            store.add_item(item)
+            return item
+    return None
+
+
+def progress_line(store: annotations.AnnotationStore, item_ids: set[str], kind: str, rater: str) -> str:
+    """'k of N' items of this sweep and mode the rater has rated."""
+    rated = len(item_ids & store.rated_item_ids(rater))
+    return f"**{rated} of {len(item_ids)}** {kind} items of this sweep rated by {esc(rater)}."
+
+
+def saved_message(store: annotations.AnnotationStore, rater: str) -> str:
+    counts = store.counts().get(rater, {})
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    return f"Saved. {esc(rater)} has rated {summary} in all."
+
+
+def rating_as_feedback(item: annotations.AnnotationItem, rating: annotations.Rating) -> None:
+    """The rating also goes onto the rated generations' MLflow traces, as feedback from a human source
+    (pairwise: each output's preference from its own side, +2 clearly better ... -2 clearly worse; a story pair
+    gives one per question). N/A is not logged."""
+    from narrative_eval.tracing import log_human_feedback
+
+    traces = [source.get("trace_id") for source in item.sources]
+    if rating.kind == "pointwise" and traces and traces[0]:
+        for key, score in (rating.scores or {}).items():
+            if score is not None:
+                log_human_feedback(traces[0], f"human/{key}", score, rating.rater)
+    elif rating.kind == "pairwise" and len(traces) == 2 and rating.preference is not None:
+        preferences = rating.scores or {"preference": rating.preference}
+        for trace_id, sign in zip(traces, (1, -1)):
+            for key, value in (preferences.items() if trace_id else ()):
+                log_human_feedback(trace_id, f"human/{key}", sign * value, rating.rater)
+
+
+def agreement_tables(store: annotations.AnnotationStore, judge: str | None, keys: Sequence[str],
+                     study: str) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Human-judge agreement tables of one study's items, and a warning when they rest on fewer than FEW_ITEMS items."""
+    if not judge:
+        return pd.DataFrame(), pd.DataFrame(), ""
+    pointwise_rows = annotations.pointwise_agreement(store, judge, keys, study=study)
+    pairwise_row = annotations.pairwise_agreement(store, judge, keys, study=study)
+    counts = [row.get("n", 0) for row in pointwise_rows] + [pairwise_row.get("n", 0)]
+    rated = max(counts) if counts else 0
+    warning = (f"⚠ These figures rest on {rated} rated item(s); below {FEW_ITEMS} they are too uncertain to lean on "
+               "(rate more items first)." if rated < FEW_ITEMS else "")
+    return pd.DataFrame(pointwise_rows).round(3), pd.DataFrame([pairwise_row]).round(3), warning
+
+
+def build_agreement(store: annotations.AnnotationStore, keys: Sequence[str], study: str, title: str, pairwise_label: str,
+                    few_id: str) -> tuple[gr.Dropdown, Callable[[], gr.Dropdown]]:
+    """The agreement accordion (judge, Compute, the two tables, the few-items warning); returns the judge dropdown
+    and the event function that refills it with the judges of the study's stored items."""
+    with gr.Accordion(title, open=False):
+        with gr.Row():
+            judge = gr.Dropdown([], label="Judge", allow_custom_value=True)
+            compute = gr.Button("Compute", scale=0)
+        pointwise_table = gr.Dataframe(pd.DataFrame({"dimension": []}), label="Pointwise: human vs judge per dimension",
+                                       interactive=False)
+        pairwise_table = gr.Dataframe(pd.DataFrame({"judge": []}), label=pairwise_label, interactive=False)
+        few = gr.Markdown(elem_id=few_id)
+    compute.click(lambda j: agreement_tables(store, j, keys, study), [judge], [pointwise_table, pairwise_table, few])
+
+    def judges() -> gr.Dropdown:
+        ids = annotations.judge_ids(store, study)
+        return gr.Dropdown(choices=ids, value=ids[0] if ids else None)
+
+    return judge, judges
+
+
+def wire_submit(submit: gr.Button, save: Callable, save_inputs: list, show: Callable, show_inputs: list,
+                next_outputs: list, auto: gr.Checkbox, after: tuple) -> None:
+    """Submit saves the rating (outputs: the state, cleared, and the message); then, with `auto` checked, the next
+    item is shown with the 'Saved' message kept above it; then `after` (fn, inputs, outputs) runs.
+    `next_outputs` starts with the state, the item view and the message, as `show` returns them."""
+    current, message = next_outputs[0], next_outputs[2]
+
+    def advance(auto_, state, message_, *args):
+        if not auto_ or state is not None:  # state is cleared only by a saved rating
+            return [gr.skip()] * len(next_outputs)
+        shown = show(*args)
+        shown[2] = message_
+        return shown
+
+    submit.click(save, save_inputs, [current, message]).success(
+        advance, [auto, current, message, *show_inputs], next_outputs).then(*after)
+
+
+@dataclass
+class RatingForm:
+    """The controls both halves lay out alike."""
+
+    kind: gr.Radio
+    """Mode: pointwise or pairwise."""
+    sweep: gr.Dropdown
+    """The sweep whose outputs are rated."""
+    next_button: gr.Button
+    """Shows the next unrated item."""
+    view: gr.HTML
+    """The item shown."""
+    pointwise: list
+    """The pointwise inputs (one per dimension)."""
+    pairwise: list
+    """The pairwise inputs."""
+    auto: gr.Checkbox
+    """Whether the next item follows a saved rating."""
+    submit: gr.Button
+    """Saves the rating."""
+    message: gr.Markdown
+    """'Saved ...' or what is missing."""
+    counter: gr.Markdown
+    """'k of N' rated."""
+    current: gr.State
+    """The item shown and its order (server side); None once rated."""
+    loaded: Any
+    """The page-load event that picked the sweep, to chain on."""
+
+
+def rating_form(demo: gr.Blocks, prefix: str, study: str, kinds: Sequence[str], item_word: str,
+                pointwise: Callable[[], list], pairwise: Callable[[], list]) -> RatingForm:
+    """Mode, sweep (the study's, picked when the page loads) and Next; the item; the pointwise and pairwise inputs
+    (made by the callbacks, those of the first mode shown); auto-advance, Submit, the message and the counter.
+    Elements are named '<prefix>-mode', '<prefix>-sweep', '<prefix>-next', '<prefix>-item', ..."""
+    with gr.Row():
+        kind = gr.Radio(list(kinds), value=kinds[0], label="Mode", elem_id=f"{prefix}-mode")
+        sweep = gr.Dropdown([], label=f"Sweep ({study})", elem_id=f"{prefix}-sweep", allow_custom_value=True)
+        next_button = gr.Button(f"Next {item_word}", variant="primary", scale=0, elem_id=f"{prefix}-next")
+    view = gr.HTML(elem_id=f"{prefix}-item")
+    with gr.Group(visible=kinds[0] == "pointwise") as pointwise_group:
+        pointwise_inputs = pointwise()
+    with gr.Group(visible=kinds[0] == "pairwise") as pairwise_group:
+        pairwise_inputs = pairwise()
+    auto = gr.Checkbox(True, label=f"Show the next {item_word} after each rating", elem_id=f"{prefix}-auto")
+    submit = gr.Button("Submit rating", elem_id=f"{prefix}-submit")
+    message = gr.Markdown(elem_id=f"{prefix}-message")
+    counter = gr.Markdown(elem_id=f"{prefix}-progress")
+
+    def on_refresh(current_sweep):
+        names, value = pick_sweep(study, current_sweep)
+        return gr.Dropdown(choices=names, value=value)
+
+    kind.change(lambda k: (gr.Group(visible=k == "pointwise"), gr.Group(visible=k == "pairwise")), [kind],
+                [pointwise_group, pairwise_group])
+    return RatingForm(kind, sweep, next_button, view, pointwise_inputs, pairwise_inputs, auto, submit, message, counter,
+                      gr.State(None), demo.load(on_refresh, [sweep], [sweep]))
