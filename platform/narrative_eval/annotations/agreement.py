@@ -8,20 +8,13 @@ from typing import Any
 
 from narrative_eval.annotations.store import AnnotationItem, AnnotationStore
 from narrative_eval.judges.agreement import cohen_kappa, exact_agreement, krippendorff_alpha, mae, spearman
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
+from narrative_eval.records import finite_number
 
 
 def _judge_dimension(item: AnnotationItem, output: int, judge_id: str, dimension: str) -> float | None:
     if output >= len(item.judge_scores):
         return None
-    return _number(item.judge_scores[output].get(judge_id, {}).get(dimension))
+    return finite_number(item.judge_scores[output].get(judge_id, {}).get(dimension))
 
 
 def judge_ids(store: AnnotationStore, study: str | None = None) -> list[str]:
@@ -45,7 +38,7 @@ def pointwise_agreement(
     ratings = [r for r in store.ratings(kind="pointwise") if r.item_id in items]
     rows = []
     for dimension in dimensions:
-        human = [_number(r.scores.get(dimension)) for r in ratings]
+        human = [finite_number(r.scores.get(dimension)) for r in ratings]
         judge = [_judge_dimension(items[r.item_id], 0, judge_id, dimension) for r in ratings]
         n = sum(h is not None and j is not None for h, j in zip(human, judge))
         # Judges may give non-integer scores; kappa needs categories, so they are rounded onto the scale.
@@ -111,7 +104,7 @@ def rater_agreement(store: AnnotationStore, dimensions: Iterable[str]) -> list[d
     rows = []
     for dimension in dimensions:
         matrix: list[list[float | None]] = [
-            [_number(by_key[(rater, item)].scores.get(dimension)) if (rater, item) in by_key else None for item in item_ids]
+            [finite_number(by_key[(rater, item)].scores.get(dimension)) if (rater, item) in by_key else None for item in item_ids]
             for rater in raters
         ]
         shared = sum(sum(row[i] is not None for row in matrix) >= 2 for i in range(len(item_ids)))
