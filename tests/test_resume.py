@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import mlflow
 import pytest
 
 from narrative_eval import tracking
@@ -111,3 +112,14 @@ def test_sigkill_then_rerun_matches_uninterrupted(tmp_path, repo_root, monkeypat
     for setting in SETTINGS:
         for key, value in expected[setting].items():
             assert got[setting][key] == pytest.approx(value, abs=1e-9), (setting, key)
+
+    # The evaluation records too: one trace per generation, one assessment per (trace, name, source).
+    runs = tracking.sweep_cell_runs("infilling", "resume")
+    experiment = tracking.client().get_experiment_by_name("infilling").experiment_id
+    for run_id in runs["run_id"]:
+        traces = mlflow.search_traces(locations=[experiment], run_id=run_id, return_type="list")
+        keys = [t.info.tags["narrative_eval.trace_key"] for t in traces]
+        assert len(keys) == len(set(keys)) == INSTANCES, run_id
+        for trace in traces:
+            named = [(a.name, a.source.source_id) for a in trace.info.assessments]
+            assert len(named) == len(set(named)) and named, trace.info.trace_id

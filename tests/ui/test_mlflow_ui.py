@@ -1,0 +1,94 @@
+"""MLflow's own UI shows what a sweep's models wrote: a cell run's traces (prompt, reply, gold and every score) and
+two evaluation runs compared per instance. `mlflow ui` is started by the test on 127.0.0.1 over the sweep's store
+and stopped by PID; screenshots go to test-artifacts/ui/."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.servers import start_mlflow, stop
+
+pytestmark = pytest.mark.slow
+
+WAIT_MS = 180_000
+"""MLflow's pages query the store after they load; on a busy 2-core machine that can take a while."""
+
+
+@pytest.fixture(scope="module")
+def mlflow_ui(app_env, e2e_sweep, ui_paths):
+    log = ui_paths["reports"].parent / "mlflow-ui.log"
+    process, url = start_mlflow(["--backend-store-uri", app_env["MLFLOW_TRACKING_URI"]], log, app_env, command="ui")
+    try:
+        yield url
+    finally:
+        stop(process)
+
+
+@pytest.fixture()
+def mlflow_page(browser):
+    context = browser.new_context(viewport={"width": 1800, "height": 1100})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    yield page
+    context.close()
+
+
+def _cells(app_env, sweep: str) -> tuple[str, list]:
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=app_env["MLFLOW_TRACKING_URI"])
+    experiment = client.get_experiment_by_name("infilling").experiment_id
+    runs = client.search_runs([experiment], f"tags.`narrative_eval.sweep` = '{sweep}' and tags.`narrative_eval.kind` = 'cell'")
+    return experiment, sorted(runs, key=lambda r: r.data.params["model_id"])
+
+
+def _dismiss_tips(page) -> None:
+    """MLflow opens a tip bubble on first visit; it would cover the table in the screenshot."""
+    for label in ("Got it",):
+        button = page.get_by_role("button", name=label)
+        if button.count():
+            button.first.click()
+
+
+def test_a_cells_traces_in_mlflow_ui(mlflow_page, mlflow_ui, app_env, e2e_sweep, screenshot):
+    experiment, cells = _cells(app_env, e2e_sweep)
+    run = cells[0]
+    passage = _first_passage(app_env, run.info.run_id)
+    mlflow_page.goto(f"{mlflow_ui}/#/experiments/{experiment}/runs/{run.info.run_id}/traces")
+    try:
+        mlflow_page.get_by_text(passage[:40]).first.wait_for()
+        # The assessment columns come after the rows: gold (an expectation) and the metrics (feedback from
+        # code), each with its average over the cell's traces; the first few are shown until more are picked.
+        mlflow_page.wait_for_function("() => document.body.innerText.includes('bertscore')", timeout=WAIT_MS)
+    finally:
+        screenshot(mlflow_page, "mlflow-cell-traces")
+    body = mlflow_page.inner_text("body")
+    for name in ("gold", "bertscore", "chrf", "Expectations", "Assessments"):
+        assert name in body, name
+    _dismiss_tips(mlflow_page)
+    screenshot(mlflow_page, "mlflow-cell-traces")
+
+
+def test_two_evaluation_runs_compared_in_mlflow_ui(mlflow_page, mlflow_ui, app_env, e2e_sweep, screenshot):
+    experiment, cells = _cells(app_env, e2e_sweep)
+    assert [r.data.params["model_id"] for r in cells] == ["gemma3", "smollm2"]
+    first, second = (r.info.run_id for r in cells)
+    mlflow_page.goto(f"{mlflow_ui}/#/experiments/{experiment}/evaluation-runs"
+                     f"?selectedRunUuid={first}&compareToRunUuid={second}")
+    mlflow_page.get_by_text("Comparing").first.wait_for()
+    mlflow_page.get_by_text(_first_passage(app_env, first)[:40]).first.wait_for()
+    body = mlflow_page.inner_text("body")
+    assert "gemma3/L2" in body and "smollm2/L2" in body
+    _dismiss_tips(mlflow_page)
+    screenshot(mlflow_page, "mlflow-evaluation-runs-compared")
+
+
+def _first_passage(app_env, run_id: str) -> str:
+    """The start of the input of one of the run's traces, as MLflow's trace list shows it."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=app_env["MLFLOW_TRACKING_URI"])
+    experiment = client.get_run(run_id).info.experiment_id
+    traces = client.search_traces(locations=[experiment], run_id=run_id, include_spans=False)
+    assert traces, "the cell has no traces"
+    return traces[0].info.request_preview.strip()
