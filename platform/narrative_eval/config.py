@@ -18,6 +18,24 @@ CATALOG_FOLDER = Path("experiments") / "configs"
 """Where the repository keeps the catalog, relative to the repository root (or the working directory)."""
 
 
+class PairwiseJudging(BaseModel):
+    """A pairwise rubric the judge panel runs on FULL/SHARDED pairs at the end of an incremental-delivery sweep;
+    written in a config as the rubric's name, or as a mapping to give it its own token budget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rubric: str
+    """A registered pairwise rubric whose verdicts are the human-validation files' (constraint_following,
+    creative_quality)."""
+    max_new_tokens: int | None = Field(default=None, gt=0)
+    """Token budget of one judgment (None: the judge's own); an evidence-first answer needs several times more."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, value: Any) -> Any:
+        return {"rubric": value} if isinstance(value, str) else value
+
+
 class SweepConfig(BaseModel):
     """A sweep: a grid of models x prompt settings x conditions, with seeds and judges inside each cell."""
 
@@ -51,6 +69,9 @@ class SweepConfig(BaseModel):
     """Sampling settings."""
     judges: list[JudgeSpec] = Field(default_factory=list)
     """Judge panel."""
+    pairwise_judges: list[PairwiseJudging] = Field(default_factory=list)
+    """Pairwise rubrics every panel judge runs on each FULL/SHARDED pair, both orders, after the cells
+    (incremental-delivery); rater id '<judge id>/<rubric>'."""
     metrics: MetricsSpec = MetricsSpec()
     """Automatic metrics (infilling)."""
     extra: dict[str, Any] = Field(default_factory=dict)
@@ -87,6 +108,7 @@ class SweepConfig(BaseModel):
 
         checks = [(METRICS, name) for name in self.metrics.names or ()]
         checks += [(RUBRICS, judge.rubric) for judge in self.judges if judge.rubric]
+        checks += [(RUBRICS, entry.rubric) for entry in self.pairwise_judges]
         if self.study == "incremental-delivery":
             checks += [(CONDITIONS, name) for name in self.conditions]
         elif self.prompt_file is None:
@@ -96,6 +118,34 @@ class SweepConfig(BaseModel):
             kinds = {registry.kind: registry for registry, _ in checks}
             known = "; ".join(f"{kind}s: {', '.join(registry.names())}" for kind, registry in kinds.items())
             raise ValueError(f"{', '.join(problems)} (registered {known})")
+        return self
+
+    @model_validator(mode="after")
+    def _pairwise_pairs(self) -> SweepConfig:
+        """Pairwise judges need an incremental-delivery sweep with both FULL and SHARDED, a judge panel, and
+        pairwise rubrics with the two verdicts of the human-validation files."""
+        if not self.pairwise_judges:
+            return self
+        from narrative_eval.judges.rubric import load_rubric
+        from narrative_eval.stats.human_records import PAIRWISE_DIMENSIONS
+
+        problems = []
+        if self.study != "incremental-delivery":
+            problems.append(f"pairwise_judges belong to an incremental-delivery sweep, not {self.study}")
+        missing = [c for c in ("full", "sharded") if c not in self.conditions]
+        if missing:
+            problems.append(f"pairwise_judges compare FULL with SHARDED; conditions lack {', '.join(missing)}")
+        if not self.judges:
+            problems.append("pairwise_judges are run by the judge panel, and judges is empty")
+        for entry in self.pairwise_judges:
+            rubric = load_rubric(entry.rubric)
+            if rubric.kind != "pairwise" or rubric.keys != PAIRWISE_DIMENSIONS:
+                problems.append(f"pairwise_judges: {entry.rubric!r} is a {rubric.kind} rubric with dimensions "
+                                f"{list(rubric.keys)}; one needs kind pairwise and {list(PAIRWISE_DIMENSIONS)}")
+        if len({entry.rubric for entry in self.pairwise_judges}) != len(self.pairwise_judges):
+            problems.append("pairwise_judges names a rubric twice")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @model_validator(mode="after")

@@ -14,6 +14,7 @@ from narrative_eval.judges import (
     judge_checklist,
     judge_infills,
     judge_pairwise,
+    judge_pairwise_orders,
     judge_quality,
     load_rubric,
     pairwise_consistency,
@@ -88,7 +89,7 @@ def test_pairwise_judgment_in_both_orders_is_schema_valid(smollm2_backend, smoll
     assert preference.ok, preference.error
     labels = set(load_rubric("pairwise").verdicts)
     for order in ("forward", "reversed"):
-        assert set(preference.details[order]) == {"constraint_following", "overall_quality"}
+        assert set(preference.details[order]) == {"constraint_following", "creative_quality"}
         assert set(preference.details[order].values()) <= labels
     assert all(-2 <= v <= 2 for v in preference.scores.values())
     assert 0.0 <= pairwise_consistency([preference]) <= 1.0
@@ -98,6 +99,29 @@ def test_pairwise_judgment_in_both_orders_is_schema_valid(smollm2_backend, smoll
         forward, restored = preference.details["forward_scores"][key], preference.details["restored_scores"][key]
         assert value == (forward + restored) / 2
         assert preference.details["consistent"][key] == ((forward > 0) - (forward < 0) == (restored > 0) - (restored < 0))
+
+
+@pytest.mark.slow
+def test_evidence_first_pairwise_judgment_is_schema_valid_and_blind(smollm2_backend, smollm2_judge):
+    recording = RecordingBackend(smollm2_backend)
+    pair = {"task": TASK, "requirements": list(REQUIREMENTS[:2]), "response_a": STORY_A, "response_b": STORY_B,
+            "model": "qwen2.5-7b-secret", "condition": "sharded", "level": "L2", "seed": 98765}
+    [(forward, reversed_)] = judge_pairwise_orders(recording, smollm2_judge, [pair], "pairwise_evidence")
+    rubric = load_rubric("pairwise_evidence")
+    for result in (forward, reversed_):
+        assert result.ok, result.error
+        assert result.rubric_hash == rubric.hash
+        for side in ("A", "B"):
+            statuses = result.details["evidence"][side]
+            assert [e["constraint_id"] for e in statuses] == ["c1", "c2"]
+            assert all(e["status"] in rubric.statuses and len(e["quote"]) <= 100 for e in statuses)
+        assert set(result.details["facets"].values()) <= {"A", "B", "tie"}
+        assert set(result.details["verdicts"]) == {"constraint_following", "creative_quality"}
+    assert recording.prompts[0].index(STORY_A) < recording.prompts[0].index(STORY_B)
+    assert recording.prompts[-1].index(STORY_B) < recording.prompts[-1].index(STORY_A)
+    for prompt in recording.prompts:
+        for fact in GENERATION_FACTS:
+            assert fact not in prompt
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import re
 
 import pytest
 import yaml
@@ -24,7 +25,7 @@ from narrative_eval.prompts.render import UnfilledSlotError, fill, slots
 
 from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, STORY_B, TASK
 
-SHIPPED = ["creative_checklist", "creative_quality", "infilling_narrative", "pairwise"]
+SHIPPED = ["creative_checklist", "creative_quality", "infilling_narrative", "pairwise", "pairwise_evidence"]
 
 # Facts about the generation that a judge must never see.
 FORBIDDEN = ["qwen2.5-7b-secret", "sharded", "snowball", "L2", "seed-98765", "98765", "recap"]
@@ -50,6 +51,8 @@ RECORDS = {
     "creative_checklist": surrounding_record(task=TASK, requirements=list(REQUIREMENTS), response=STORY_A),
     "creative_quality": surrounding_record(task=TASK, requirements=list(REQUIREMENTS), response=STORY_A),
     "pairwise": surrounding_record(task=TASK, requirements=list(REQUIREMENTS), response_a=STORY_A, response_b=STORY_B),
+    "pairwise_evidence": surrounding_record(task=TASK, requirements=list(REQUIREMENTS), response_a=STORY_A,
+                                            response_b=STORY_B),
 }
 
 
@@ -145,13 +148,55 @@ def test_answer_schemas():
     with pytest.raises(RubricError):
         answer_schema(load_rubric("creative_checklist"))
     pairwise = answer_schema(load_rubric("pairwise"))
-    assert pairwise["properties"]["overall_quality"]["enum"] == [
+    assert pairwise["properties"]["creative_quality"]["enum"] == [
         "A_clearly_better",
         "A_slightly_better",
         "tie",
         "B_slightly_better",
         "B_clearly_better",
     ]
+
+
+def test_evidence_first_schema_puts_the_evidence_before_the_verdicts():
+    rubric = load_rubric("pairwise_evidence")
+    assert rubric.kind == "pairwise" and rubric.evidence_first and rubric.per_requirement
+    assert rubric.keys == ("constraint_following", "creative_quality")
+    with pytest.raises(RubricError, match="requirement ids"):
+        answer_schema(rubric)
+    schema = answer_schema(rubric, ["c1", "c2"])
+    # Key order is the order a grammar-constrained judge writes in: statuses, facets, then the verdicts.
+    assert list(schema["properties"]) == ["requirements_a", "requirements_b", "facets", "constraint_following",
+                                          "creative_quality"]
+    assert schema["required"] == list(schema["properties"])
+    for side in ("requirements_a", "requirements_b"):
+        assert schema["properties"][side]["required"] == ["c1", "c2"]
+        assert schema["properties"][side]["properties"]["c2"] == {"$ref": "#/$defs/status"}
+    assert schema["$defs"]["status"]["properties"]["status"]["enum"] == ["satisfied", "partial", "missing"]
+    assert schema["$defs"]["status"]["required"] == ["status", "quote"]
+    pattern = re.compile(schema["$defs"]["status"]["properties"]["quote"]["pattern"])
+    assert pattern.match("I climbed the stairs") and pattern.match("") and pattern.match("x" * 100)
+    assert not pattern.match("x" * 101) and not pattern.match('he said "no"') and not pattern.match("line\nbreak")
+    facets = schema["properties"]["facets"]
+    assert facets["required"] == ["craft", "structure_coherence", "originality", "genre_effectiveness",
+                                  "characterization"]
+    assert facets["properties"]["craft"]["enum"] == ["A", "B", "tie"]
+    assert schema["properties"]["creative_quality"]["enum"][0] == "A_clearly_better"
+
+
+def test_evidence_fields_are_checked_when_a_rubric_loads(tmp_path):
+    text = rubric_path("pairwise_evidence").read_text()
+    half = tmp_path / "half.yaml"
+    half.write_text(text.replace("facet_labels: [A, B, tie]\n", ""))
+    with pytest.raises(RubricError, match="needs facet_labels as well"):
+        load_rubric(half)
+    stray = tmp_path / "stray.yaml"
+    stray.write_text(text.replace("quoted_statuses: [satisfied, partial]", "quoted_statuses: [satisfied, vague]"))
+    with pytest.raises(RubricError, match="vague"):
+        load_rubric(stray)
+    scores = tmp_path / "scores.yaml"
+    scores.write_text(rubric_path("creative_quality").read_text() + "statuses: [ok]\n")
+    with pytest.raises(RubricError, match="belong to a pairwise rubric"):
+        load_rubric(scores)
 
 
 def test_a_rubric_file_given_by_path_is_loaded_and_checked(tmp_path):

@@ -21,6 +21,7 @@ from narrative_eval.judges import (
     judge_infills,
     judge_many,
     judge_pairwise,
+    judge_pairwise_orders,
     judge_quality,
     load_rubric,
     pairwise_consistency,
@@ -131,11 +132,11 @@ def test_quality_characterization_may_be_null_but_not_missing():
 
 def test_pairwise_verdict_labels():
     rubric = load_rubric("pairwise")
-    scores, details = parse_reply(rubric, '{"constraint_following": "A clearly better", "overall_quality": "b_slightly_better"}')
-    assert scores == {"constraint_following": 2.0, "overall_quality": -1.0}
-    assert details["verdicts"] == {"constraint_following": "A_clearly_better", "overall_quality": "B_slightly_better"}
+    scores, details = parse_reply(rubric, '{"constraint_following": "A clearly better", "creative_quality": "b_slightly_better"}')
+    assert scores == {"constraint_following": 2.0, "creative_quality": -1.0}
+    assert details["verdicts"] == {"constraint_following": "A_clearly_better", "creative_quality": "B_slightly_better"}
     with pytest.raises(JudgeReplyError, match="verdict"):
-        parse_reply(rubric, '{"constraint_following": "A", "overall_quality": "tie"}')
+        parse_reply(rubric, '{"constraint_following": "A", "creative_quality": "tie"}')
 
 
 # --------------------------------------------------------------------------- retry and failure records
@@ -220,14 +221,105 @@ def test_quality_wrapper():
     assert result.mean() == pytest.approx(9 / 4)
 
 
+IDS = ["c1", "c2", "c3"]
+
+
+def evidence_answer(**overrides) -> dict:
+    """A valid evidence-first reply for REQUIREMENTS: statuses with quotes for A and B, facets, then verdicts."""
+    answer = {
+        "requirements_a": {
+            "c1": {"status": "satisfied", "quote": "I found the bottle at dawn"},
+            "c2": {"status": "satisfied", "quote": "I climbed the stairs"},
+            "c3": {"status": "partial", "quote": "lit the lamp"},
+        },
+        "requirements_b": {
+            "c1": {"status": "missing", "quote": ""},
+            "c2": {"status": "missing", "quote": ""},
+            "c3": {"status": "missing", "quote": ""},
+        },
+        "facets": {"craft": "A", "structure_coherence": "A", "originality": "tie", "genre_effectiveness": "A",
+                   "characterization": "B"},
+        "constraint_following": "A_clearly_better",
+        "creative_quality": "A_slightly_better",
+    }
+    return {**answer, **overrides}
+
+
+def test_evidence_first_reply_is_validated_whole():
+    rubric = load_rubric("pairwise_evidence")
+    scores, details = parse_reply(rubric, "My comparison:\n" + json.dumps(evidence_answer()), IDS)
+    assert scores == {"constraint_following": 2.0, "creative_quality": 1.0}
+    assert details["verdicts"] == {"constraint_following": "A_clearly_better", "creative_quality": "A_slightly_better"}
+    assert [(e["constraint_id"], e["status"], e["quote"]) for e in details["evidence"]["A"]] == [
+        ("c1", "satisfied", "I found the bottle at dawn"), ("c2", "satisfied", "I climbed the stairs"),
+        ("c3", "partial", "lit the lamp")]
+    assert [e["status"] for e in details["evidence"]["B"]] == ["missing"] * 3
+    assert details["facets"]["characterization"] == "B" and details["facets"]["originality"] == "tie"
+    # Case and spacing of labels are forgiven; a list of {id, ...} is the same as a mapping.
+    loose = evidence_answer(facets={"craft": "a", "structure_coherence": "A", "originality": "Tie",
+                                    "genre_effectiveness": "A", "characterization": "b"},
+                            requirements_b=[{"id": rid, "status": "Missing", "quote": ""} for rid in IDS],
+                            constraint_following="A clearly better", creative_quality="a-slightly-better")
+    assert parse_reply(rubric, json.dumps(loose), IDS) == (scores, details)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"requirements_b": None}, "requirements_b: missing"),
+        ({"requirements_b": "all missing"}, "requirements_b: expected one entry per requirement id"),
+        ({"requirements_a": {"c1": {"status": "satisfied", "quote": "x"}}}, "requirements_a answers 1 items for 3"),
+        ({"requirements_a": {**evidence_answer()["requirements_a"], "c9": {"status": "missing", "quote": ""}}},
+         "unknown ids"),
+        ({"requirements_a": {**evidence_answer()["requirements_a"], "c2": {"status": "done", "quote": "x"}}},
+         r"requirements_a\.c2: status: .*status must be one of"),
+        ({"requirements_a": {**evidence_answer()["requirements_a"], "c1": {"status": "satisfied", "quote": "  "}}},
+         "'satisfied' status needs a quote"),
+        ({"requirements_a": {**evidence_answer()["requirements_a"], "c1": {"status": "satisfied", "quote": "x" * 101}}},
+         "quote of 101 characters, over the 100 allowed"),
+        ({"requirements_b": {**evidence_answer()["requirements_b"], "c3": {"status": "missing"}}},
+         r"requirements_b\.c3: quote"),
+        ({"requirements_b": {**evidence_answer()["requirements_b"], "c3": {"status": "missing", "quote": 7}}},
+         r"requirements_b\.c3: quote"),
+        ({"facets": {"craft": "A"}}, r"facets\.structure_coherence"),
+        ({"facets": {**evidence_answer()["facets"], "craft": "both"}}, "facet winner must be one of"),
+        ({"facets": "A"}, "facets: expected an object"),
+        ({"creative_quality": "A"}, "verdict must be one of"),
+    ],
+)
+def test_malformed_evidence_first_replies_are_rejected(change, message):
+    answer = evidence_answer(**change)
+    answer = {key: value for key, value in answer.items() if value is not None}
+    with pytest.raises(JudgeReplyError, match=message):
+        parse_reply(load_rubric("pairwise_evidence"), json.dumps(answer), IDS)
+
+
+def test_evidence_first_judge_retries_then_records_the_failure():
+    item = {"task": TASK, "requirements": list(REQUIREMENTS), "response_a": STORY_A, "response_b": STORY_B}
+    bad = json.dumps(evidence_answer(facets={}))
+    backend = ScriptedBackend([bad, bad, bad, json.dumps(evidence_answer()), bad])
+    [(forward, reversed_)] = judge_pairwise_orders(backend, judge(max_retries=1), [item], "pairwise_evidence")
+    # Attempt 1 sends both orders; attempt 2 retries both with the next seed.
+    assert [params.seed for _, params in backend.requests] == [7, 7, 8, 8]
+    assert not forward.ok and forward.attempts == 2 and forward.raw_replies == [bad, bad]
+    assert forward.error.startswith("attempt 2: facets.craft")
+    assert reversed_.ok and reversed_.attempts == 2 and reversed_.scores["constraint_following"] == 2.0
+    assert reversed_.rubric == "pairwise_evidence" and reversed_.details["evidence"]["B"][0]["status"] == "missing"
+    schema = backend.requests[0][1].json_schema
+    assert schema["properties"]["requirements_a"]["required"] == IDS
+    shown = backend.requests[1][0][1].content  # the reversed order shows story B as A
+    assert shown.index(STORY_B) < shown.index(STORY_A)
+    assert backend.queue == [bad]
+
+
 def test_pairwise_runs_both_orders_and_restores_them():
     item = {"task": TASK, "requirements": list(REQUIREMENTS), "response_a": STORY_A, "response_b": STORY_B}
     texts = [
         # forward (A = STORY_A) for both items, then reversed (A = STORY_B) for both
-        '{"constraint_following": "A_clearly_better", "overall_quality": "A_slightly_better"}',
-        '{"constraint_following": "tie", "overall_quality": "A_clearly_better"}',
-        '{"constraint_following": "B_slightly_better", "overall_quality": "A_slightly_better"}',
-        '{"constraint_following": "tie", "overall_quality": "B_clearly_better"}',
+        '{"constraint_following": "A_clearly_better", "creative_quality": "A_slightly_better"}',
+        '{"constraint_following": "tie", "creative_quality": "A_clearly_better"}',
+        '{"constraint_following": "B_slightly_better", "creative_quality": "A_slightly_better"}',
+        '{"constraint_following": "tie", "creative_quality": "B_clearly_better"}',
     ]
     backend = ScriptedBackend(texts)
     results = judge_pairwise(backend, judge(), [item, item])
@@ -235,11 +327,11 @@ def test_pairwise_runs_both_orders_and_restores_them():
     assert shown[0].index(STORY_A) < shown[0].index(STORY_B)
     assert shown[2].index(STORY_B) < shown[2].index(STORY_A)
     first, second = results
-    assert first.ok and first.scores == {"constraint_following": 1.5, "overall_quality": 0.0}
-    assert first.details["consistent"] == {"constraint_following": True, "overall_quality": False}
-    assert second.details["consistent"] == {"constraint_following": True, "overall_quality": True}
+    assert first.ok and first.scores == {"constraint_following": 1.5, "creative_quality": 0.0}
+    assert first.details["consistent"] == {"constraint_following": True, "creative_quality": False}
+    assert second.details["consistent"] == {"constraint_following": True, "creative_quality": True}
     assert pairwise_consistency(results) == 0.75
-    assert pairwise_consistency(results, "overall_quality") == 0.5
+    assert pairwise_consistency(results, "creative_quality") == 0.5
     assert summarize(results)["order_consistency"] == 0.75
 
 

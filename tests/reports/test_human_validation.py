@@ -12,7 +12,14 @@ import pytest
 from experiments.report import main as report_main
 from narrative_eval.errors import UserError, cli_main
 from narrative_eval.reports.human_validation import write_human_validation_report
-from narrative_eval.stats.human_records import PairCase, save_pair_cases, save_pairwise_verdicts, save_pointwise_ratings
+from narrative_eval.stats.human_records import (
+    EvidenceStatus,
+    PairCase,
+    save_pair_cases,
+    save_pairwise_evidence,
+    save_pairwise_verdicts,
+    save_pointwise_ratings,
+)
 from narrative_eval.stats.score_records import save_score_records
 
 from tests.stats.test_human_validation_stats import RATINGS, RECORDS, VERDICTS
@@ -29,7 +36,10 @@ COLUMNS = {
     "pairwise_agreement": ["judge", "dimension", "n", "directional_agreement", "qwk", "exact_agreement",
                            "collapsed_kappa", "mean_abs_disagreement", "severe_disagreement_rate", "reason"],
     "pairwise_order_consistency": ["judge", "dimension", "n", "n_consistent", "order_restored_consistency", "reason"],
+    "pairwise_status_stability": ["judge", "n_items", "n_stable", "status_stability", "reason"],
 }
+FROM_FILES = [name for name in COLUMNS if name != "pairwise_status_stability"]
+"""The tables the command's files give; status stability needs an evidence-first judge's evidence (a sweep's)."""
 CASES = [PairCase(f"c{k}", "s1/full", "s1/sharded") for k in range(1, 6)]
 
 
@@ -54,7 +64,8 @@ def test_command_writes_every_table_in_three_formats(tmp_path, capsys):
     for name, path in files.items():
         argv += [f"--{name}", str(path)]
     assert cli_main(report_main, argv) == 0
-    for name, columns in COLUMNS.items():
+    for name in FROM_FILES:
+        columns = COLUMNS[name]
         table = rows(out / f"{name}.csv")
         assert list(table[0]) == columns, name
         assert (out / f"{name}.md").read_text().startswith("|"), name
@@ -88,6 +99,43 @@ def test_reference_is_asked_for_when_it_is_ambiguous(tmp_path):
         write_human_validation_report(tmp_path / "out", pairwise=path)
     write_human_validation_report(tmp_path / "out", pairwise=path, reference="h")
     assert float(rows(tmp_path / "out" / "pairwise_agreement.csv")[0]["exact_agreement"]) == 1.0
+
+
+def test_judge_files_beside_human_ones_and_the_evidence_table(tmp_path, capsys):
+    """Several verdict and case files are read together (a sweep's judges beside people); an evidence file gives the
+    status-stability table; with judges alone and no --reference, agreement is skipped with a note."""
+    files = inputs(tmp_path)
+    judge_only = [v for v in VERDICTS if v.rater == "j"]
+    people = save_pairwise_verdicts([v for v in VERDICTS if v.rater == "h"], tmp_path / "people.jsonl")
+    judges = save_pairwise_verdicts(judge_only, tmp_path / "judges.jsonl")
+    # j (c1): k1 satisfied in both orders (stable), k2 partial then missing (not): 1 of 2.
+    evidence = save_pairwise_evidence([
+        EvidenceStatus("c1", "j", "primary", "A", "s1/full", "k1", "satisfied", "a quote"),
+        EvidenceStatus("c1", "j", "reversed", "B", "s1/full", "k1", "satisfied", "a quote"),
+        EvidenceStatus("c1", "j", "primary", "A", "s1/full", "k2", "partial", "words"),
+        EvidenceStatus("c1", "j", "reversed", "B", "s1/full", "k2", "missing", ""),
+    ], tmp_path / "evidence.jsonl")
+    together = write_human_validation_report(tmp_path / "both", pairwise=[judges, people], cases=[files["cases"]],
+                                             evidence=evidence)
+    assert "Pairwise agreement with h (Table 11)" in together  # the same files as one: the same 11/41
+    agreement = {r["dimension"]: r for r in rows(tmp_path / "both" / "pairwise_agreement.csv")}
+    assert float(agreement["constraint_following"]["qwk"]) == pytest.approx(11 / 41, abs=1e-6)
+    [stability] = rows(tmp_path / "both" / "pairwise_status_stability.csv")
+    assert list(stability) == COLUMNS["pairwise_status_stability"]
+    assert (stability["judge"], stability["n_items"], stability["n_stable"], float(stability["status_stability"])) == (
+        "j", "2", "1", 0.5)
+    second = save_pairwise_verdicts([v.__class__(v.case_id, "j2", v.order, v.verdicts) for v in judge_only],
+                                    tmp_path / "second.jsonl")
+    alone = write_human_validation_report(tmp_path / "both", pairwise=[judges, second], evidence=evidence)
+    assert alone["Pairwise agreement (Table 11)"].startswith("skipped: every rater is a judge (j, j2)")
+    assert not (tmp_path / "both" / "pairwise_agreement.csv").exists()  # the earlier table is not left behind
+    named = write_human_validation_report(tmp_path / "named", pairwise=[judges, second], reference="j")
+    assert "Pairwise agreement with j (Table 11)" in named
+    assert {r["directional_agreement"] for r in rows(tmp_path / "named" / "pairwise_agreement.csv")} == {"1.0"}
+    clash = save_pairwise_verdicts([v.__class__(v.case_id, v.rater, v.order, {**v.verdicts, "creative_quality": "A clearly better"})
+                                    for v in judge_only[:1]], tmp_path / "clash.jsonl")
+    with pytest.raises(UserError, match=r"c1 / j / primary is also in .*judges.jsonl"):
+        write_human_validation_report(tmp_path / "x", pairwise=[judges, clash])
 
 
 def test_bad_files_exit_2_with_every_error_and_no_traceback(tmp_path):
@@ -177,6 +225,6 @@ def test_sweep_score_records_and_the_tables_on_its_parent_run(tmp_path, smollm2_
     effects = {r["dimension"]: r for r in rows(out / "human_paired_effects.csv")}
     assert float(effects["craft"]["automated_delta"]) == pytest.approx(0.5)
     attached = {Path(f.path).name for f in tracking.client().list_artifacts(parent, "report/human_validation")}
-    assert {f"{name}.{ext}" for name in COLUMNS for ext in ("csv", "md", "tex")} == attached
+    assert {f"{name}.{ext}" for name in FROM_FILES for ext in ("csv", "md", "tex")} == attached
     assert cli_main(report_main, ["human-validation", "--sweep", "no-such-sweep", "--pointwise", str(files["pointwise"]),
                                   "--out", str(tmp_path / "none")]) == 2

@@ -8,13 +8,16 @@ import pytest
 from narrative_eval.errors import DataErrors
 from narrative_eval.stats.human_records import (
     LEVEL_SCORE,
+    EvidenceStatus,
     PairCase,
     PairwiseVerdict,
     PointwiseRating,
     load_pair_cases,
+    load_pairwise_evidence,
     load_pairwise_verdicts,
     load_pointwise_ratings,
     save_pair_cases,
+    save_pairwise_evidence,
     save_pairwise_verdicts,
     save_pointwise_ratings,
 )
@@ -95,4 +98,26 @@ def test_every_bad_verdict_and_case_line_is_named(tmp_path):
     assert [str(e) for e in caught.value.errors] == [
         f"{cases}:1: record_a and record_b are the same response 'r1'",
         f"{cases}:2: unknown record 'nope' (record_b)",
+    ]
+
+
+def test_pairwise_evidence_round_trip_and_bad_lines(tmp_path):
+    evidence = [EvidenceStatus("c1", "j/pairwise_evidence", "primary", "A", "r1", "k1", "satisfied", "the lamp"),
+                EvidenceStatus("c1", "j/pairwise_evidence", "reversed", "B", "r1", "k1", "partial", "")]
+    path = save_pairwise_evidence(evidence, tmp_path / "e.jsonl")
+    assert load_pairwise_evidence(path, case_ids={"c1"}) == evidence
+    assert json.loads(path.read_text().splitlines()[0]) == {
+        "case_id": "c1", "rater": "j/pairwise_evidence", "order": "primary", "shown_as": "A", "record_id": "r1",
+        "constraint_id": "k1", "status": "satisfied", "quote": "the lamp"}
+    good = json.loads(path.read_text().splitlines()[0])
+    bad = write_lines(tmp_path / "bad.jsonl", [good, good, {**good, "shown_as": "C", "order": "reversed"},
+                                               {**good, "constraint_id": "k2", "quote": None},
+                                               {**good, "case_id": "c9"}])
+    with pytest.raises(DataErrors) as caught:
+        load_pairwise_evidence(bad, case_ids={"c1"})
+    assert [str(e) for e in caught.value.errors] == [
+        f"{bad}:2: duplicate c1 / j/pairwise_evidence / primary / A / k1 (first at line 1)",
+        f"{bad}:3: shown_as 'C' is not 'A' or 'B'",
+        f"{bad}:4: quote must be a string ('' for none)",
+        f"{bad}:5: unknown case_id 'c9' (case_id)",
     ]

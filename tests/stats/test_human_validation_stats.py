@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 from narrative_eval.records import ScoreRecord
-from narrative_eval.stats.human_records import PairwiseVerdict, PointwiseRating
+from narrative_eval.stats.human_records import EvidenceStatus, PairwiseVerdict, PointwiseRating
 from narrative_eval.stats.human_validation import (
     _resampled_spearman,
     agreement_row,
@@ -19,6 +19,7 @@ from narrative_eval.stats.human_validation import (
     pairwise_agreement,
     pointwise_alignment,
     pointwise_reliability,
+    status_stability,
 )
 from scipy import stats
 
@@ -190,3 +191,27 @@ def test_judges_and_empty_agreement():
     assert empty["n"] == 0 and math.isnan(empty["qwk"]) and empty["reason"] == "no case judged by both"
     apart = pairwise_agreement([verdict("c1", "h", "primary", "Tie"), verdict("c2", "j", "primary", "Tie")], "h")
     assert list(apart["n"]) == [0, 0] and set(apart["reason"]) == {"no case judged by both"}
+
+
+def test_status_stability_by_hand():
+    # Judge e, case c1: response r1 (FULL) shown as A in the primary order and as B in the reversed one, r2 the other
+    # way round. r1: k1 satisfied/satisfied (stable), k2 partial/missing (not); r2: k1 missing/missing (stable),
+    # k2 satisfied/partial (not). Case c2: r3/k1 only in the primary order (not counted). 2 of 4 stable.
+    # Judge f gave statuses in one order only: no item, undefined with its reason.
+    def status(case, rater, order, shown_as, record, item, value):
+        return EvidenceStatus(case, rater, order, shown_as, record, item, value, "")
+
+    evidence = [
+        status("c1", "e", "primary", "A", "r1", "k1", "satisfied"), status("c1", "e", "reversed", "B", "r1", "k1", "satisfied"),
+        status("c1", "e", "primary", "A", "r1", "k2", "partial"), status("c1", "e", "reversed", "B", "r1", "k2", "missing"),
+        status("c1", "e", "primary", "B", "r2", "k1", "missing"), status("c1", "e", "reversed", "A", "r2", "k1", "missing"),
+        status("c1", "e", "primary", "B", "r2", "k2", "satisfied"), status("c1", "e", "reversed", "A", "r2", "k2", "partial"),
+        status("c2", "e", "primary", "A", "r3", "k1", "satisfied"),
+        status("c1", "f", "primary", "A", "r1", "k1", "satisfied"),
+    ]
+    table = status_stability(evidence).set_index("judge")
+    assert list(table.columns) == ["n_items", "n_stable", "status_stability", "reason"]
+    assert (table.loc["e", "n_items"], table.loc["e", "n_stable"]) == (4, 2)
+    assert table.loc["e", "status_stability"] == pytest.approx(0.5) and table.loc["e", "reason"] == ""
+    assert table.loc["f", "n_items"] == 0 and math.isnan(table.loc["f", "status_stability"])
+    assert table.loc["f", "reason"] == "no requirement with a status in both orders"

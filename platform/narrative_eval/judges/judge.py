@@ -25,6 +25,7 @@ INFILLING_RUBRIC = "infilling_narrative"
 CHECKLIST_RUBRIC = "creative_checklist"
 QUALITY_RUBRIC = "creative_quality"
 PAIRWISE_RUBRIC = "pairwise"
+PAIRWISE_EVIDENCE_RUBRIC = "pairwise_evidence"
 
 HIGH_QUALITY_THRESHOLD = 4.0
 """An output is high-quality when its QAvg (mean over the rubric's dimensions) is strictly above this."""
@@ -47,7 +48,7 @@ def judge_params(judge: JudgeSpec, schema: dict[str, Any] | None, attempt: int) 
 
 
 def _requirement_ids(rubric: Rubric, item: Mapping) -> list[str]:
-    if rubric.kind != "checklist":
+    if not rubric.per_requirement:
         return []
     return [r.id for r in normalize_requirements(item["requirements"])]
 
@@ -126,20 +127,31 @@ def judge_quality(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[
     return judge_many(backend, judge, judge.rubric or QUALITY_RUBRIC, items)
 
 
-def judge_pairwise(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
+def judge_pairwise_orders(
+    backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping], rubric: str = PAIRWISE_RUBRIC
+) -> list[tuple[JudgeResult, JudgeResult]]:
+    """Each pair judged in both presentation orders under a pairwise rubric: (forward, reversed) per item, the
+    reversed one showing response_b as A. Items are {task, requirements, response_a, response_b}; each result is
+    in the order it was shown (its verdicts not restored)."""
+    forward = [
+        {"task": it["task"], "requirements": it["requirements"], "response_a": it["response_a"], "response_b": it["response_b"]}
+        for it in items
+    ]
+    reversed_ = [{**f, "response_a": f["response_b"], "response_b": f["response_a"]} for f in forward]
+    both = judge_many(backend, judge, rubric, forward + reversed_)
+    return list(zip(both[: len(items)], both[len(items) :], strict=True))
+
+
+def judge_pairwise(
+    backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping], rubric: str = PAIRWISE_RUBRIC
+) -> list[JudgeResult]:
     """Pairwise preference judged in both presentation orders; items are {task, requirements, response_a, response_b}.
 
     Scores are signed preferences for response_a (+2 A clearly better ... -2 B clearly better),
     averaged over the forward order and the order-restored reversed one. details holds both
     verdicts and, per dimension, whether the two orders agree in direction.
     """
-    forward = [
-        {"task": it["task"], "requirements": it["requirements"], "response_a": it["response_a"], "response_b": it["response_b"]}
-        for it in items
-    ]
-    reversed_ = [{**f, "response_a": f["response_b"], "response_b": f["response_a"]} for f in forward]
-    both = judge_many(backend, judge, PAIRWISE_RUBRIC, forward + reversed_)
-    return [_combine_orders(first, second) for first, second in zip(both[: len(items)], both[len(items) :], strict=True)]
+    return [_combine_orders(first, second) for first, second in judge_pairwise_orders(backend, judge, items, rubric)]
 
 
 def _sign(value: float) -> int:
@@ -242,6 +254,7 @@ __all__ = [
     "judge_infills",
     "judge_many",
     "judge_pairwise",
+    "judge_pairwise_orders",
     "judge_params",
     "judge_quality",
     "pairwise_consistency",

@@ -23,6 +23,9 @@ RUBRIC_DIR = Path(__file__).parent / "rubrics"
 
 RubricKind = Literal["scores", "checklist", "pairwise"]
 
+EVIDENCE_KEYS: dict[str, str] = {"A": "requirements_a", "B": "requirements_b"}
+"""Where an evidence-first pairwise answer gives the requirement statuses of the response shown as A and as B."""
+
 
 class RubricError(ValueError):
     """A rubric file is malformed, or a template was rendered with missing or unknown slots."""
@@ -66,12 +69,32 @@ class Rubric:
     """Allowed per-requirement scores (checklist rubrics)."""
     verdicts: Mapping[str, int] = field(default_factory=dict, hash=False, compare=False)
     """Verdict label -> signed preference for response A (pairwise rubrics)."""
+    statuses: tuple[str, ...] = ()
+    """Requirement statuses an evidence-first pairwise rubric records for each response before its verdicts."""
+    quoted_statuses: tuple[str, ...] = ()
+    """The statuses that must come with a non-empty quote from the response."""
+    quote_max_chars: int | None = None
+    """Longest quote a status may carry (None: no bound); the answer schema bounds decoding to it."""
+    facets: tuple[Dimension, ...] = ()
+    """Craft facets an evidence-first pairwise rubric names a winner of before its verdicts."""
+    facet_labels: tuple[str, ...] = ()
+    """The answers a facet allows (A, B, tie)."""
     path: Path | None = field(default=None, compare=False)
     """Where the file was loaded from."""
 
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(d.key for d in self.dimensions)
+
+    @property
+    def evidence_first(self) -> bool:
+        """A pairwise rubric whose answer gives requirement statuses and facet winners before the verdicts."""
+        return bool(self.statuses)
+
+    @property
+    def per_requirement(self) -> bool:
+        """Whether the answer names every requirement id (checklists and evidence-first pairwise rubrics)."""
+        return self.kind == "checklist" or self.evidence_first
 
 
 def register_rubric(path: str | Path, registry: Registry | None = None) -> str:
@@ -134,10 +157,7 @@ def _load(path_text: str, size: int, mtime_ns: int) -> Rubric:
     kind = data["kind"]
     if kind not in ("scores", "checklist", "pairwise"):
         raise RubricError(f"{path}: kind must be scores, checklist or pairwise, not {kind!r}")
-    dimensions = tuple(
-        Dimension(key=d["key"], label=d.get("label", d["key"]), nullable=bool(d.get("nullable", False)))
-        for d in data.get("dimensions") or ()
-    )
+    dimensions = _dimensions(data.get("dimensions"))
     rubric = Rubric(
         name=str(data["name"]),
         version=data["version"],
@@ -150,6 +170,11 @@ def _load(path_text: str, size: int, mtime_ns: int) -> Rubric:
         scale=tuple(int(v) for v in data.get("scale") or ()),
         item_scores=tuple(float(v) for v in data.get("item_scores") or ()),
         verdicts={str(k): int(v) for k, v in (data.get("verdicts") or {}).items()},
+        statuses=tuple(str(v) for v in data.get("statuses") or ()),
+        quoted_statuses=tuple(str(v) for v in data.get("quoted_statuses") or ()),
+        quote_max_chars=int(data["quote_max_chars"]) if data.get("quote_max_chars") is not None else None,
+        facets=_dimensions(data.get("facets")),
+        facet_labels=tuple(str(v) for v in data.get("facet_labels") or ()),
         path=path,
     )
     used = slots(rubric.system) | slots(rubric.user)
@@ -163,7 +188,33 @@ def _load(path_text: str, size: int, mtime_ns: int) -> Rubric:
         raise RubricError(f"{path}: a checklist rubric needs item_scores")
     if kind == "pairwise" and not rubric.verdicts:
         raise RubricError(f"{path}: a pairwise rubric needs verdicts")
+    _check_evidence(rubric, path)
     return rubric
+
+
+def _dimensions(entries: Any) -> tuple[Dimension, ...]:
+    return tuple(
+        Dimension(key=d["key"], label=d.get("label", d["key"]), nullable=bool(d.get("nullable", False)))
+        for d in entries or ()
+    )
+
+
+def _check_evidence(rubric: Rubric, path: Path) -> None:
+    """An evidence-first rubric is a pairwise one with statuses, facets and facet labels together."""
+    parts = {"statuses": rubric.statuses, "facets": rubric.facets, "facet_labels": rubric.facet_labels}
+    given = [name for name, value in parts.items() if value]
+    if not given:
+        if rubric.quoted_statuses or rubric.quote_max_chars is not None:
+            raise RubricError(f"{path}: quoted_statuses and quote_max_chars go with statuses")
+        return
+    if rubric.kind != "pairwise":
+        raise RubricError(f"{path}: {', '.join(given)} belong to a pairwise rubric, not a {rubric.kind} one")
+    missing = [name for name, value in parts.items() if not value]
+    if missing:
+        raise RubricError(f"{path}: an evidence-first pairwise rubric needs {', '.join(missing)} as well")
+    unknown = [s for s in rubric.quoted_statuses if s not in rubric.statuses]
+    if unknown:
+        raise RubricError(f"{path}: quoted_statuses {unknown} are not among the statuses {list(rubric.statuses)}")
 
 
 def answer_schema(rubric: Rubric, requirement_ids: Sequence[str] = ()) -> dict[str, Any]:
@@ -175,11 +226,12 @@ def answer_schema(rubric: Rubric, requirement_ids: Sequence[str] = ()) -> dict[s
             # anyOf rather than a type list: llama.cpp's grammar builder would drop the enum for a type list.
             properties[dim.key] = {"anyOf": [score, {"type": "null"}]} if dim.nullable else score
         return _object(properties)
+    if rubric.per_requirement and not requirement_ids:
+        raise RubricError(f"a {rubric.name} answer schema needs the requirement ids")
     if rubric.kind == "pairwise":
         labels = list(rubric.verdicts)
-        return _object({dim.key: {"type": "string", "enum": labels} for dim in rubric.dimensions})
-    if not requirement_ids:
-        raise RubricError("a checklist answer schema needs the requirement ids")
+        verdicts = {dim.key: {"type": "string", "enum": labels} for dim in rubric.dimensions}
+        return _evidence_schema(rubric, requirement_ids, verdicts) if rubric.evidence_first else _object(verdicts)
     item = _object(
         {
             "score": {"type": "number", "enum": [_plain_number(v) for v in rubric.item_scores]},
@@ -189,6 +241,21 @@ def answer_schema(rubric: Rubric, requirement_ids: Sequence[str] = ()) -> dict[s
     )
     # One shared definition keeps the grammar small when a task has many requirements.
     return {"$defs": {"item": item}, **_object({rid: {"$ref": "#/$defs/item"} for rid in requirement_ids})}
+
+
+def _evidence_schema(rubric: Rubric, requirement_ids: Sequence[str], verdicts: dict[str, Any]) -> dict[str, Any]:
+    """Statuses of A's and B's requirements, then facet winners, then the verdicts: the order the judge writes in."""
+    quote: dict[str, Any] = {"type": "string"}
+    if rubric.quote_max_chars is not None:
+        # A pattern, not maxLength (OpenAI's strict mode refuses maxLength): without a bound a small judge
+        # quotes until the token limit. No quotation marks, backslashes or control characters, so the bound
+        # means the same on the decoded value and on the JSON text a grammar constrains.
+        quote["pattern"] = f"^[^\"\\\\\\u0000-\\u001f]{{0,{rubric.quote_max_chars}}}$"
+    status = _object({"status": {"type": "string", "enum": list(rubric.statuses)}, "quote": quote})
+    requirements = _object({rid: {"$ref": "#/$defs/status"} for rid in requirement_ids})
+    facets = _object({facet.key: {"type": "string", "enum": list(rubric.facet_labels)} for facet in rubric.facets})
+    evidence = {key: requirements for key in EVIDENCE_KEYS.values()}
+    return {"$defs": {"status": status}, **_object({**evidence, "facets": facets, **verdicts})}
 
 
 def _object(properties: dict[str, Any]) -> dict[str, Any]:

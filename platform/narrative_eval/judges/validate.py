@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
-from narrative_eval.judges.rubric import Rubric
+from narrative_eval.judges.rubric import EVIDENCE_KEYS, Rubric
 
 FENCE_PATTERN = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
@@ -93,30 +93,62 @@ def _checklist_item_model(allowed: tuple[float, ...]) -> type[BaseModel]:
     return ChecklistItem
 
 
-@cache
-def _pairwise_model(rubric: Rubric) -> type[BaseModel]:
-    labels = {label.lower(): label for label in rubric.verdicts}
+def _labels_model(name: str, keys: tuple[str, ...], labels: tuple[str, ...], what: str) -> type[BaseModel]:
+    """An answer of `keys`, each one of `labels`, written with any case, spaces or hyphens ('A clearly better')."""
+    canonical_labels = {_label_key(label): label for label in labels}
 
     def canonical(value: Any) -> Any:
-        # Accept 'A clearly better' / 'a-clearly-better' for 'A_clearly_better'; anything else fails below.
-        if isinstance(value, str):
-            key = re.sub(r"[\s\-]+", "_", value.strip()).lower()
-            return labels.get(key, value)
-        return value
+        return canonical_labels.get(_label_key(value), value) if isinstance(value, str) else value
 
     def check(value: Any) -> str:
-        if not isinstance(value, str) or value not in rubric.verdicts:
-            raise ValueError(f"verdict must be one of {list(rubric.verdicts)}, got {value!r}")
+        if not isinstance(value, str) or value not in labels:
+            raise ValueError(f"{what} must be one of {list(labels)}, got {value!r}")
         return value
 
     validators = {
-        "canonical": field_validator(*rubric.keys, mode="before")(lambda cls, v: canonical(v)),
-        "check": field_validator(*rubric.keys, mode="after")(lambda cls, v: check(v)),
+        "canonical": field_validator(*keys, mode="before")(lambda cls, v: canonical(v)),
+        "check": field_validator(*keys, mode="after")(lambda cls, v: check(v)),
     }
-    fields = {key: (str, ...) for key in rubric.keys}
-    return create_model(
-        f"{rubric.name}_answer", __config__=ConfigDict(extra="ignore"), __validators__=validators, **fields
-    )
+    fields = {key: (str, ...) for key in keys}
+    return create_model(name, __config__=ConfigDict(extra="ignore"), __validators__=validators, **fields)
+
+
+def _label_key(value: str) -> str:
+    return re.sub(r"[\s\-]+", "_", value.strip()).lower()
+
+
+@cache
+def _pairwise_model(rubric: Rubric) -> type[BaseModel]:
+    return _labels_model(f"{rubric.name}_answer", rubric.keys, tuple(rubric.verdicts), "verdict")
+
+
+@cache
+def _facets_model(rubric: Rubric) -> type[BaseModel]:
+    keys = tuple(facet.key for facet in rubric.facets)
+    return _labels_model(f"{rubric.name}_facets", keys, rubric.facet_labels, "facet winner")
+
+
+@cache
+def _status_model(rubric: Rubric) -> type[BaseModel]:
+    model = _labels_model(f"{rubric.name}_status", ("status",), rubric.statuses, "status")
+
+    class RequirementStatus(model):
+        """One requirement's status in one response, with the quote from the response that shows it."""
+
+        model_config = ConfigDict(extra="ignore", strict=True)
+
+        quote: str
+        """A short quote from the response ('' allowed only for a status that needs none)."""
+
+        @model_validator(mode="after")
+        def _quoted(self) -> RequirementStatus:
+            if self.status in rubric.quoted_statuses and not self.quote.strip():
+                raise ValueError(f"a {self.status!r} status needs a quote from the response")
+            if rubric.quote_max_chars is not None and len(self.quote) > rubric.quote_max_chars:
+                raise ValueError(f"quote of {len(self.quote)} characters, over the {rubric.quote_max_chars} allowed")
+            return self
+
+    return RequirementStatus
 
 
 # --------------------------------------------------------------------------- validation
@@ -135,35 +167,71 @@ def validate_answer(rubric: Rubric, answer: Any, requirement_ids: Sequence[str] 
             parsed = _pairwise_model(rubric).model_validate(answer)
             verdicts = {key: getattr(parsed, key) for key in rubric.keys}
             scores = {key: float(rubric.verdicts[label]) for key, label in verdicts.items()}
+            if rubric.evidence_first:
+                return scores, {"verdicts": verdicts, **_validate_evidence(rubric, answer, requirement_ids)}
             return scores, {"verdicts": verdicts}
         return _validate_checklist(rubric, answer, requirement_ids)
     except ValidationError as error:
         raise JudgeReplyError(_short(error)) from None
 
 
-def _validate_checklist(rubric: Rubric, answer: dict, requirement_ids: Sequence[str]) -> tuple[dict, dict]:
-    entries = answer
-    # Hosted judges sometimes answer as a list of {id, score, reason}; accept that form too.
-    listed = answer.get("items") if isinstance(answer.get("items"), list) else None
-    if listed is not None:
-        entries = {}
+def _by_requirement(entries: Any, requirement_ids: Sequence[str], where: str) -> dict[str, Any]:
+    """{requirement id: entry} answering exactly `requirement_ids`, from a mapping or (as hosted judges sometimes
+    answer) a list of {constraint_id or id, ...}."""
+    if isinstance(entries, list):
+        listed, entries = entries, {}
         for position, entry in enumerate(listed):
             rid = entry.get("constraint_id", entry.get("id")) if isinstance(entry, dict) else None
             if rid is None:
-                raise JudgeReplyError(f"items.{position}: entry without an id")
+                raise JudgeReplyError(f"{where}.{position}: entry without an id")
             if str(rid) in entries:
-                raise JudgeReplyError(f"items.{position}: requirement id {rid!r} answered twice")
+                raise JudgeReplyError(f"{where}.{position}: requirement id {rid!r} answered twice")
             entries[str(rid)] = entry
+    if not isinstance(entries, dict):
+        raise JudgeReplyError(f"{where}: expected one entry per requirement id, got {type(entries).__name__}")
     expected = list(requirement_ids)
     got = list(entries)
     missing = [rid for rid in expected if rid not in entries]
     unknown = [rid for rid in got if rid not in expected]
     if missing or unknown:
         raise JudgeReplyError(
-            f"checklist answers {len(got)} items for {len(expected)} requirements"
+            f"{where} answers {len(got)} items for {len(expected)} requirements"
             + (f"; missing ids {missing}" if missing else "")
             + (f"; unknown ids {unknown}" if unknown else "")
         )
+    return entries
+
+
+def _validate_evidence(rubric: Rubric, answer: dict, requirement_ids: Sequence[str]) -> dict[str, Any]:
+    """The evidence an evidence-first pairwise answer gives before its verdicts: per shown response ('A', 'B') the
+    [{constraint_id, status, quote}] in requirement order, and the facet winners."""
+    evidence: dict[str, list[dict[str, str]]] = {}
+    for side, key in EVIDENCE_KEYS.items():
+        if key not in answer:
+            raise JudgeReplyError(f"{key}: missing")
+        entries = _by_requirement(answer[key], requirement_ids, key)
+        evidence[side] = []
+        for rid in requirement_ids:
+            try:
+                parsed = _status_model(rubric).model_validate(entries[rid])
+            except ValidationError as error:
+                raise JudgeReplyError(f"{key}.{rid}: {_short(error)}") from None
+            evidence[side].append({"constraint_id": rid, "status": parsed.status, "quote": parsed.quote})
+    if not isinstance(answer.get("facets"), dict):
+        raise JudgeReplyError("facets: expected an object with a winner for each facet")
+    try:
+        facets = _facets_model(rubric).model_validate(answer["facets"])
+    except ValidationError as error:
+        raise JudgeReplyError(f"facets.{_short(error)}") from None
+    return {"evidence": evidence, "facets": {facet.key: getattr(facets, facet.key) for facet in rubric.facets}}
+
+
+def _validate_checklist(rubric: Rubric, answer: dict, requirement_ids: Sequence[str]) -> tuple[dict, dict]:
+    # Hosted judges sometimes answer as a list of {id, score, reason} under 'items'; accept that form too.
+    listed = answer.get("items") if isinstance(answer.get("items"), list) else None
+    entries = _by_requirement(listed if listed is not None else answer, requirement_ids,
+                              "items" if listed is not None else "checklist")
+    expected = list(requirement_ids)
     item_model = _checklist_item_model(rubric.item_scores)
     items = []
     for rid in expected:

@@ -5,6 +5,8 @@
 
 With --sweep the score records come from the incremental-delivery sweep's runs in MLflow (exported beside the
 tables as score_records.jsonl) and the tables are attached to the sweep's parent run (report/human_validation/).
+A sweep that ran pairwise judges (`pairwise_judges:`) adds their verdicts, cases and evidence (exported as
+pairwise_verdicts.jsonl, pairwise_cases.jsonl, pairwise_evidence.jsonl) to whatever --pairwise and --cases give.
 
 Files (CSV + markdown + LaTeX each, columns in docs/formats.md), for what was given:
 
@@ -16,14 +18,20 @@ Files (CSV + markdown + LaTeX each, columns in docs/formats.md), for what was gi
 | human_aggregation | --pointwise --scores | Table 9 |
 | pairwise_agreement | --pairwise (two raters) | Table 11 |
 | pairwise_order_consistency | --pairwise (a rater with both orders) | appendix B.3 |
+| pairwise_status_stability | evidence of an evidence-first judge (a sweep's) | appendix B.3 |
+
+Pairwise agreement needs a reference rater: --reference, or the only rater that is not a judge. When every rater
+is a judge (a sweep's own judges, no human verdicts) it is skipped with a note saying so.
 
 Every file is read and checked before anything is computed; the problems of all of them are reported together.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -31,10 +39,12 @@ from narrative_eval.errors import UserError
 from narrative_eval.records import ScoreRecord
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.stats.human_records import (
+    EvidenceStatus,
     PairCase,
     PairwiseVerdict,
     PointwiseRating,
     load_pair_cases,
+    load_pairwise_evidence,
     load_pairwise_verdicts,
     load_pointwise_ratings,
 )
@@ -47,10 +57,12 @@ from narrative_eval.stats.human_validation import (
     pairwise_agreement,
     pointwise_alignment,
     pointwise_reliability,
+    status_stability,
 )
 
 REPORT_FILES: tuple[str, ...] = ("pointwise_reliability", "pointwise_alignment", "human_paired_effects",
-                                  "human_aggregation", "pairwise_agreement", "pairwise_order_consistency")
+                                  "human_aggregation", "pairwise_agreement", "pairwise_order_consistency",
+                                  "pairwise_status_stability")
 """The report's tables (each as .csv, .md and .tex)."""
 
 FLOAT_DIGITS = 6
@@ -65,10 +77,40 @@ class HumanInputs:
     ratings: list[PointwiseRating] | None = None
     verdicts: list[PairwiseVerdict] | None = None
     cases: list[PairCase] | None = None
+    evidence: list[EvidenceStatus] | None = None
 
 
-def load_inputs(scores: str | Path | None = None, pointwise: str | Path | None = None, pairwise: str | Path | None = None,
-                cases: str | Path | None = None) -> HumanInputs:
+Files = str | Path | Sequence[str | Path] | None
+"""One file, several read together (a sweep's judges beside people's verdicts), or none."""
+
+
+def _paths(files: Files) -> list[Path]:
+    if files is None:
+        return []
+    return [Path(files)] if isinstance(files, str | Path) else [Path(f) for f in files]
+
+
+def _load_all(files: Files, load: Callable, ids: Any, key: Callable, errors: list[str]) -> list | None:
+    """The lines of every file, each checked by `load`; a `key` seen in two files is an error unless the lines
+    are the same (a case both files name alike). None when nothing was given or a file is bad."""
+    loaded, first, before = [], {}, len(errors)
+    for path in _paths(files):
+        try:
+            lines = load(path, ids)
+        except UserError as error:
+            errors.extend(error.problems)
+            continue
+        for line in lines:
+            seen = first.setdefault(key(line), (path, line))
+            if seen[0] != path and seen[1] != line:
+                errors.append(f"{path}: {' / '.join(map(str, key(line)))} is also in {seen[0]}")
+            elif seen[0] == path:
+                loaded.append(line)
+    return loaded if _paths(files) and len(errors) == before else None
+
+
+def load_inputs(scores: str | Path | None = None, pointwise: str | Path | None = None, pairwise: Files = None,
+                cases: Files = None, evidence: Files = None) -> HumanInputs:
     """Load every file given; raise one UserError with every bad line of all of them (file:line)."""
     from narrative_eval.stats.score_records import load_score_records
 
@@ -88,17 +130,18 @@ def load_inputs(scores: str | Path | None = None, pointwise: str | Path | None =
     # A bad scores file leaves record_ids None: its own errors are reported, and ids are not checked against it.
     if pointwise is not None:
         inputs.ratings = attempt(load_pointwise_ratings, pointwise, record_ids)
-    if cases is not None:
-        inputs.cases = attempt(load_pair_cases, cases, record_ids)
+    inputs.cases = _load_all(cases, load_pair_cases, record_ids, lambda c: (c.case_id,), errors)
     case_ids = None if inputs.cases is None else {c.case_id for c in inputs.cases}
-    if pairwise is not None:
-        inputs.verdicts = attempt(load_pairwise_verdicts, pairwise, case_ids)
+    inputs.verdicts = _load_all(pairwise, load_pairwise_verdicts, case_ids, lambda v: (v.case_id, v.rater, v.order),
+                                errors)
+    inputs.evidence = _load_all(evidence, load_pairwise_evidence, case_ids,
+                                lambda e: (e.case_id, e.rater, e.order, e.shown_as, e.constraint_id), errors)
     if errors:
         raise UserError(errors)
     return inputs
 
 
-def _write(table: pd.DataFrame, out_dir: Path, name: str) -> str:
+def write_table(table: pd.DataFrame, out_dir: Path, name: str) -> str:
     """name.csv (numbers rounded), name.md and name.tex; returns the markdown."""
     table.round(FLOAT_DIGITS).to_csv(out_dir / f"{name}.csv", index=False)
     markdown = table.to_markdown(index=False, floatfmt=".3f") if not table.empty else "(no rows)"
@@ -123,41 +166,55 @@ def default_reference(verdicts: list[PairwiseVerdict], records: list[ScoreRecord
 
 def _pointwise_tables(inputs: HumanInputs, out_dir: Path, comparison: str, n_boot: int, seed: int) -> dict[str, str]:
     tables = {"Pointwise inter-rater reliability (Table 6)":
-              _write(pointwise_reliability(inputs.ratings), out_dir, "pointwise_reliability")}
+              write_table(pointwise_reliability(inputs.ratings), out_dir, "pointwise_reliability")}
     if inputs.records is None:
         return tables
     pairs = {how: human_pairs(inputs.ratings, inputs.records, comparison, how) for how in ("mean", "median", "centered")}
     if pairs["mean"].empty:
         raise UserError(f"no rated full/{comparison} pair: pairs match rated responses on story_id and model")
-    tables["Automated scores vs mean human rating (Table 7)"] = _write(
+    tables["Automated scores vs mean human rating (Table 7)"] = write_table(
         pointwise_alignment(pairs["mean"], n_boot, seed), out_dir, "pointwise_alignment")
-    tables[f"Human paired FULL - {comparison.upper()} effects (Tables 5 and 8)"] = _write(
+    tables[f"Human paired FULL - {comparison.upper()} effects (Tables 5 and 8)"] = write_table(
         human_paired_effects(pairs["mean"], comparison, n_boot, seed), out_dir, "human_paired_effects")
-    tables["Human effects by aggregation: medians, reviewer-centered (Table 9)"] = _write(
+    tables["Human effects by aggregation: medians, reviewer-centered (Table 9)"] = write_table(
         human_aggregation(pairs, n_boot, seed), out_dir, "human_aggregation")
     return tables
+
+
+def _agreement_tables(inputs: HumanInputs, out_dir: Path, reference: str | None, raters: list[str]) -> dict[str, str]:
+    """Table 11 against the reference rater; skipped with a note when no reference is named and every rater is a
+    judge (a sweep's pairwise judges alone: comparing two judge rubrics is a choice --reference makes)."""
+    verdicts = inputs.verdicts
+    if reference is None and set(raters) <= judges_of(verdicts, {r.judge for r in inputs.records or []}):
+        for ext in ("csv", "md", "tex"):  # no stale table from an earlier report in the same folder
+            (out_dir / f"pairwise_agreement.{ext}").unlink(missing_ok=True)
+        return {"Pairwise agreement (Table 11)": (
+            f"skipped: every rater is a judge ({', '.join(raters)}), so none is a human reference; give human "
+            "verdicts with --pairwise, or name the reference with --reference RATER to compare two judges")}
+    reference = reference or default_reference(verdicts, inputs.records)
+    if reference not in raters:
+        raise UserError(f"--reference {reference!r} gave no verdict; raters: {', '.join(raters)}")
+    table = pairwise_agreement(verdicts, reference)
+    return {f"Pairwise agreement with {reference} (Table 11)": write_table(table, out_dir, "pairwise_agreement")}
 
 
 def _pairwise_tables(inputs: HumanInputs, out_dir: Path, reference: str | None) -> dict[str, str]:
     verdicts = inputs.verdicts
     raters = sorted({v.rater for v in verdicts})
-    tables = {}
-    if len(raters) >= 2:
-        reference = reference or default_reference(verdicts, inputs.records)
-        if reference not in raters:
-            raise UserError(f"--reference {reference!r} gave no verdict; raters: {', '.join(raters)}")
-        table = pairwise_agreement(verdicts, reference)
-        tables[f"Pairwise agreement with {reference} (Table 11)"] = _write(table, out_dir, "pairwise_agreement")
+    tables = _agreement_tables(inputs, out_dir, reference, raters) if len(raters) >= 2 else {}
     consistency = order_consistency(verdicts)
     if not consistency.empty:
-        tables["Order-restored consistency (appendix B.3)"] = _write(consistency, out_dir, "pairwise_order_consistency")
+        tables["Order-restored consistency (appendix B.3)"] = write_table(consistency, out_dir, "pairwise_order_consistency")
+    if inputs.evidence:
+        tables["Atomic status stability of evidence-first judges (appendix B.3)"] = write_table(
+            status_stability(inputs.evidence), out_dir, "pairwise_status_stability")
     if not tables:
         raise UserError(f"nothing to compute from the pairwise verdicts: one rater ({raters[0]}) and no case seen "
                         "in both orders")
     return tables
 
 
-def check_usage(pointwise: str | Path | None, pairwise: str | Path | None, cases: str | Path | None) -> None:
+def check_usage(pointwise: str | Path | None, pairwise: Files, cases: Files) -> None:
     """Something to report, and --cases only beside --pairwise."""
     if pointwise is None and pairwise is None:
         raise UserError("nothing to report: give --pointwise ratings and/or --pairwise verdicts")
@@ -170,16 +227,18 @@ def write_human_validation_report(
     *,
     scores: str | Path | None = None,
     pointwise: str | Path | None = None,
-    pairwise: str | Path | None = None,
-    cases: str | Path | None = None,
+    pairwise: Files = None,
+    cases: Files = None,
+    evidence: Files = None,
     reference: str | None = None,
     comparison: str = "sharded",
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
 ) -> dict[str, str]:
-    """Write the tables the given files allow to out_dir; return title -> markdown table."""
+    """Write the tables the given files allow to out_dir; return title -> markdown table. `pairwise`, `cases` and
+    `evidence` (an evidence-first judge's requirement statuses) may each be several files, read together."""
     check_usage(pointwise, pairwise, cases)
-    inputs = load_inputs(scores, pointwise, pairwise, cases)
+    inputs = load_inputs(scores, pointwise, pairwise, cases, evidence)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tables: dict[str, str] = {}
@@ -193,18 +252,24 @@ def write_human_validation_report(
 def human_validation_from_sweep(sweep: str, out_dir: str | Path, *, data_sha256: str | None = None,
                                 **options) -> dict[str, str]:
     """The report with an incremental-delivery sweep's score records (exported to out_dir/score_records.jsonl, the
-    file the ratings' record_ids name), its files then attached to the sweep's parent run under
-    report/human_validation/. `options` as for write_human_validation_report, without `scores`."""
+    file the ratings' record_ids name) and its pairwise judges' verdicts, cases and evidence when it ran some
+    (exported as out_dir/pairwise_*.jsonl, read before --pairwise and --cases), its files then attached to the
+    sweep's parent run under report/human_validation/. `options` as for write_human_validation_report, without
+    `scores` and `evidence`."""
     from narrative_eval import tracking
     from narrative_eval.reports.creative import export_sweep_records
     from narrative_eval.studies.base import experiment_of
+    from narrative_eval.studies.pairwise import export_pairwise_files
 
-    check_usage(options.get("pointwise"), options.get("pairwise"), options.get("cases"))
     out_dir = Path(out_dir)
     try:
         export_sweep_records(sweep, out_dir, data_sha256)
     except ValueError as error:  # no finished cell run
         raise UserError(str(error)) from None
+    embedded = export_pairwise_files(sweep, out_dir, data_sha256)
+    if "pairwise" in embedded:
+        options = {**options, "pairwise": [embedded["pairwise"], *_paths(options.get("pairwise"))],
+                   "cases": [embedded["cases"], *_paths(options.get("cases"))], "evidence": embedded.get("evidence")}
     tables = write_human_validation_report(out_dir, scores=out_dir / "score_records.jsonl", **options)
     parent = tracking.find_sweep_run(experiment_of("incremental-delivery"), sweep)
     if parent is not None:
@@ -214,4 +279,5 @@ def human_validation_from_sweep(sweep: str, out_dir: str | Path, *, data_sha256:
     return tables
 
 
-__all__ = ["HumanInputs", "human_validation_from_sweep", "default_reference", "load_inputs", "write_human_validation_report"]
+__all__ = ["HumanInputs", "human_validation_from_sweep", "default_reference", "load_inputs", "write_human_validation_report",
+           "write_table"]

@@ -8,7 +8,10 @@ Three JSONL formats (docs/formats.md):
 - pairwise verdicts, one line per (case, rater, order):
   ``{case_id, rater, order: "primary"|"reversed", constraint_following, creative_quality}``, each verdict one of
   the five LEVELS as the rater saw A and B in that order (in ``reversed`` the primary B is shown as A);
-- pairwise cases (optional), ``{case_id, record_a, record_b}`` in the primary order.
+- pairwise cases (optional), ``{case_id, record_a, record_b}`` in the primary order;
+- pairwise evidence (what an evidence-first judge recorded before its verdicts), one line per (case, rater, order,
+  shown response, requirement): ``{case_id, rater, order, shown_as: "A"|"B", record_id, constraint_id, status,
+  quote}``, ``record_id`` naming the response shown as ``shown_as``.
 
 A verdict is encoded as a score of A over B: "A clearly better" = +2 ... "B clearly better" = -2; the
 order-restored value of a reversed verdict is its negation. Loading checks every line and raises DataErrors
@@ -43,6 +46,10 @@ ORDERS: tuple[str, ...] = ("primary", "reversed")
 POINTWISE_FIELDS: tuple[str, ...] = ("record_id", "rater", *QUALITY_FIELDS)
 VERDICT_FIELDS: tuple[str, ...] = ("case_id", "rater", "order", *PAIRWISE_DIMENSIONS)
 CASE_FIELDS: tuple[str, ...] = ("case_id", "record_a", "record_b")
+EVIDENCE_FIELDS: tuple[str, ...] = ("case_id", "rater", "order", "shown_as", "record_id", "constraint_id", "status",
+                                    "quote")
+SIDES: tuple[str, ...] = ("A", "B")
+"""Where a response was shown in one presentation order."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,28 @@ class PairCase:
     case_id: str
     record_a: str
     record_b: str
+
+
+@dataclass(frozen=True)
+class EvidenceStatus:
+    """One requirement's status in one response, as a judge recorded it in one presentation order."""
+
+    case_id: str
+    """The pairwise case."""
+    rater: str
+    """The judge (rater id '<judge id>/<rubric>')."""
+    order: str
+    """primary or reversed."""
+    shown_as: str
+    """A or B: where the response was shown in that order."""
+    record_id: str
+    """The response (a score-record id)."""
+    constraint_id: str
+    """The requirement."""
+    status: str
+    """The rubric's status (satisfied, partial, missing)."""
+    quote: str
+    """The judge's quote from the response ('' for none)."""
 
 
 def _field_problems(data: dict[str, Any], fields: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
@@ -123,6 +152,18 @@ def case_problems(data: dict[str, Any]) -> list[str]:
     problems = _field_problems(data, CASE_FIELDS, CASE_FIELDS)
     if not problems and data["record_a"] == data["record_b"]:
         problems.append(f"record_a and record_b are the same response {data['record_a']!r}")
+    return problems
+
+
+def evidence_problems(data: dict[str, Any]) -> list[str]:
+    """Everything wrong with one pairwise evidence line."""
+    problems = _field_problems(data, EVIDENCE_FIELDS, ("case_id", "rater", "record_id", "constraint_id", "status"))
+    if "order" in data and data["order"] not in ORDERS:
+        problems.append(f"order {data['order']!r} is not 'primary' or 'reversed'")
+    if "shown_as" in data and data["shown_as"] not in SIDES:
+        problems.append(f"shown_as {data['shown_as']!r} is not 'A' or 'B'")
+    if "quote" in data and not isinstance(data["quote"], str):
+        problems.append("quote must be a string ('' for none)")
     return problems
 
 
@@ -182,6 +223,14 @@ def load_pair_cases(path: str | Path, record_ids: Collection[str] | None = None)
     return [PairCase(d["case_id"], d["record_a"], d["record_b"]) for d in lines]
 
 
+def load_pairwise_evidence(path: str | Path, case_ids: Collection[str] | None = None) -> list[EvidenceStatus]:
+    """Read pairwise evidence; with `case_ids` (the cases file's ids) an unknown case_id is an error."""
+    lines = _load(path, "pairwise evidence file", evidence_problems,
+                  lambda d: (d["case_id"], d["rater"], d["order"], d["shown_as"], d["constraint_id"]),
+                  lambda d: _unknown(d, ("case_id",), case_ids, "case_id"))
+    return [EvidenceStatus(**{k: d[k] for k in EVIDENCE_FIELDS}) for d in lines]
+
+
 def _save(rows: Iterable[dict[str, Any]], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -206,3 +255,8 @@ def save_pairwise_verdicts(verdicts: Iterable[PairwiseVerdict], path: str | Path
 def save_pair_cases(cases: Iterable[PairCase], path: str | Path) -> Path:
     """Write pairwise cases in the format load_pair_cases reads."""
     return _save((asdict(case) for case in cases), path)
+
+
+def save_pairwise_evidence(evidence: Iterable[EvidenceStatus], path: str | Path) -> Path:
+    """Write pairwise evidence in the format load_pairwise_evidence reads."""
+    return _save((asdict(e) for e in evidence), path)

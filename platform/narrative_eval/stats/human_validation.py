@@ -12,7 +12,9 @@ Pairwise (verdicts +2 ... -2 as a score of A over B; see stats.human_records):
 - agreement of each rater with a reference rater on the primary orientation: directional agreement,
   quadratic-weighted kappa, exact agreement, Cohen's kappa on A-better/tie/B-better, mean absolute and
   severe (|difference| >= 3) disagreement;
-- order consistency: share of cases whose primary and order-restored reversed verdicts agree in direction.
+- order consistency: share of cases whose primary and order-restored reversed verdicts agree in direction;
+- atomic status stability (evidence-first judges): share of (case, response, requirement) whose status the judge
+  gave the same in both presentation orders.
 
 A statistic that cannot be computed is NaN with the reason in the row's `reason` column.
 """
@@ -30,7 +32,7 @@ from narrative_eval.judges.agreement import cohen_kappa, krippendorff_alpha, spe
 from narrative_eval.records import ScoreRecord
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
 from narrative_eval.stats.effects import pair_frame, responses_frame
-from narrative_eval.stats.human_records import PAIRWISE_DIMENSIONS, PairwiseVerdict, PointwiseRating
+from narrative_eval.stats.human_records import PAIRWISE_DIMENSIONS, EvidenceStatus, PairwiseVerdict, PointwiseRating
 from narrative_eval.stats.score_records import QUALITY_FIELDS
 
 AGGREGATIONS: tuple[str, ...] = ("mean", "median", "centered")
@@ -297,3 +299,19 @@ def order_consistency(verdicts: Sequence[PairwiseVerdict]) -> pd.DataFrame:
             rows.append({"judge": rater, "dimension": dimension, "n": len(both), "n_consistent": int(same),
                          "order_restored_consistency": same / len(both), "reason": ""})
     return pd.DataFrame(rows, columns=["judge", "dimension", "n", "n_consistent", "order_restored_consistency", "reason"])
+
+
+def status_stability(evidence: Iterable[EvidenceStatus]) -> pd.DataFrame:
+    """judge, n_items, n_stable, status_stability, reason: for each rater, over every (case, response, requirement)
+    it gave a status for in both presentation orders, the share given the same status in both."""
+    statuses: dict[tuple[str, str, str, str], dict[str, str]] = {}
+    for e in evidence:
+        statuses.setdefault((e.rater, e.case_id, e.record_id, e.constraint_id), {})[e.order] = e.status
+    rows = []
+    for rater in sorted({key[0] for key in statuses}):
+        both = [seen for key, seen in statuses.items() if key[0] == rater and len(seen) == 2]
+        stable = sum(seen["primary"] == seen["reversed"] for seen in both)
+        rows.append({"judge": rater, "n_items": len(both), "n_stable": stable,
+                     "status_stability": stable / len(both) if both else math.nan,
+                     "reason": "" if both else "no requirement with a status in both orders"})
+    return pd.DataFrame(rows, columns=["judge", "n_items", "n_stable", "status_stability", "reason"])

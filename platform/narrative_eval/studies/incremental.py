@@ -51,12 +51,17 @@ def model_label(cell: CellSpec) -> str:
     return cell.model.id if cell.prompt_setting in ("", "default") else f"{cell.model.id} [{cell.prompt_setting}]"
 
 
+def record_id(cell: CellSpec, story_id: str, seed: int, judge_id: str) -> str:
+    """The id of the score record one judge gives a cell's final reply to one story and seed."""
+    return f"{model_label(cell)}/{cell.condition}/{story_id}/seed{seed}/{judge_id}"
+
+
 def score_record(
     cell: CellSpec, task: WritingTask, seed: int, judge_id: str, checklist: JudgeResult, quality: JudgeResult
 ) -> ScoreRecord:
     """A ScoreRecord from one judge's two valid verdicts on one final reply."""
     return ScoreRecord(
-        record_id=f"{model_label(cell)}/{cell.condition}/{task.story_id}/seed{seed}/{judge_id}",
+        record_id=record_id(cell, task.story_id, seed, judge_id),
         story_id=task.story_id,
         genre=task.domain,
         model=model_label(cell),
@@ -334,10 +339,14 @@ class IncrementalDeliveryStudy(Study):
     # ------------------------------------------------------------------ the sweep's report
 
     def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
-        """Export the sweep's score records and write the creative-integrity report from MLflow."""
+        """Export the sweep's score records and write the creative-integrity report from MLflow; then, when the
+        sweep config asks for `pairwise_judges`, judge its FULL/SHARDED pairs (studies.pairwise)."""
         from narrative_eval.reports.creative import creative_report_from_sweep
+        from narrative_eval.studies.pairwise import run_pairwise_judges
 
-        return creative_report_from_sweep(sweep, out_dir, data_sha256=data_sha256)
+        tables = creative_report_from_sweep(sweep, out_dir, data_sha256=data_sha256)
+        tables.update(run_pairwise_judges(sweep, out_dir, data_sha256=data_sha256))
+        return tables
 
 
 def is_scoreable(trajectory: Trajectory, score_truncated: bool = False) -> bool:
@@ -360,4 +369,4 @@ def _record_value(record: ScoreRecord, dim: str) -> float | None:
     return float(value) if value is not None else None
 
 
-__all__ = ["IncrementalDeliveryStudy", "is_scoreable", "model_label", "score_record", "select_tasks"]
+__all__ = ["IncrementalDeliveryStudy", "is_scoreable", "model_label", "record_id", "score_record", "select_tasks"]

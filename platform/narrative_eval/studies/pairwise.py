@@ -1,0 +1,337 @@
+"""Pairwise judges of the incremental-delivery study (its Table 11 and appendix B.3), run at the end of a sweep.
+
+FULL and SHARDED are separate cell runs, so pairs exist only once both cells of a model have finished: the
+study's summarise step runs this when the sweep config lists rubrics under `pairwise_judges:`. A pair is one
+story, model (and system prompt) and seed whose FULL and SHARDED final replies both have a score record under
+some panel judge; every panel judge runs every listed rubric on it in both presentation orders (primary: FULL
+shown as A). Judges see what the other judges see: the brief, its requirements and the two stories.
+
+What is written (the human-validation formats of stats.human_records), to the sweep's parent run under
+pairwise/<first 12 hex digits of the tasks file's sha256>/ and to the report folder's pairwise/:
+
+- verdicts.jsonl: one line per case, rater and order; rater = '<judge id>/<rubric>';
+- cases.jsonl: case_id '<model>/<story_id>/seed<k>', record_a = the FULL score record, record_b = the SHARDED
+  one (of the first panel judge that scored both);
+- evidence.jsonl: what an evidence-first judge recorded before its verdicts, one line per requirement status;
+- judgments.json: every judgment (failures with their raw replies and error) and a digest of what was judged.
+
+A rerun reuses every valid judgment whose digest (texts, rubric file, judge settings) is unchanged and judges the
+rest; what an earlier attempt sent comes back from the request cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from narrative_eval.records import CellSpec, JudgeSpec, Trajectory, WritingTask, stable_hash
+from narrative_eval.stats.human_records import (
+    LEVEL_SCORE,
+    ORDERS,
+    PAIRWISE_DIMENSIONS,
+    EvidenceStatus,
+    PairCase,
+    PairwiseVerdict,
+    save_pair_cases,
+    save_pairwise_evidence,
+    save_pairwise_verdicts,
+)
+from narrative_eval.studies.base import chunks
+
+log = logging.getLogger(__name__)
+
+ARTIFACT_DIR = "pairwise"
+"""Folder of the pairwise files on the parent run (one subfolder per tasks file) and in the report folder."""
+FILES: dict[str, str] = {"pairwise": "verdicts.jsonl", "cases": "cases.jsonl", "evidence": "evidence.jsonl"}
+"""The human-validation report's input -> the file that holds it."""
+JUDGMENTS_FILE = "judgments.json"
+
+SCORE_LEVEL: dict[int, str] = {score: level for level, score in LEVEL_SCORE.items()}
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A FULL/SHARDED pair of final replies to one story by one model and seed, both with a score record."""
+
+    case: PairCase
+    """The case: its id and the two score records, FULL first."""
+    item: dict[str, Any]
+    """What a judge sees in the primary order: {task, requirements, response_a (FULL), response_b (SHARDED)}."""
+
+
+def artifact_dir(data_sha256: str) -> str:
+    """Where one tasks file's pairwise files lie on the sweep's parent run."""
+    return f"{ARTIFACT_DIR}/{data_sha256[:12]}"
+
+
+def rater_id(judge_id: str, rubric: str) -> str:
+    """The rater a pairwise judgment is filed under: one judge under one rubric."""
+    return f"{judge_id}/{rubric}"
+
+
+# --------------------------------------------------------------------------- the pairs of a sweep
+
+
+def _cell_outputs(run_id: str) -> tuple[CellSpec, dict[str, WritingTask], dict[tuple[str, int], str], set[str]]:
+    """A finished cell's spec, tasks, final reply per (story_id, seed) and score-record ids."""
+    from narrative_eval import tracking
+    from narrative_eval.studies.incremental import select_tasks
+
+    cell = CellSpec.model_validate(tracking.load_json_artifact(run_id, "cell_spec.json"))
+    tasks = {task.story_id: task for task in select_tasks(cell)}
+    finals = {(a["story_id"], a["seed"]): Trajectory.model_validate(a).final_text
+              for a in tracking.load_json_artifact(run_id, "trajectories.json") if a["kept"]}
+    records = {r["record_id"] for r in tracking.load_json_artifact(run_id, "score_records.json")}
+    return cell, tasks, finals, records
+
+
+def _model_pairs(full_run: str, sharded_run: str) -> list[Pair]:
+    """The pairs of one model's FULL and SHARDED cells."""
+    from narrative_eval.studies.incremental import model_label, record_id
+
+    full, tasks, full_finals, full_records = _cell_outputs(full_run)
+    sharded, _, sharded_finals, sharded_records = _cell_outputs(sharded_run)
+    pairs = []
+    for story_id, seed in sorted(set(full_finals) & set(sharded_finals)):
+        # The first panel judge that scored both responses; with none there is no score record for a case to name.
+        candidates = [(record_id(full, story_id, seed, judge.id), record_id(sharded, story_id, seed, judge.id))
+                      for judge in full.judges]
+        ids = next(((a, b) for a, b in candidates if a in full_records and b in sharded_records), None)
+        if ids is None:
+            continue
+        task = tasks[story_id]
+        case = PairCase(f"{model_label(full)}/{story_id}/seed{seed}", *ids)
+        item = {"task": task.full_instruction, "requirements": list(task.constraints),
+                "response_a": full_finals[(story_id, seed)], "response_b": sharded_finals[(story_id, seed)]}
+        pairs.append(Pair(case, item))
+    return pairs
+
+
+def sweep_pairs(sweep: str, data_sha256: str | None = None) -> tuple[str, list[Pair]]:
+    """The tasks file's sha256 the sweep's cells ran on, and every FULL/SHARDED pair of its finished cells."""
+    from narrative_eval import tracking
+    from narrative_eval.studies.base import experiment_of
+
+    runs = tracking.report_cell_runs(experiment_of("incremental-delivery"), sweep, data_sha256)
+    cells: dict[tuple[str, str], dict[str, str]] = {}
+    for _, run in runs.iterrows():  # newest first: a cell run again under a new spec replaces the older one
+        cells.setdefault((run["params.model_id"], run["params.prompt_setting"]), {}).setdefault(
+            run["params.condition"], run["run_id"])
+    pairs = []
+    for key in sorted(cells):
+        if {"full", "sharded"} <= set(cells[key]):
+            pairs.extend(_model_pairs(cells[key]["full"], cells[key]["sharded"]))
+    return data_sha256 or str(runs["params.data_sha256"].iloc[0]), pairs
+
+
+# --------------------------------------------------------------------------- judging, resumable
+
+
+def _digest(pair: Pair, judge: JudgeSpec, rubric_hash: str) -> str:
+    """What a judgment depends on: the texts shown, the rubric file and the judge's settings."""
+    requirements = [c.model_dump(mode="json") for c in pair.item["requirements"]]
+    return stable_hash({"item": {**pair.item, "requirements": requirements}, "rubric": rubric_hash,
+                        "judge": judge.model_dump(mode="json")})
+
+
+def _judge_rubric(judge: JudgeSpec, entry: Any, pairs: Sequence[Pair], state: dict[tuple, dict],
+                  backend_for: Callable[[Any], Any], publish: Callable[[], None]) -> int:
+    """One judge under one pairwise rubric on every pair whose two valid judgments `state` does not already hold
+    (same digest); updates `state`, publishing after each batch. Returns the pairs judged now."""
+    from narrative_eval.judges import judge_pairwise_orders, load_rubric
+
+    rubric = load_rubric(entry.rubric)
+    spec = judge if entry.max_new_tokens is None else judge.model_copy(update={"max_new_tokens": entry.max_new_tokens})
+    rater = rater_id(judge.id, rubric.name)
+    digests = {pair.case.case_id: _digest(pair, spec, rubric.hash) for pair in pairs}
+    todo = [pair for pair in pairs if not all(
+        (row := state.get((pair.case.case_id, rater, order))) is not None and row["ok"]
+        and row["digest"] == digests[pair.case.case_id] for order in ORDERS)]
+    if not todo:
+        return 0
+    backend = backend_for(spec.model)
+    for batch in chunks(todo, backend.batch_size):
+        judged = judge_pairwise_orders(backend, spec, [pair.item for pair in batch], rubric.name)
+        for pair, results in zip(batch, judged, strict=True):
+            for order, result in zip(ORDERS, results, strict=True):
+                state[(pair.case.case_id, rater, order)] = {
+                    "case_id": pair.case.case_id, "rater": rater, "order": order,
+                    "digest": digests[pair.case.case_id], **result.model_dump(mode="json")}
+        publish()
+    return len(todo)
+
+
+def _verdict(row: dict) -> PairwiseVerdict:
+    """A valid judgment as a verdict line: the rubric's signed preference as one of the five levels."""
+    return PairwiseVerdict(row["case_id"], row["rater"], row["order"],
+                           {d: SCORE_LEVEL[int(row["scores"][d])] for d in PAIRWISE_DIMENSIONS})
+
+
+def _evidence(row: dict, case: PairCase) -> list[EvidenceStatus]:
+    """The requirement statuses of a valid evidence-first judgment, each named by the response it is about."""
+    shown = {"A": case.record_a, "B": case.record_b}
+    if row["order"] == "reversed":
+        shown = {"A": case.record_b, "B": case.record_a}
+    return [EvidenceStatus(row["case_id"], row["rater"], row["order"], side, shown[side], e["constraint_id"],
+                           e["status"], e["quote"])
+            for side, entries in row["details"].get("evidence", {}).items() for e in entries]
+
+
+def write_pairwise_files(rows: Sequence[dict], cases: Sequence[PairCase], folder: Path) -> dict[str, Path]:
+    """verdicts.jsonl, cases.jsonl, evidence.jsonl and judgments.json from judgment rows, in case, rater and
+    order order; report input name -> path."""
+    import json
+
+    by_case = {case.case_id: case for case in cases}
+    valid = [row for row in sorted(rows, key=lambda r: (r["case_id"], r["rater"], ORDERS.index(r["order"])))
+             if row["ok"]]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / JUDGMENTS_FILE).write_text(json.dumps(list(rows), ensure_ascii=False, indent=1), encoding="utf-8")
+    return {
+        "pairwise": save_pairwise_verdicts([_verdict(row) for row in valid], folder / FILES["pairwise"]),
+        "cases": save_pair_cases(cases, folder / FILES["cases"]),
+        "evidence": save_pairwise_evidence([e for row in valid for e in _evidence(row, by_case[row["case_id"]])],
+                                           folder / FILES["evidence"]),
+    }
+
+
+# --------------------------------------------------------------------------- the sweep's step
+
+
+def _settings(parent: str) -> tuple[list[JudgeSpec], list[Any], str | None] | None:
+    """The judge panel, the pairwise rubrics and the request cache of the sweep's config as its parent run logged
+    it at the start of this invocation; None when it asks for no pairwise judges."""
+    from narrative_eval import tracking
+    from narrative_eval.config import PairwiseJudging
+
+    config = tracking.load_json_artifact(parent, "sweep_config.json")
+    entries = [PairwiseJudging.model_validate(entry) for entry in config.get("pairwise_judges") or []]
+    if not entries:
+        return None
+    return [JudgeSpec.model_validate(judge) for judge in config.get("judges") or []], entries, config.get("cache")
+
+
+def _logged(parent: str, folder: str) -> set[str]:
+    """Names of the files under `folder` on the parent run."""
+    from narrative_eval import tracking
+
+    return {Path(info.path).name for info in tracking.client().list_artifacts(parent, folder)}
+
+
+def _previous(parent: str, folder: str) -> dict[tuple, dict]:
+    """The judgments an earlier invocation logged, by (case_id, rater, order)."""
+    from narrative_eval import tracking
+
+    if JUDGMENTS_FILE not in _logged(parent, folder):
+        return {}
+    rows = tracking.load_json_artifact(parent, f"{folder}/{JUDGMENTS_FILE}")
+    return {(row["case_id"], row["rater"], row["order"]): row for row in rows}
+
+
+def run_pairwise_judges(sweep: str, out_dir: str | Path, data_sha256: str | None = None,
+                        backend_for: Callable[[Any], Any] | None = None) -> dict[str, str]:
+    """Judge the sweep's FULL/SHARDED pairs with every panel judge under every rubric of its `pairwise_judges`,
+    resuming what an earlier invocation judged; log the files and metrics on its parent run and write the
+    order-consistency and status-stability tables to out_dir. Title -> markdown; {} when none are asked for.
+    `backend_for` serves a judge's model (default: the sweep's backends behind its request cache)."""
+    from narrative_eval import tracking
+    from narrative_eval.studies.base import experiment_of
+
+    parent = tracking.find_sweep_run(experiment_of("incremental-delivery"), sweep)
+    settings = _settings(parent) if parent is not None else None
+    if settings is None:
+        return {}
+    judges, entries, cache = settings
+    data_sha256, pairs = sweep_pairs(sweep, data_sha256)
+    folder = artifact_dir(data_sha256)
+    raters = {rater_id(judge.id, entry.rubric) for judge in judges for entry in entries}
+    case_ids = {pair.case.case_id for pair in pairs}
+    # Judgments of cases or raters the sweep no longer has are dropped: the files describe the current config.
+    state = {key: row for key, row in _previous(parent, folder).items() if key[0] in case_ids and key[1] in raters}
+    local = Path(out_dir) / ARTIFACT_DIR
+
+    def publish() -> dict[str, Path]:
+        written = write_pairwise_files(list(state.values()), [pair.case for pair in pairs], local)
+        tracking.client().log_artifacts(parent, str(local), folder)
+        return written
+
+    pool = None
+    if backend_for is None:
+        from narrative_eval.sweep import BackendPool
+
+        pool = backend_for = BackendPool(cache)
+    try:
+        judged = sum(_judge_rubric(judge, entry, pairs, state, backend_for, publish)
+                     for judge in judges for entry in entries)
+    finally:
+        if pool is not None:
+            pool.cache.close()
+    files = publish()
+    log.info("pairwise judges of %s: %d pair judgments made now, %d reused", sweep, judged,
+             len(pairs) * len(raters) - judged)
+    counts = {"pairwise/n_cases": len(pairs), "pairwise/judged": judged,
+              "pairwise/reused": len(pairs) * len(raters) - judged}
+    return _summaries(parent, files, list(state.values()), Path(out_dir), counts)
+
+
+def _summaries(parent: str, files: dict[str, Path], rows: list[dict], out_dir: Path,
+               counts: dict[str, float]) -> dict[str, str]:
+    """Order consistency and status stability as tables in out_dir and, per rater, as metrics on the parent run
+    (pairwise/<rater>/...) with each rater's failure rate (judgments that never validated, per order)."""
+    from narrative_eval import tracking
+    from narrative_eval.reports.human_validation import write_table
+    from narrative_eval.stats.human_records import load_pairwise_evidence, load_pairwise_verdicts
+    from narrative_eval.stats.human_validation import order_consistency, status_stability
+
+    consistency = order_consistency(load_pairwise_verdicts(files["pairwise"]))
+    stability = status_stability(load_pairwise_evidence(files["evidence"]))
+    metrics = dict(counts)
+    for rater in sorted({row["rater"] for row in rows}):
+        mine = [row for row in rows if row["rater"] == rater]
+        metrics[f"pairwise/{rater}/failure_rate"] = sum(not row["ok"] for row in mine) / len(mine)
+    for row in consistency.itertuples():
+        metrics[f"pairwise/{row.judge}/order_consistency_{row.dimension}"] = row.order_restored_consistency
+    for row in stability.itertuples():
+        metrics[f"pairwise/{row.judge}/status_stability"] = row.status_stability
+    tracking.log_sweep_outputs(parent, {}, [], metrics=metrics)
+    tables = {}
+    if not consistency.empty:
+        tables["Pairwise judges: order-restored consistency (appendix B.3)"] = write_table(
+            consistency, out_dir, "pairwise_order_consistency")
+    if not stability.empty:
+        tables["Evidence-first pairwise judges: atomic status stability"] = write_table(
+            stability, out_dir, "pairwise_status_stability")
+    return tables
+
+
+def export_pairwise_files(sweep: str, out_dir: str | Path, data_sha256: str | None = None) -> dict[str, Path]:
+    """The sweep's pairwise verdicts, cases and evidence copied from its parent run into out_dir as
+    pairwise_verdicts.jsonl, pairwise_cases.jsonl and pairwise_evidence.jsonl; report input name -> path, {} when
+    the sweep ran no pairwise judges on that tasks file (default: the one its finished cells ran on)."""
+    from narrative_eval import tracking
+    from narrative_eval.studies.base import experiment_of
+
+    experiment = experiment_of("incremental-delivery")
+    parent = tracking.find_sweep_run(experiment, sweep)
+    if parent is None:
+        return {}
+    if data_sha256 is None:
+        data_sha256 = str(tracking.report_cell_runs(experiment, sweep)["params.data_sha256"].iloc[0])
+    folder = artifact_dir(data_sha256)
+    present = _logged(parent, folder)
+    exported = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for key, name in FILES.items():
+            if name in present:
+                downloaded = tracking.client().download_artifacts(parent, f"{folder}/{name}", tmp)
+                exported[key] = Path(shutil.copy(downloaded, Path(out_dir) / f"{ARTIFACT_DIR}_{name}"))
+    return exported
+
+
+__all__ = ["Pair", "artifact_dir", "export_pairwise_files", "rater_id", "run_pairwise_judges", "sweep_pairs",
+           "write_pairwise_files"]
