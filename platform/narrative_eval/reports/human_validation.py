@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from narrative_eval.errors import UserError
 from narrative_eval.records import ScoreRecord
+from narrative_eval.reports.creative import write_table
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.stats.human_records import (
     EvidenceStatus,
@@ -64,9 +63,6 @@ REPORT_FILES: tuple[str, ...] = ("pointwise_reliability", "pointwise_alignment",
                                   "human_aggregation", "pairwise_agreement", "pairwise_order_consistency",
                                   "pairwise_status_stability")
 """The report's tables (each as .csv, .md and .tex)."""
-
-FLOAT_DIGITS = 6
-"""Decimals kept in the CSV files."""
 
 
 @dataclass
@@ -139,17 +135,6 @@ def load_inputs(scores: str | Path | None = None, pointwise: str | Path | None =
     if errors:
         raise UserError(errors)
     return inputs
-
-
-def write_table(table: pd.DataFrame, out_dir: Path, name: str) -> str:
-    """name.csv (numbers rounded), name.md and name.tex; returns the markdown."""
-    table.round(FLOAT_DIGITS).to_csv(out_dir / f"{name}.csv", index=False)
-    markdown = table.to_markdown(index=False, floatfmt=".3f") if not table.empty else "(no rows)"
-    (out_dir / f"{name}.md").write_text(markdown + "\n", encoding="utf-8")
-    (out_dir / f"{name}.tex").write_text(table.to_latex(index=False, float_format="%.3f".__mod__, na_rep="--",
-                                                          escape=True),
-                                         encoding="utf-8")
-    return markdown
 
 
 def default_reference(verdicts: list[PairwiseVerdict], records: list[ScoreRecord] | None) -> str:

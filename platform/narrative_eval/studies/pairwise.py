@@ -284,7 +284,7 @@ def _summaries(parent: str, files: dict[str, Path], rows: list[dict], out_dir: P
     """Order consistency and status stability as tables in out_dir and, per rater, as metrics on the parent run
     (pairwise/<rater>/...) with each rater's failure rate (judgments that never validated, per order)."""
     from narrative_eval import tracking
-    from narrative_eval.reports.human_validation import write_table
+    from narrative_eval.reports.creative import write_table
     from narrative_eval.stats.human_records import load_pairwise_evidence, load_pairwise_verdicts
     from narrative_eval.stats.human_validation import order_consistency, status_stability
 
