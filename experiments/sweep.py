@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         for model, setting, condition, digest in grid["cells"]:
             print(f"{model:<28} {setting:<16} {condition:<10} {digest}")
         print(f"generations: {grid['generations']}")
-        print(f"judge calls: {grid['judge_calls']} ({len(config.judges)} judge(s))")
+        pairwise = f"; {grid['pairwise_calls']} of them pairwise, both orders" if config.pairwise_judges else ""
+        print(f"judge calls: {grid['judge_calls']} ({len(config.judges)} judge(s){pairwise})")
         print(f"estimated cost of hosted models (upper bound, every reply at its token limit): "
               f"synchronous {usd(grid['estimated_cost_usd'])}, batch {usd(grid['estimated_batch_cost_usd'])}, "
               f"as configured {usd(grid['estimated_run_cost_usd'])}")

@@ -72,6 +72,8 @@ class SweepConfig(BaseModel):
     pairwise_judges: list[PairwiseJudging] = Field(default_factory=list)
     """Pairwise rubrics every panel judge runs on each FULL/SHARDED pair, both orders, after the cells
     (incremental-delivery); rater id '<judge id>/<rubric>'."""
+    pairwise_sample: int | None = Field(default=None, gt=0)
+    """Judge only this many pairs (the study's validation set had 30), the same ones on every run (None: all)."""
     metrics: MetricsSpec = MetricsSpec()
     """Automatic metrics (infilling)."""
     extra: dict[str, Any] = Field(default_factory=dict)
@@ -125,6 +127,8 @@ class SweepConfig(BaseModel):
         """Pairwise judges need an incremental-delivery sweep with both FULL and SHARDED, a judge panel, and
         pairwise rubrics with the two verdicts of the human-validation files."""
         if not self.pairwise_judges:
+            if self.pairwise_sample is not None:
+                raise ValueError("pairwise_sample chooses the pairs of pairwise_judges, and pairwise_judges is empty")
             return self
         from narrative_eval.judges.rubric import load_rubric
         from narrative_eval.stats.human_records import PAIRWISE_DIMENSIONS

@@ -236,15 +236,37 @@ def describe_grid(config: SweepConfig, cells: list[CellSpec] | None = None) -> d
         sync += sum(_price(*item) for item in priced)
         batch += sum(_price(*item, batch=True) for item in priced)
         per_cell.append(sum(_price(*item, batch=batch_enabled(item[0])) for item in priced))
+    pairwise = _pairwise_requests(config, cells)
+    pairwise_calls = sum(requests for _, requests, _ in pairwise)
+    sync += sum(_price(*item) for item in pairwise)
+    batch += sum(_price(*item, batch=True) for item in pairwise)
+    pairwise_cost = sum(_price(*item, batch=batch_enabled(item[0])) for item in pairwise)
     return {
         "cells": [(c.model.id, c.prompt_setting, c.condition, c.spec_hash) for c in cells],
         "generations": generations,
-        "judge_calls": judge_calls,
+        "judge_calls": judge_calls + pairwise_calls,
+        "pairwise_calls": pairwise_calls,
         "estimated_cost_usd": sync,
         "estimated_batch_cost_usd": batch,
-        "estimated_run_cost_usd": sum(per_cell),
+        "estimated_run_cost_usd": sum(per_cell) + pairwise_cost,
         "cell_costs": per_cell,
+        "pairwise_cost": pairwise_cost,
     }
+
+
+def _pairwise_requests(config: SweepConfig, cells: list[CellSpec]) -> list[tuple[ModelSpec, int, int]]:
+    """(judge model, requests, token limit) of the end-of-sweep pairwise judges: every pair of the grid, up to
+    `pairwise_sample`, judged in both orders by every panel judge
+    under every pairwise rubric. Judgments an earlier run made are reused, so this is an upper bound."""
+    if not config.pairwise_judges:
+        return []
+    from narrative_eval.studies.pairwise import count_pairs
+
+    pairs = count_pairs(cells)
+    if config.pairwise_sample is not None:
+        pairs = min(pairs, config.pairwise_sample)
+    return [(judge.model, 2 * pairs, entry.max_new_tokens or judge.max_new_tokens)
+            for judge in config.judges for entry in config.pairwise_judges]
 
 
 def _price(model: ModelSpec, requests: int, max_new_tokens: int, batch: bool = False) -> float:
@@ -258,10 +280,12 @@ def check_budget(config: SweepConfig, cells: list[CellSpec]) -> None:
     if config.max_cost_usd is None:
         return
     experiment = load_study(config.study).experiment
-    costs = describe_grid(config, cells)["cell_costs"]
+    grid = describe_grid(config, cells)
+    costs = grid["cell_costs"]
     todo = [cost for cell, cost in zip(cells, costs, strict=True)
             if (found := tracking.find_cell_run(experiment, cell)) is None or found[1] != "FINISHED"]
-    estimate = sum(todo)
+    # Pairwise judgments made earlier are reused, but which are missing is only known at the end: count them all.
+    estimate = sum(todo) + grid["pairwise_cost"]
     if estimate > config.max_cost_usd:
         raise UserError(
             f"sweep {config.sweep!r}: the {len(todo)} cell(s) still to run may cost up to {usd(estimate)} "

@@ -173,3 +173,69 @@ def test_config_option_is_checked(tmp_path, repo_root):
     assert "'creative_quality' is a scores rubric" in message and "names a rubric twice" in message
     with pytest.raises(UserError, match="unknown rubric 'nope'"):
         load_config(tiny_config(tmp_path, "bad", pairwise="[nope]"), catalog=catalog)
+
+
+def test_pairwise_sample_needs_pairwise_judges(tmp_path, repo_root):
+    from narrative_eval.config import load_config
+
+    catalog = repo_root / "experiments/configs/models.yaml"
+    path = tiny_config(tmp_path, "sampled")
+    path.write_text(path.read_text() + "pairwise_sample: 30\n")
+    assert load_config(path, catalog=catalog).pairwise_sample == 30
+    path.write_text(path.read_text().replace("pairwise_judges: [pairwise, {rubric: pairwise_evidence, "
+                                             "max_new_tokens: 320}]", "pairwise_judges: []"))
+    with pytest.raises(UserError, match="pairwise_sample chooses the pairs of pairwise_judges"):
+        load_config(path, catalog=catalog)
+
+
+def test_sample_of_pairs_is_fixed_and_kept_when_the_sweep_grows():
+    from narrative_eval.records import stable_hash
+    from narrative_eval.stats.human_records import PairCase
+    from narrative_eval.studies.pairwise import Pair, sample_pairs
+
+    def pairs(models):
+        return [Pair(PairCase(f"{m}/story_{k:03d}/seed0", f"{m}-full-{k}", f"{m}-sharded-{k}"), {})
+                for m in models for k in range(20)]
+
+    one = pairs(["m1"])
+    drawn = sample_pairs(one, 5)
+    # The five case ids that hash lowest, in the pairs' own order.
+    lowest = sorted(one, key=lambda p: (stable_hash(p.case.case_id), p.case.case_id))[:5]
+    assert [p.case.case_id for p in drawn] == [p.case.case_id for p in one if p in lowest]
+    assert sample_pairs(list(reversed(one)), 5) == list(reversed(drawn))
+    assert sample_pairs(one, None) == one and sample_pairs(one, 50) == one
+    # A second model's pairs can only push drawn cases out, never pull undrawn ones of the first model in.
+    grown = {p.case.case_id for p in sample_pairs(pairs(["m1", "m2"]), 5)}
+    assert {c for c in grown if c.startswith("m1/")} <= {p.case.case_id for p in drawn}
+
+
+def test_dry_run_counts_and_prices_pairwise_calls(tmp_path, repo_root):
+    from narrative_eval.config import load_config
+    from narrative_eval.sweep import describe_grid
+
+    catalog = repo_root / "experiments/configs/models.yaml"
+    plain = load_config(tiny_config(tmp_path, "counted", pairwise="[]"), catalog=catalog)
+    path = tiny_config(tmp_path, "counted")
+    config = load_config(path, catalog=catalog)
+    with_pairs, without = describe_grid(config), describe_grid(plain)
+    # One task, one seed, one model: one pair, two orders, one judge, two rubrics.
+    assert with_pairs["pairwise_calls"] == 4 and without["pairwise_calls"] == 0
+    assert with_pairs["judge_calls"] == without["judge_calls"] + 4
+
+    # A priced judge: each pairwise call is priced at its rubric's token limit.
+    path.write_text(path.read_text().replace(
+        "  - {id: smollm2-judge, model: smollm2, max_new_tokens: 160}",
+        "  - {id: api-judge, model: {id: api-judge, backend: openai, weights: gpt-x, "
+        "options: {prices: {input_per_mtok: 1.0, output_per_mtok: 10.0}}}, max_new_tokens: 160}"))
+    priced = describe_grid(load_config(path, catalog=catalog))
+    # Two orders at the simple rubric's limit (the judge's 160) and two at the evidence-first one's 320.
+    assert priced["pairwise_calls"] == 4
+    assert priced["pairwise_cost"] == pytest.approx(
+        sum(_dollars(160) for _ in range(2)) + sum(_dollars(320) for _ in range(2)))
+    assert priced["estimated_run_cost_usd"] == pytest.approx(sum(priced["cell_costs"]) + priced["pairwise_cost"])
+
+
+def _dollars(max_new_tokens: int) -> float:
+    from narrative_eval.sweep import PROMPT_TOKENS_ESTIMATE
+
+    return (PROMPT_TOKENS_ESTIMATE * 1.0 + max_new_tokens * 10.0) / 1e6

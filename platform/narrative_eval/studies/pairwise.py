@@ -129,6 +129,25 @@ def sweep_pairs(sweep: str, data_sha256: str | None = None) -> tuple[str, list[P
     return data_sha256 or str(runs["params.data_sha256"].iloc[0]), pairs
 
 
+def count_pairs(cells: Sequence[CellSpec]) -> int:
+    """How many pairs a grid can give, before any is generated: a story and seed of each FULL cell whose SHARDED
+    twin (same model and system prompt) is in the grid."""
+    from narrative_eval.studies.incremental import select_tasks
+
+    sharded = {(cell.model.id, cell.prompt_setting) for cell in cells if cell.condition == "sharded"}
+    return sum(len(select_tasks(cell)) * len(cell.seeds) for cell in cells
+               if cell.condition == "full" and (cell.model.id, cell.prompt_setting) in sharded)
+
+
+def sample_pairs(pairs: Sequence[Pair], size: int | None) -> list[Pair]:
+    """`size` of the pairs (all when None or when there are fewer), in their order: those whose case ids hash
+    lowest, so every run draws the same cases and a case stays drawn when other models join the sweep."""
+    if size is None or len(pairs) <= size:
+        return list(pairs)
+    chosen = set(sorted((stable_hash(pair.case.case_id), pair.case.case_id) for pair in pairs)[:size])
+    return [pair for pair in pairs if (stable_hash(pair.case.case_id), pair.case.case_id) in chosen]
+
+
 # --------------------------------------------------------------------------- judging, resumable
 
 
@@ -203,9 +222,9 @@ def write_pairwise_files(rows: Sequence[dict], cases: Sequence[PairCase], folder
 # --------------------------------------------------------------------------- the sweep's step
 
 
-def _settings(parent: str) -> tuple[list[JudgeSpec], list[Any], str | None] | None:
-    """The judge panel, the pairwise rubrics and the request cache of the sweep's config as its parent run logged
-    it at the start of this invocation; None when it asks for no pairwise judges."""
+def _settings(parent: str) -> tuple[list[JudgeSpec], list[Any], int | None, str | None] | None:
+    """The judge panel, the pairwise rubrics, the pair sample size and the request cache of the sweep's config as
+    its parent run logged it at the start of this invocation; None when it asks for no pairwise judges."""
     from narrative_eval import tracking
     from narrative_eval.config import PairwiseJudging
 
@@ -213,7 +232,8 @@ def _settings(parent: str) -> tuple[list[JudgeSpec], list[Any], str | None] | No
     entries = [PairwiseJudging.model_validate(entry) for entry in config.get("pairwise_judges") or []]
     if not entries:
         return None
-    return [JudgeSpec.model_validate(judge) for judge in config.get("judges") or []], entries, config.get("cache")
+    return ([JudgeSpec.model_validate(judge) for judge in config.get("judges") or []], entries,
+            config.get("pairwise_sample"), config.get("cache"))
 
 
 def _logged(parent: str, folder: str) -> set[str]:
@@ -246,8 +266,9 @@ def run_pairwise_judges(sweep: str, out_dir: str | Path, data_sha256: str | None
     settings = _settings(parent) if parent is not None else None
     if settings is None:
         return {}
-    judges, entries, cache = settings
+    judges, entries, sample, cache = settings
     data_sha256, pairs = sweep_pairs(sweep, data_sha256)
+    pairs = sample_pairs(pairs, sample)
     folder = artifact_dir(data_sha256)
     raters = {rater_id(judge.id, entry.rubric) for judge in judges for entry in entries}
     case_ids = {pair.case.case_id for pair in pairs}
@@ -333,5 +354,5 @@ def export_pairwise_files(sweep: str, out_dir: str | Path, data_sha256: str | No
     return exported
 
 
-__all__ = ["Pair", "artifact_dir", "export_pairwise_files", "rater_id", "run_pairwise_judges", "sweep_pairs",
-           "write_pairwise_files"]
+__all__ = ["Pair", "artifact_dir", "count_pairs", "export_pairwise_files", "rater_id", "run_pairwise_judges", "sample_pairs",
+           "sweep_pairs", "write_pairwise_files"]
