@@ -17,12 +17,13 @@ from pathlib import Path
 
 import gradio as gr
 import pandas as pd
+from pydantic import ValidationError
 
 from narrative_eval import annotations
-from narrative_eval.data.tasks import load_tasks
 from narrative_eval.judges import QUALITY_RUBRIC
-from narrative_eval.records import WritingTask
+from narrative_eval.records import CellSpec, WritingTask
 from narrative_eval.stats.human_records import LEVELS, PAIRWISE_DIMENSIONS
+from narrative_eval.studies.incremental import tasks_of_cell
 from ui.annotate_common import (build_agreement, checked_rater, first_unrated, judge_scores_of, progress_line,
                                 rating_as_feedback, rating_form, rubric_dimensions, saved_message, scale_descriptions,
                                 wire_submit)
@@ -58,28 +59,19 @@ def dimensions() -> list[tuple[str, str]]:
     return rubric_dimensions(QUALITY_RUBRIC)
 
 
-def _resolve(path: str, repo: Path) -> Path:
-    return Path(path) if Path(path).is_absolute() else repo / path
-
-
-@lru_cache(maxsize=16)
-def _load_tasks(tasks_path: str, constraints_path: str | None, stamp: float) -> dict[str, WritingTask]:
-    try:
-        return {task.story_id: task for task in load_tasks(tasks_path, constraints_path)}
-    except Exception:  # a task file gone bad just means its stories cannot be shown with their brief
-        return {}
+_TASKS: dict[tuple[str, Path], dict[str, WritingTask]] = {}
+"""Tasks per (run, repo) once read: a run's tasks are fixed, and its task file is checked against the run's hash."""
 
 
 def tasks_of_run(run_id: str, repo: Path = REPO) -> dict[str, WritingTask]:
-    """story_id -> task (brief and checklist) from the files named in the run's cell spec; {} when they are gone."""
-    spec = run_artifact(run_id, "cell_spec.json") or {}
-    if not spec.get("data_path"):
-        return {}
-    tasks = _resolve(spec["data_path"], repo)
-    constraints = (spec.get("extra") or {}).get("constraints")
-    if not tasks.is_file():
-        return {}
-    return _load_tasks(str(tasks), str(_resolve(constraints, repo)) if constraints else None, tasks.stat().st_mtime)
+    """story_id -> task (brief and checklist) the run ran; {} when its files are gone or changed since."""
+    if (run_id, repo) not in _TASKS:
+        try:
+            cell = CellSpec.model_validate(run_artifact(run_id, "cell_spec.json") or {})
+            _TASKS[(run_id, repo)] = {task.story_id: task for task in tasks_of_cell(cell, repo)}
+        except (ValidationError, ValueError):  # its stories cannot be shown with their brief
+            return {}
+    return _TASKS[(run_id, repo)]
 
 
 @lru_cache(maxsize=256)

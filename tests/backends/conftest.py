@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,21 @@ from narrative_eval.weights import resolve_weights  # noqa: E402
 
 SMOLLM = "embedded:smollm2-135m-instruct"
 DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory):
+    """The converted-model cache of the vLLM tests, one folder for the session so each GGUF is converted once;
+    set only while a module that asks for it runs.
+
+    A machine that already sets NARRATIVE_EVAL_MODEL_CACHE keeps it (and its converted models).
+    """
+    saved = os.environ.get("NARRATIVE_EVAL_MODEL_CACHE")
+    path = saved or str(tmp_path_factory.getbasetemp() / "hf-models")
+    os.environ["NARRATIVE_EVAL_MODEL_CACHE"] = path
+    yield path
+    if saved is None:
+        os.environ.pop("NARRATIVE_EVAL_MODEL_CACHE", None)
 
 
 @pytest.fixture(scope="session")

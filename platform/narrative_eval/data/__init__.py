@@ -35,3 +35,27 @@ def __getattr__(name: str) -> Any:
 
 # Creative-writing task loaders are imported below.
 from narrative_eval.data.tasks import GENRES, load_tasks, save_tasks  # noqa: E402
+
+__all__ = [
+    "BLANK",
+    "COLUMNS",
+    "DOMAINS",
+    "GENRES",
+    "POSITIONS",
+    "DataError",
+    "DataErrors",
+    "blank_position",
+    "count_blanks",
+    "domain",
+    "file_sha256",
+    "load_instances",
+    "load_tasks",
+    "position_of",
+    "save_instances",
+    "save_tasks",
+    "sentences",
+    "split_problem",
+    "spread_limit",
+    "stratified_subset",
+    *sorted(_BUILDER_NAMES),
+]

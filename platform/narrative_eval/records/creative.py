@@ -104,3 +104,8 @@ class ScoreRecord(BaseModel):
     """[{constraint_id, score: 0|0.5|1}]."""
     quality: dict[str, int | None]
     """craft, structure_coherence, originality, genre_effectiveness, characterization (1-5 or None)."""
+
+    @staticmethod
+    def make_id(model: str, condition: str, story_id: str, seed: int, judge: str) -> str:
+        """The record id this platform gives one judge's record of one final reply (published records keep theirs)."""
+        return f"{model}/{condition}/{story_id}/seed{seed}/{judge}"

@@ -201,27 +201,6 @@ def draw_length_diagnostics(table: pd.DataFrame, path: Path) -> bool:
     return True
 
 
-def cell_tasks(cell: CellSpec) -> list[WritingTask]:
-    """The tasks a cell ran (its task file, constraints and limit), when those files are still there unchanged;
-    ValueError says why not."""
-    from narrative_eval.data.infilling import file_sha256
-    from narrative_eval.errors import UserError
-    from narrative_eval.studies.incremental import select_tasks
-
-    files = [(cell.data_path, cell.data_sha256)]
-    if cell.extra.get("constraints") and cell.extra.get("constraints_sha256"):
-        files.append((cell.extra["constraints"], cell.extra["constraints_sha256"]))
-    for path, sha256 in files:
-        if not Path(path).is_file():
-            raise ValueError(f"{path} not found")
-        if file_sha256(path) != sha256:
-            raise ValueError(f"{path} changed since the sweep ran")
-    try:
-        return select_tasks(cell)
-    except UserError as error:
-        raise ValueError(f"{cell.data_path} no longer loads ({error.problems[0]})") from None
-
-
 def final_stories(table: pd.DataFrame, model: str, condition: str) -> pd.DataFrame:
     """The final stories of one cell's conversations table (rows per story x turn; `final` marks the judged
     reply, which only a scoreable trajectory has): model, condition, reply, prompt_tokens."""
@@ -241,7 +220,7 @@ def sweep_inputs(sweep: str, records: Sequence[ScoreRecord], data_sha256: str | 
 
     from narrative_eval import tracking
     from narrative_eval.studies.base import experiment_of
-    from narrative_eval.studies.incremental import model_label
+    from narrative_eval.studies.incremental import model_label, tasks_of_cell
 
     runs = tracking.report_cell_runs(experiment_of("incremental-delivery"), sweep, data_sha256)
     tasks: list[WritingTask] = []
@@ -262,7 +241,7 @@ def sweep_inputs(sweep: str, records: Sequence[ScoreRecord], data_sha256: str | 
         except (MlflowException, OSError):
             length_problems.append(f"run {run_id} ({cell.run_name}) has no conversations.json")
         try:
-            ran = cell_tasks(cell)
+            ran = tasks_of_cell(cell)
         except ValueError as error:
             task_problems.append(str(error))
             continue

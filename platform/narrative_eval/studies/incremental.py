@@ -46,6 +46,31 @@ def select_tasks(cell: CellSpec) -> list[WritingTask]:
     return tasks[: cell.limit] if cell.limit is not None else tasks
 
 
+def tasks_of_cell(cell: CellSpec, root: Path | None = None) -> list[WritingTask]:
+    """The tasks a cell ran, read again from the files its spec names (relative paths from `root`, default the
+    working directory) when they are still there unchanged; ValueError says why not."""
+    from narrative_eval.data.infilling import file_sha256
+    from narrative_eval.errors import UserError
+
+    def where(path: str) -> Path:
+        return Path(path) if root is None or Path(path).is_absolute() else Path(root) / path
+
+    constraints = cell.extra.get("constraints")
+    files = [(where(cell.data_path), cell.data_sha256)]
+    if constraints and cell.extra.get("constraints_sha256"):
+        files.append((where(constraints), cell.extra["constraints_sha256"]))
+    for path, sha256 in files:
+        if not path.is_file():
+            raise ValueError(f"{path} not found")
+        if file_sha256(path) != sha256:
+            raise ValueError(f"{path} changed since the sweep ran")
+    try:
+        tasks = load_tasks(where(cell.data_path), where(constraints) if constraints else None)
+    except UserError as error:
+        raise ValueError(f"{cell.data_path} no longer loads ({error.problems[0]})") from None
+    return tasks[: cell.limit] if cell.limit is not None else tasks
+
+
 def model_label(cell: CellSpec) -> str:
     """The model name score records carry: the model id, plus the system prompt when it is not the default."""
     return cell.model.id if cell.prompt_setting in ("", "default") else f"{cell.model.id} [{cell.prompt_setting}]"
@@ -53,7 +78,7 @@ def model_label(cell: CellSpec) -> str:
 
 def record_id(cell: CellSpec, story_id: str, seed: int, judge_id: str) -> str:
     """The id of the score record one judge gives a cell's final reply to one story and seed."""
-    return f"{model_label(cell)}/{cell.condition}/{story_id}/seed{seed}/{judge_id}"
+    return ScoreRecord.make_id(model_label(cell), cell.condition, story_id, seed, judge_id)
 
 
 def score_record(

@@ -80,10 +80,14 @@ def rater_id(judge_id: str, rubric: str) -> str:
 def _cell_outputs(run_id: str) -> tuple[CellSpec, dict[str, WritingTask], dict[tuple[str, int], str], set[str]]:
     """A finished cell's spec, tasks, final reply per (story_id, seed) and score-record ids."""
     from narrative_eval import tracking
-    from narrative_eval.studies.incremental import select_tasks
+    from narrative_eval.errors import UserError
+    from narrative_eval.studies.incremental import tasks_of_cell
 
     cell = CellSpec.model_validate(tracking.load_json_artifact(run_id, "cell_spec.json"))
-    tasks = {task.story_id: task for task in select_tasks(cell)}
+    try:
+        tasks = {task.story_id: task for task in tasks_of_cell(cell)}
+    except ValueError as error:
+        raise UserError(f"pairwise judges: the tasks of cell {cell.run_name} (run {run_id}): {error}") from None
     finals = {(a["story_id"], a["seed"]): Trajectory.model_validate(a).final_text
               for a in tracking.load_json_artifact(run_id, "trajectories.json") if a["kept"]}
     records = {r["record_id"] for r in tracking.load_json_artifact(run_id, "score_records.json")}
