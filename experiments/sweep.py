@@ -14,10 +14,9 @@ import sys
 
 from experiments.progress import Stopped, plain_progress, request_stop, tqdm_progress
 from narrative_eval import tracking
-from narrative_eval.backends.accounting import usd
 from narrative_eval.config import SweepConfig, load_config
 from narrative_eval.errors import ServiceUnavailable, UserError, add_debug_flag, cli_main, require_file
-from narrative_eval.sweep import describe_grid, run_sweep
+from narrative_eval.sweep import describe_grid, estimate_lines, run_sweep
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -125,15 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'model':<28} {'setting':<16} {'condition':<10} spec hash")
         for model, setting, condition, digest in grid["cells"]:
             print(f"{model:<28} {setting:<16} {condition:<10} {digest}")
-        print(f"generations: {grid['generations']}")
-        pairwise = f"; {grid['pairwise_calls']} of them pairwise, both orders" if config.pairwise_judges else ""
-        print(f"judge calls: {grid['judge_calls']} ({len(config.judges)} judge(s){pairwise})")
-        print(f"estimated cost of hosted models (upper bound, every reply at its token limit): "
-              f"synchronous {usd(grid['estimated_cost_usd'])}, batch {usd(grid['estimated_batch_cost_usd'])}, "
-              f"as configured {usd(grid['estimated_run_cost_usd'])}")
-        if config.max_cost_usd is not None:
-            over = grid["estimated_run_cost_usd"] - config.max_cost_usd
-            print(f"budget (max_cost_usd): {usd(config.max_cost_usd)}" + (f"; over it by {usd(over)}" if over > 0 else ""))
+        print("\n".join(estimate_lines(config, grid)))
         if args.variance_from:
             print_plan(config, args.variance_from, args.mde_target)
         return 0

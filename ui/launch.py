@@ -101,9 +101,8 @@ def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, models: 
     """What the launch would run and cost, before anything starts: the dry run's counts and its cost estimates."""
     import tempfile
 
-    from narrative_eval.backends.accounting import usd
     from narrative_eval.errors import UserError
-    from narrative_eval.sweep import describe_grid
+    from narrative_eval.sweep import describe_grid, estimate_lines
 
     sweep = (sweep or "").strip() or "estimate"
     form = (models, levels, data, seeds_text, judge, max_tokens, temperature)
@@ -114,14 +113,8 @@ def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, models: 
             grid = describe_grid(config)
         except UserError as error:
             raise user_error("The sweep config is not valid: " + "; ".join(error.problems)) from None
-    text = (f"**Estimate:** {len(grid['cells'])} cell(s), {grid['generations']} generation(s), "
-            f"{grid['judge_calls']} judge call(s). Hosted models, upper bound (every reply at its token limit): "
-            f"synchronous **{usd(grid['estimated_cost_usd'])}**, batch {usd(grid['estimated_batch_cost_usd'])}, "
-            f"as configured {usd(grid['estimated_run_cost_usd'])}; local models cost nothing.")
-    if config.max_cost_usd is not None:
-        over = grid["estimated_run_cost_usd"] - config.max_cost_usd
-        text += f" Budget {usd(config.max_cost_usd)}" + (f": over it by {usd(over)}, the sweep would refuse to start." if over > 0 else ".")
-    return text
+    lines = [f"{len(grid['cells'])} cell(s)", *estimate_lines(config, grid)]
+    return "**Estimate:** " + "; ".join(lines) + "."
 
 
 def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,

@@ -254,6 +254,22 @@ def describe_grid(config: SweepConfig, cells: list[CellSpec] | None = None) -> d
     }
 
 
+def estimate_lines(config: SweepConfig, grid: dict[str, Any]) -> list[str]:
+    """describe_grid's counts and cost estimates in words, one line each (the dry run prints them, the app's
+    Launch tab shows them)."""
+    pairwise = f"; {grid['pairwise_calls']} of them pairwise, both orders" if config.pairwise_judges else ""
+    lines = [f"generations: {grid['generations']}",
+             f"judge calls: {grid['judge_calls']} ({len(config.judges)} judge(s){pairwise})",
+             f"estimated cost of hosted models (upper bound, every reply at its token limit): "
+             f"synchronous {usd(grid['estimated_cost_usd'])}, batch {usd(grid['estimated_batch_cost_usd'])}, "
+             f"as configured {usd(grid['estimated_run_cost_usd'])}; local models cost nothing"]
+    if config.max_cost_usd is not None:
+        over = grid["estimated_run_cost_usd"] - config.max_cost_usd
+        lines.append(f"budget (max_cost_usd): {usd(config.max_cost_usd)}"
+                     + (f"; over it by {usd(over)}, so the sweep refuses to start" if over > 0 else ""))
+    return lines
+
+
 def _pairwise_requests(config: SweepConfig, cells: list[CellSpec]) -> list[tuple[ModelSpec, int, int]]:
     """(judge model, requests, token limit) of the end-of-sweep pairwise judges: every pair of the grid, up to
     `pairwise_sample`, judged in both orders by every panel judge
