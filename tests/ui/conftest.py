@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from browser_helpers import settle
+
+from tests.servers import start_app, stop
 
 REPO = Path(__file__).resolve().parents[2]
 # The app package lives at the repo root (not in the installed library); `pytest` alone does not put it on sys.path.
@@ -23,12 +22,6 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENSHOTS = REPO / "test-artifacts" / "ui"
 E2E_SWEEP = "ui-e2e"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -66,33 +59,11 @@ def e2e_sweep(ui_paths, app_env) -> str:
 @pytest.fixture(scope="session")
 def app_url(e2e_sweep, ui_paths, app_env):
     """The app on 127.0.0.1 at a free port, in a subprocess sharing the test's MLflow store."""
-    port = _free_port()
-    log = open(ui_paths["reports"].parent / "app.log", "w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ui", "--port", str(port), "--reports-dir", str(ui_paths["reports"]),
-         "--jobs-dir", str(ui_paths["jobs"]), "--annotations", str(ui_paths["annotations"])],
-        cwd=REPO, env=app_env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 180
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None or time.time() > deadline:
-            log.flush()
-            raise RuntimeError("the app did not start:\n" + (ui_paths["reports"].parent / "app.log").read_text()[-4000:])
-        time.sleep(1)
+    process, url = start_app(["--reports-dir", str(ui_paths["reports"]), "--jobs-dir", str(ui_paths["jobs"]),
+                              "--annotations", str(ui_paths["annotations"])],
+                             ui_paths["reports"].parent / "app.log", app_env)
     yield url
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+    stop(process)
 
 
 @pytest.fixture(scope="session")

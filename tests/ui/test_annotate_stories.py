@@ -6,15 +6,14 @@ from __future__ import annotations
 import csv
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from browser_helpers import choose, open_tab, settle
+
+from tests.servers import start_app, stop
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -50,31 +49,10 @@ def stories_sweep(stories_env) -> Path:
 def stories_app(stories_sweep, stories_env):
     """The app on that store (its own ratings file and reports folder), in a subprocess."""
     root, env = stories_env
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log_path = root / "app.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ui", "--port", str(port), "--reports-dir", str(root / "reports"),
-             "--jobs-dir", str(root / "jobs"), "--annotations", str(root / "annotations.sqlite")],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-        url, deadline = f"http://127.0.0.1:{port}/", time.time() + 180
-        while not _answers(url):
-            if process.poll() is not None or time.time() > deadline:
-                raise RuntimeError("the app did not start:\n" + log_path.read_text()[-4000:])
-            time.sleep(1)
-        yield url
-        process.terminate()
-        process.wait(timeout=20)
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
+    process, url = start_app(["--reports-dir", str(root / "reports"), "--jobs-dir", str(root / "jobs"),
+                              "--annotations", str(root / "annotations.sqlite")], root / "app.log", env)
+    yield url
+    stop(process)
 
 
 def _finals(env: dict[str, str], tmp_path: Path) -> tuple[dict[str, str], set[str]]:
