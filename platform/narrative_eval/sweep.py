@@ -227,20 +227,23 @@ def describe_grid(config: SweepConfig, cells: list[CellSpec] | None = None) -> d
     generations = judge_calls = 0
     sync = batch = 0.0
     per_cell: list[float] = []
+
+    def add(priced: list[tuple[ModelSpec, int, int]]) -> float:
+        """Adds the requests' synchronous and batch prices to the totals; returns their price as configured."""
+        nonlocal sync, batch
+        sync += sum(_price(*item) for item in priced)
+        batch += sum(_price(*item, batch=True) for item in priced)
+        return sum(_price(*item, batch=batch_enabled(item[0])) for item in priced)
+
     for cell in cells:
         units, judged = study.count_requests(cell) * seeds, study.count_judged(cell) * seeds
         generations += units
-        priced = [(cell.model, units, config.generation.max_new_tokens)]
-        priced += [(judge.model, judged, judge.max_new_tokens) for judge in config.judges]
         judge_calls += judged * len(config.judges)
-        sync += sum(_price(*item) for item in priced)
-        batch += sum(_price(*item, batch=True) for item in priced)
-        per_cell.append(sum(_price(*item, batch=batch_enabled(item[0])) for item in priced))
+        per_cell.append(add([(cell.model, units, config.generation.max_new_tokens)]
+                            + [(judge.model, judged, judge.max_new_tokens) for judge in config.judges]))
     pairwise = _pairwise_requests(config, cells)
     pairwise_calls = sum(requests for _, requests, _ in pairwise)
-    sync += sum(_price(*item) for item in pairwise)
-    batch += sum(_price(*item, batch=True) for item in pairwise)
-    pairwise_cost = sum(_price(*item, batch=batch_enabled(item[0])) for item in pairwise)
+    pairwise_cost = add(pairwise)
     return {
         "cells": [(c.model.id, c.prompt_setting, c.condition, c.spec_hash) for c in cells],
         "generations": generations,
@@ -272,8 +275,8 @@ def estimate_lines(config: SweepConfig, grid: dict[str, Any]) -> list[str]:
 
 def _pairwise_requests(config: SweepConfig, cells: list[CellSpec]) -> list[tuple[ModelSpec, int, int]]:
     """(judge model, requests, token limit) of the end-of-sweep pairwise judges: every pair of the grid, up to
-    `pairwise_sample`, judged in both orders by every panel judge
-    under every pairwise rubric. Judgments an earlier run made are reused, so this is an upper bound."""
+    `pairwise_sample`, judged in both orders by every panel judge under every pairwise rubric. Judgments an
+    earlier run made are reused, so this is an upper bound."""
     if not config.pairwise_judges:
         return []
     from narrative_eval.studies.pairwise import count_pairs

@@ -264,5 +264,4 @@ def human_validation_from_sweep(sweep: str, out_dir: str | Path, *, data_sha256:
     return tables
 
 
-__all__ = ["HumanInputs", "human_validation_from_sweep", "default_reference", "load_inputs", "write_human_validation_report",
-           "write_table"]
+__all__ = ["HumanInputs", "human_validation_from_sweep", "default_reference", "load_inputs", "write_human_validation_report"]
