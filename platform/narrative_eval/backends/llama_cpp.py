@@ -1,4 +1,14 @@
-"""GGUF models through llama.cpp (the embedded default), with grammar-constrained JSON for judges."""
+"""GGUF models through llama.cpp (the embedded default), with grammar-constrained JSON for judges.
+
+One sequence at a time, on purpose. llama.cpp can decode several sequences in one batch, but not
+while keeping a seeded reply independent of its neighbours: ggml's CPU kernels give a token's logits
+that change with how many rows are multiplied together (the reason for block_aligned_llama below),
+and a lone decoded token (one row) takes another kernel path than several (the embedded SmolLM2's
+logits differ there), so a sequence decoded beside others would not get the logits it gets alone,
+and its sampled reply would depend on which requests shared its steps. The platform's promise that the same spec and seed give
+the same reply, in any order and on a rerun, would then hold only through the request cache. The
+engine that batches is vLLM (the `vllm` backend, or `vllm serve` through `openai_compatible`).
+"""
 
 from __future__ import annotations
 
