@@ -112,6 +112,53 @@ def test_run_params_name_the_engine_and_batch_settings(engine):
     assert all(isinstance(v, str) for v in run.values())
 
 
+def engine_workers() -> dict[int, int]:
+    """PID -> cores its threads may run on, for every vLLM worker process under this one (vLLM pins one
+    OpenMP thread to each core it binds)."""
+    import psutil
+
+    workers = {}
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if " ".join(process.cmdline()).startswith("VLLM::Worker"):
+                workers[process.pid] = len(set().union(*(os.sched_getaffinity(t.id) for t in process.threads())))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            continue
+    return workers
+
+
+def test_cpu_reserved_cores_sets_the_cores_the_worker_binds(engine, model_cache):
+    """vLLM's default keeps one core for its scheduler; `cpu_reserved_cores: 0` gives the worker all of them."""
+    from narrative_eval.backends.vllm_backend import RESERVED_CORES_ENV, VllmBackend
+
+    cores = os.cpu_count() or 1
+    outside = os.environ.get(RESERVED_CORES_ENV)
+    before = engine_workers()
+    assert outside is not None or cores == 1 or set(before.values()) == {cores - 1}
+    assert engine.run_params()["cpu_reserved_cores"] == (outside or "vllm-default")
+
+    spec = ModelSpec(id="all-cores", backend="vllm", weights=SMOLLM, options={"max_model_len": 1024, "cpu_reserved_cores": 0})
+    all_cores = VllmBackend(spec)
+    try:
+        started = {pid: threads for pid, threads in engine_workers().items() if pid not in before}
+        assert list(started.values()) == [cores]
+        assert all_cores.run_params()["cpu_reserved_cores"] == "0"
+        assert os.environ.get(RESERVED_CORES_ENV) == outside  # only the engine's start saw the setting
+        reply = all_cores.generate([[Message(role="user", content="Say hello.")]], [params(5)])[0]
+        assert reply.ok and reply.text.strip()
+    finally:
+        all_cores.close()
+
+
+def test_cpu_reserved_cores_out_of_range_fails_before_start(model_cache):
+    from narrative_eval.backends.vllm_backend import VllmBackend, VllmError
+
+    for value in (-1, os.cpu_count() or 1, "two", True):
+        spec = ModelSpec(id="cores", backend="vllm", weights=SMOLLM, options={"cpu_reserved_cores": value})
+        with pytest.raises(VllmError, match=r"'cores': cpu_reserved_cores must be a whole number from 0 to"):
+            VllmBackend(spec)
+
+
 def test_identity_is_the_gguf_digest(engine, model_cache):
     from narrative_eval.weights import gguf_sha256, resolve_weights
 

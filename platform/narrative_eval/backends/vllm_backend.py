@@ -22,6 +22,9 @@ Options:
 - `kv_cache_memory_gib` (CPU: 2): memory reserved for the KV cache. On the CPU build
   `gpu_memory_utilization` means a share of the machine's RAM, which a shared machine rarely
   has free, so a fixed size is the default there.
+- `cpu_reserved_cores` (CPU only; vLLM's default, 1): cores kept back from the engine's worker for
+  its scheduler and whatever else runs. 0 gives the worker every core, which is faster where nothing
+  else competes for them and much slower where something does (figures in docs/deployment.md).
 - `quantization`: vLLM's method name; by default it is read from the checkpoint, and 'bnb-nf4'
   maps to 'bitsandbytes' (CUDA only). The CPU build runs GPTQ/AWQ 4-bit checkpoints.
 - `engine_args`: a dict passed to `LLM` as is.
@@ -34,6 +37,7 @@ see the whole running batch; see docs/deployment.md for when batch composition m
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -53,6 +57,8 @@ ENGINE_OPTIONS = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_l
                   "enforce_eager", "tokenizer", "seed", "enable_prefix_caching", "enable_chunked_prefill",
                   "max_num_batched_tokens")
 CPU_KV_CACHE_GIB = 2.0
+# The engine process reads its core binding from the environment it is started with.
+RESERVED_CORES_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
 DEFAULT_BATCH = 256
 
 
@@ -170,6 +176,7 @@ class VllmBackend(Backend):
         self.path, self._identity = self._local_weights()
         self.cpu = on_cpu()
         self.engine_args = self._engine_args(options)
+        self.reserved_cores = self._reserved_cores(options)
         self.chat_template = options.get("chat_template")
         if self.cpu:
             self._check_fits_cpu()
@@ -218,6 +225,17 @@ class VllmBackend(Backend):
         args.update(options.get("engine_args", {}))
         return args
 
+    def _reserved_cores(self, options: dict[str, Any]) -> int | None:
+        """`cpu_reserved_cores`, checked (None: vLLM's own default; ignored off CPU)."""
+        value = options.get("cpu_reserved_cores")
+        if value is None or not self.cpu:
+            return None
+        cores = os.cpu_count() or 1
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < cores:
+            raise VllmError(f"model {self.spec.id!r}: cpu_reserved_cores must be a whole number from 0 to "
+                            f"{cores - 1} (this machine has {cores} cores), got {value!r}")
+        return value
+
     def _check_fits_cpu(self) -> None:
         """Refuse, before the engine's minute-long start, a model whose weights or KV cache cannot fit."""
         config_file = Path(self.path) / "config.json"
@@ -244,6 +262,9 @@ class VllmBackend(Backend):
     def _start(self):
         from vllm import LLM
 
+        outside = os.environ.get(RESERVED_CORES_ENV)
+        if self.reserved_cores is not None:
+            os.environ[RESERVED_CORES_ENV] = str(self.reserved_cores)
         try:
             return LLM(model=self.path, **self.engine_args)
         except Exception as error:  # noqa: BLE001 - every start failure gets the same one-line remedy
@@ -252,6 +273,11 @@ class VllmBackend(Backend):
                 f"model {self.spec.id!r}: the vLLM engine did not start ({type(error).__name__}: {error}); "
                 f"if it ran out of memory, lower options.max_model_len or options.{memory}, or use a smaller "
                 "or quantized model; the engine's log above has the cause") from None
+        finally:  # only this engine's start sees the setting
+            if outside is None:
+                os.environ.pop(RESERVED_CORES_ENV, None)
+            else:
+                os.environ[RESERVED_CORES_ENV] = outside
 
     def identity(self) -> str:
         if self._identity:
@@ -275,6 +301,9 @@ class VllmBackend(Backend):
         for name in ("quantization", "enforce_eager", "enable_chunked_prefill", "max_model_len", "kv_cache_memory_bytes"):
             if name in args:
                 params[name] = str(args[name])
+        if self.cpu:
+            params["cpu_reserved_cores"] = str(self.reserved_cores if self.reserved_cores is not None
+                                               else os.environ.get(RESERVED_CORES_ENV, "vllm-default"))
         return params
 
     # ----------------------------------------------------------------- generation
