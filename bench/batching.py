@@ -16,7 +16,10 @@ sweep derives for it and the same sampling settings everywhere:
 A sweep stage is timed over the cell's generation loop (the study code, the request cache and the
 backend; engine start, scoring and logging left out), with a fresh request cache so every reply is
 really generated. Each stage runs in its own process, so engines never share memory or a warm
-prefix cache. The last line is the ratios:
+prefix cache. Nothing else runs beside a stage, so on CPUs every vLLM stage gives the engine's worker
+every core (the vllm backend's `cpu_reserved_cores: 0`), as llama.cpp's threads get every core; vLLM's
+own default keeps one back for its scheduler, which on 2 idle cores about halved the offline engine's
+tokens/s (`--vllm-option cpu_reserved_cores=1` measures it). The last line is the ratios:
 `ratios: platform_vllm/bare_vllm=<x> platform_vllm/llama_cpp=<y> server_vllm/llama_cpp=<z>`.
 bench/gpu/check.sh runs this same program on a GPU machine (`--weights`, `--vllm-option`).
 """
@@ -68,7 +71,7 @@ def engine_options(args: argparse.Namespace) -> dict:
     options = {"max_model_len": 4096, "enable_prefix_caching": True}
     if not gpu_present():
         options.update({"enforce_eager": True, "kv_cache_memory_gib": 2, "enable_chunked_prefill": False,
-                        "enable_prefix_caching": False})
+                        "enable_prefix_caching": False, "cpu_reserved_cores": 0})
     for item in args.vllm_option:
         key, _, value = item.partition("=")
         options[key] = yaml.safe_load(value)
@@ -144,9 +147,10 @@ def bare_vllm(args: argparse.Namespace) -> dict:
 
     conversations, params = requests(args)
     options = engine_options(args)
-    engine_args = {k: v for k, v in options.items() if k != "kv_cache_memory_gib"}
+    engine_args = {k: v for k, v in options.items() if k not in ("kv_cache_memory_gib", "cpu_reserved_cores")}
     if "kv_cache_memory_gib" in options:
         engine_args["kv_cache_memory_bytes"] = int(options["kv_cache_memory_gib"] * 2**30)
+    os.environ.update(engine_environment(options))
     model = str(hf_directory(args.weights)) if args.weights.startswith("embedded:") or args.weights.endswith(".gguf") else args.weights
     llm = LLM(model=model, **engine_args)
     messages = [[{"role": m.role, "content": m.content} for m in c] for c in conversations]
@@ -156,6 +160,14 @@ def bare_vllm(args: argparse.Namespace) -> dict:
     outputs = llm.chat(messages, sampling_params=sampling, use_tqdm=False)
     seconds = time.perf_counter() - start
     return {"tokens": sum(len(o.outputs[0].token_ids) for o in outputs), "seconds": seconds, "errors": 0}
+
+
+def engine_environment(options: dict) -> dict[str, str]:
+    """What the vllm backend's `cpu_reserved_cores` sets for its engine, for the engines this file starts."""
+    from narrative_eval.backends.vllm_backend import RESERVED_CORES_ENV
+
+    cores = options.get("cpu_reserved_cores")
+    return {} if cores is None else {RESERVED_CORES_ENV: str(cores)}
 
 
 def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
@@ -174,11 +186,13 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
         command.append("--enforce-eager")
     if "kv_cache_memory_gib" in options:
         command += ["--kv-cache-memory-bytes", str(int(options.pop("kv_cache_memory_gib") * 2**30))]
+    environment = {**os.environ, **engine_environment(options)}
+    options.pop("cpu_reserved_cores", None)
     for key, value in options.items():
         flag = key.replace("_", "-")
         command += [f"--{flag}" if value else f"--no-{flag}"] if isinstance(value, bool) else [f"--{flag}", str(value)]
     log = open(Path(os.environ["NARRATIVE_EVAL_CACHE"]).parent / "server.log", "w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline and process.poll() is None:
         try:
