@@ -112,19 +112,34 @@ def test_run_params_name_the_engine_and_batch_settings(engine):
     assert all(isinstance(v, str) for v in run.values())
 
 
-def engine_workers() -> dict[int, int]:
-    """PID -> cores its threads may run on, for every vLLM worker process under this one (vLLM pins one
-    OpenMP thread to each core it binds)."""
+def engine_processes(title: str) -> list:
+    """This process's live descendants whose title holds `title` (VLLM::EngineCore, VLLM::Worker).
+
+    An engine closed earlier in the module may leave a zombie until it is reaped; it has no title to read.
+    """
     import psutil
 
-    workers = {}
+    found = []
     for process in psutil.Process().children(recursive=True):
         try:
-            if " ".join(process.cmdline()).startswith("VLLM::Worker"):
-                workers[process.pid] = len(set().union(*(os.sched_getaffinity(t.id) for t in process.threads())))
-        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            if title in " ".join(process.cmdline()) or title in process.name():
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):  # ZombieProcess is a NoSuchProcess
             continue
-    return workers
+    return found
+
+
+def engine_workers() -> dict[int, int]:
+    """PID -> cores its threads may run on, for every vLLM worker process (vLLM pins one OpenMP thread to
+    each core it binds)."""
+    def cores(thread_id: int) -> set[int]:
+        try:
+            return os.sched_getaffinity(thread_id)
+        except ProcessLookupError:  # a thread that ended meanwhile
+            return set()
+
+    return {process.pid: len(set().union(*(cores(t.id) for t in process.threads())))
+            for process in engine_processes("VLLM::Worker")}
 
 
 def test_cpu_reserved_cores_sets_the_cores_the_worker_binds(engine, model_cache):
@@ -224,9 +239,8 @@ def test_engine_that_dies_mid_sweep_gives_a_one_line_error(engine, conversations
 
     from narrative_eval.backends.vllm_backend import VllmError
 
-    children = psutil.Process().children(recursive=True)
-    engine_core = [c for c in children if "EngineCore" in " ".join(c.cmdline()) or "EngineCore" in c.name()]
-    assert engine_core, f"no EngineCore among the child processes {[c.name() for c in children]}"
+    engine_core = engine_processes("EngineCore")
+    assert engine_core, f"no EngineCore among the child processes {psutil.Process().children(recursive=True)}"
     for process in engine_core:
         os.kill(process.pid, signal.SIGKILL)
     with pytest.raises(VllmError, match=r"'smollm2-vllm'.*engine process died.*request cache") as failure:
