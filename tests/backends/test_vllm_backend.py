@@ -173,6 +173,36 @@ def test_cpu_reserved_cores_out_of_range_fails_before_start(model_cache):
         with pytest.raises(VllmError, match=r"'cores': cpu_reserved_cores must be a whole number from 0 to"):
             VllmBackend(spec)
 
+def test_engine_starts_take_turns_with_their_environment(monkeypatch):
+    """An engine start's settings live in os.environ; a second start in the process waits for the first."""
+    import threading
+
+    from narrative_eval.backends.vllm_backend import RESERVED_CORES_ENV, engine_environment, started_with
+
+    monkeypatch.setenv(RESERVED_CORES_ENV, "1")
+    assert engine_environment(None) == {}
+    second_entered, seen = threading.Event(), []
+
+    def second_start():
+        with started_with(engine_environment(0)):
+            seen.append(os.environ[RESERVED_CORES_ENV])
+            second_entered.set()
+
+    with started_with(engine_environment(3)):
+        other = threading.Thread(target=second_start)
+        other.start()
+        assert not second_entered.wait(0.3)  # held off while the first start runs
+        assert os.environ[RESERVED_CORES_ENV] == "3"
+    other.join(5)
+    assert seen == ["0"] and os.environ[RESERVED_CORES_ENV] == "1"
+    with pytest.raises(RuntimeError), started_with(engine_environment(0)):
+        raise RuntimeError("engine did not start")
+    assert os.environ[RESERVED_CORES_ENV] == "1"
+    monkeypatch.delenv(RESERVED_CORES_ENV)
+    with started_with(engine_environment(2)):
+        pass
+    assert RESERVED_CORES_ENV not in os.environ
+
 
 def test_identity_is_the_gguf_digest(engine, model_cache):
     from narrative_eval.weights import gguf_sha256, resolve_weights

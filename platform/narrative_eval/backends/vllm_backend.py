@@ -40,7 +40,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,32 @@ def _is_request_error(error: Exception) -> bool:
     except ImportError:
         return False
     return isinstance(error, VLLMValidationError)
+
+
+def engine_environment(reserved_cores: int | None) -> dict[str, str]:
+    """The environment a vLLM engine (offline or `vllm serve`) starts with for `cpu_reserved_cores`."""
+    return {} if reserved_cores is None else {RESERVED_CORES_ENV: str(reserved_cores)}
+
+
+# vLLM reads these settings from os.environ, which is process-wide: engine starts in one process
+# take turns, so no start sees another's values.
+_START_LOCK = threading.Lock()
+
+
+@contextmanager
+def started_with(environment: dict[str, str]) -> Iterator[None]:
+    """Set `environment` for the duration of an engine's start, then restore what was there."""
+    with _START_LOCK:
+        outside = {name: os.environ.get(name) for name in environment}
+        os.environ.update(environment)
+        try:
+            yield
+        finally:
+            for name, value in outside.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def on_cpu() -> bool:
@@ -262,22 +289,15 @@ class VllmBackend(Backend):
     def _start(self):
         from vllm import LLM
 
-        outside = os.environ.get(RESERVED_CORES_ENV)
-        if self.reserved_cores is not None:
-            os.environ[RESERVED_CORES_ENV] = str(self.reserved_cores)
         try:
-            return LLM(model=self.path, **self.engine_args)
+            with started_with(engine_environment(self.reserved_cores)):
+                return LLM(model=self.path, **self.engine_args)
         except Exception as error:  # noqa: BLE001 - every start failure gets the same one-line remedy
             memory = "kv_cache_memory_gib" if self.cpu else "gpu_memory_utilization"
             raise VllmError(
                 f"model {self.spec.id!r}: the vLLM engine did not start ({type(error).__name__}: {error}); "
                 f"if it ran out of memory, lower options.max_model_len or options.{memory}, or use a smaller "
                 "or quantized model; the engine's log above has the cause") from None
-        finally:  # only this engine's start sees the setting
-            if outside is None:
-                os.environ.pop(RESERVED_CORES_ENV, None)
-            else:
-                os.environ[RESERVED_CORES_ENV] = outside
 
     def identity(self) -> str:
         if self._identity:
