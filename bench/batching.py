@@ -11,7 +11,8 @@ sweep derives for it and the same sampling settings everywhere:
 - platform_vllm  the platform's vllm backend (the same SmolLM2, converted) in a sweep cell;
 - bare_vllm      vLLM's own `LLM.chat` on the same engine settings, no platform code;
 - server_vllm    the platform's openai_compatible backend in a sweep cell, against `vllm serve`
-                 with the same engine settings, `--concurrency` requests in flight.
+                 with the same engine settings, `--concurrency` requests in flight (and the
+                 backend's default chunk, 16 × that, per call).
 
 A sweep stage is timed over the cell's generation loop (the study code, the request cache and the
 backend; engine start, scoring and logging left out), with a fresh request cache so every reply is
@@ -143,6 +144,7 @@ def bare_vllm(args: argparse.Namespace) -> dict:
     """vLLM's LLM.chat on the whole batch: the engine settings of the other stages, no platform code."""
     from vllm import LLM, SamplingParams
 
+    from narrative_eval.backends.vllm_backend import engine_environment
     from narrative_eval.weights import hf_directory
 
     conversations, params = requests(args)
@@ -150,7 +152,7 @@ def bare_vllm(args: argparse.Namespace) -> dict:
     engine_args = {k: v for k, v in options.items() if k not in ("kv_cache_memory_gib", "cpu_reserved_cores")}
     if "kv_cache_memory_gib" in options:
         engine_args["kv_cache_memory_bytes"] = int(options["kv_cache_memory_gib"] * 2**30)
-    os.environ.update(engine_environment(options))
+    os.environ.update(engine_environment(options.get("cpu_reserved_cores")))
     model = str(hf_directory(args.weights)) if args.weights.startswith("embedded:") or args.weights.endswith(".gguf") else args.weights
     llm = LLM(model=model, **engine_args)
     messages = [[{"role": m.role, "content": m.content} for m in c] for c in conversations]
@@ -162,16 +164,9 @@ def bare_vllm(args: argparse.Namespace) -> dict:
     return {"tokens": sum(len(o.outputs[0].token_ids) for o in outputs), "seconds": seconds, "errors": 0}
 
 
-def engine_environment(options: dict) -> dict[str, str]:
-    """What the vllm backend's `cpu_reserved_cores` sets for its engine, for the engines this file starts."""
-    from narrative_eval.backends.vllm_backend import RESERVED_CORES_ENV
-
-    cores = options.get("cpu_reserved_cores")
-    return {} if cores is None else {RESERVED_CORES_ENV: str(cores)}
-
-
 def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     """`vllm serve` on a free 127.0.0.1 port with the shared engine settings; waits for /health."""
+    from narrative_eval.backends.vllm_backend import engine_environment
     from narrative_eval.weights import hf_directory
 
     with socket.socket() as probe:
@@ -186,8 +181,7 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
         command.append("--enforce-eager")
     if "kv_cache_memory_gib" in options:
         command += ["--kv-cache-memory-bytes", str(int(options.pop("kv_cache_memory_gib") * 2**30))]
-    environment = {**os.environ, **engine_environment(options)}
-    options.pop("cpu_reserved_cores", None)
+    environment = {**os.environ, **engine_environment(options.pop("cpu_reserved_cores", None))}
     for key, value in options.items():
         flag = key.replace("_", "-")
         command += [f"--{flag}" if value else f"--no-{flag}"] if isinstance(value, bool) else [f"--{flag}", str(value)]
@@ -215,7 +209,7 @@ def run_stage(args: argparse.Namespace) -> dict:
     isolated_stores("bench-batching-server-")
     process, base_url = start_server(args)
     try:
-        options = {"base_url": base_url, "max_concurrency": args.concurrency, "batch_size": args.concurrency}
+        options = {"base_url": base_url, "max_concurrency": args.concurrency}  # batch_size: the backend's default
         return sweep_stage(args, {"id": "server_vllm", "backend": "openai_compatible", "weights": SERVED, "options": options})
     finally:
         os.kill(process.pid, signal.SIGTERM)

@@ -126,6 +126,28 @@ def test_failures_are_not_cached_and_rerun_sends_only_them(server, monkeypatch, 
     assert all(r.ok for r in second) and rerun.generated == 1
 
 
+def test_a_chunk_reaches_the_cache_reply_by_reply(server, monkeypatch, conversations, tmp_path):
+    """Each reply is stored as it arrives, so a sweep killed mid-chunk loses only the requests in flight."""
+    writes: list[tuple[int, int]] = []  # (replies stored by the write, requests the server had received)
+
+    class WatchedCache(RequestCache):
+        def put_many(self, items):
+            writes.append((len(items), len(server.requests())))
+            super().put_many(items)
+
+    chunk = [c for c in conversations for _ in range(2)]
+    for concurrency in (1, 3):
+        writes.clear()
+        backend = openai_backend(server, monkeypatch, max_concurrency=concurrency)
+        params = [GenerationParams(max_new_tokens=8, seed=100 * concurrency + i) for i in range(len(chunk))]
+        replies = CachedBackend(backend, WatchedCache(tmp_path / f"requests-{concurrency}.sqlite")).generate(chunk, params)
+        backend.close()
+        assert all(r.ok for r in replies) and [n for n, _ in writes] == [1] * len(chunk)
+        if concurrency == 1:  # one request in flight: each reply is stored before the next request is sent
+            assert [sent for _, sent in writes] == list(range(1, len(chunk) + 1))
+        server.reset()
+
+
 def test_api_key_stays_out_of_identity_and_cache_key(server, monkeypatch, conversations):
     one = openai_backend(server, monkeypatch, key="secret-one")
     two = openai_backend(server, monkeypatch, key="secret-two")

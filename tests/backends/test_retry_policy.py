@@ -124,3 +124,21 @@ def test_bounded_pool_keeps_order_and_bound():
     assert pool.map(work, list(range(12))) == [i * i for i in range(12)]
     pool.close()
     assert 1 < peak <= 3
+
+
+def test_remote_chunk_holds_several_requests_per_slot_in_flight():
+    """A study hands a remote backend 16 × max_concurrency requests per call unless batch_size says otherwise."""
+    from narrative_eval.backends.openai_compatible import OpenAICompatibleBackend
+    from narrative_eval.records import ModelSpec
+
+    def chunk(**options) -> int:
+        spec = ModelSpec(id="served", backend="openai_compatible", weights="served",
+                         options={"base_url": "http://127.0.0.1:9/v1", **options})
+        backend = OpenAICompatibleBackend(spec)
+        backend.close()
+        return backend.batch_size
+
+    assert chunk() == 64  # max_concurrency defaults to 4
+    assert chunk(max_concurrency=8) == 128
+    assert chunk(max_concurrency=8, batch_size=100) == 100
+    assert chunk(max_concurrency=8, batch_size=2) == 8  # never fewer than may be in flight

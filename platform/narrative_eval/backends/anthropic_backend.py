@@ -5,7 +5,7 @@ test server. System messages go to `system=`. A JSON schema is enforced by force
 the model must call one tool whose `input_schema` is the schema, and the tool input comes
 back as the reply's JSON text. The Messages API takes no seed. Options: `base_url`,
 `timeout`, `send_sampling` (default True; False leaves temperature/top_p to the API's
-defaults, for models that refuse them), `max_concurrency` and the retry settings.
+defaults, for models that refuse them), `max_concurrency`, `batch_size` and the retry settings (see retry.py).
 """
 
 from __future__ import annotations

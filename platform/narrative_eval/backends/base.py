@@ -51,8 +51,9 @@ class Backend(ABC):
     prefix: a multi-turn driver should then run each conversation to its end before the next."""
 
     batch_size: int = 8
-    """Requests a study hands to one generate() call (and so writes to the request cache at once).
-    Batching engines raise it (model option `batch_size`); a SIGKILL loses at most one such chunk."""
+    """Requests a study hands to one generate() call. Batching engines raise it (model option
+    `batch_size`); a SIGKILL loses at most the replies of one chunk that `replies_as_done` has not
+    yielded yet (a whole chunk for an engine that batches it, the requests in flight for a server)."""
     context_window: int | None = None
     """Tokens one request may hold (prompt and reply together), when the engine says; None when unknown."""
 
@@ -70,6 +71,13 @@ class Backend(ABC):
     @abstractmethod
     def generate(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]:
         """Generate one reply per conversation. Failures come back as replies with `error` set."""
+
+    def replies_as_done(
+        self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]
+    ) -> Iterator[list[tuple[int, Reply]]]:
+        """generate()'s replies in groups as they finish, each with its conversation's index (the request
+        cache stores each group as it comes). An engine that batches the chunk yields it as one group."""
+        yield list(enumerate(self.generate(conversations, params)))
 
     def count_tokens(self, text: str) -> int | None:
         """Tokens `text` takes in this model's tokenizer; None when the engine has no local tokenizer."""

@@ -232,10 +232,11 @@ class CachedBackend:
         if missing and self.batch is not None:
             self._generate_batched(missing, keys, conversations, per_request, replies)
         for group in self._groups(missing if self.batch is None else [], per_request):
-            fresh = self._call([conversations[i] for i in group], [per_request[i] for i in group])
-            self.generated += len(group)
-            self._store([(keys[i], r) for i, r in zip(group, fresh)], "sync")
-            replies.update(zip(group, fresh))
+            for done in self._call([conversations[i] for i in group], [per_request[i] for i in group]):
+                fresh = [(group[j], reply) for j, reply in done]
+                self.generated += len(fresh)
+                self._store([(keys[i], reply) for i, reply in fresh], "sync")
+                replies.update(fresh)
         self.hits += len(conversations) - len(missing)
         return [replies[i] for i in range(len(conversations))]
 
@@ -266,10 +267,10 @@ class CachedBackend:
             groups.setdefault(per_request[i].digest(), []).append(i)
         return list(groups.values())
 
-    def _call(self, conversations: list[Conversation], params: list[GenerationParams]) -> list[Reply]:
+    def _call(self, conversations: list[Conversation], params: list[GenerationParams]) -> Iterator[list[tuple[int, Reply]]]:
         if self.backend.per_request_params:
-            return self.backend.generate(conversations, params)
-        return self.backend.generate(conversations, params[0])
+            return self.backend.replies_as_done(conversations, params)
+        return self.backend.replies_as_done(conversations, params[0])
 
     def stream(self, conversation: Conversation, params: GenerationParams) -> Iterator[str]:
         """The reply in pieces: whole from the cache when it is there, else streamed and then cached.

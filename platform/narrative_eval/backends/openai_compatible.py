@@ -14,7 +14,7 @@ Gemini's OpenAI-compatible endpoint. Options:
   'json_object_schema' (`{"type": "json_object", "schema": ...}`, the llama.cpp servers'
   form, and the only one llama-cpp-python's server accepts), 'json_object' (plain JSON mode,
   for servers without schema support) or 'none'.
-- `timeout`, `max_concurrency`, `max_attempts`, `retry_*`: see retry.py.
+- `timeout`, `max_concurrency`, `batch_size`, `max_attempts`, `retry_*`: see retry.py.
 """
 
 from __future__ import annotations
