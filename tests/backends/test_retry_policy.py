@@ -104,7 +104,7 @@ def test_total_wait_budget_gives_up_early():
     assert waits == [] and exhausted.value.attempts == 1
 
 
-def test_bounded_pool_keeps_order_and_bound():
+def test_bounded_pool_gives_every_result_with_its_index_and_keeps_the_bound():
     import threading
 
     active, peak = 0, 0
@@ -121,7 +121,8 @@ def test_bounded_pool_keeps_order_and_bound():
         return item * item
 
     pool = BoundedPool(3)
-    assert pool.map(work, list(range(12))) == [i * i for i in range(12)]
+    done = list(pool.as_done(work, list(range(12))))
+    assert sorted(done) == [(i, i * i) for i in range(12)]  # every item once, with its own index
     pool.close()
     assert 1 < peak <= 3
 

@@ -35,12 +35,12 @@ SPEND_LIMIT_CODES = frozenset(
     {"insufficient_quota", "billing_error", "billing_hard_limit_reached", "credit_balance_too_low"}
 )
 SPEND_LIMIT_PHRASES = ("insufficient_quota", "exceeded your current quota", "credit balance", "spend limit", "billing")
-# Exception class names (matched along the MRO) that mean the request never got an answer.
 # A remote backend's default chunk (`batch_size`) in requests per slot of `max_concurrency`. Slots idle
 # while a chunk's slowest replies finish: against `vllm serve` on 2 cores with 8 slots, chunks of 8
 # gave 59 tokens/s and one chunk of 200 gave 72. Replies are cached as they arrive, so a larger
 # chunk risks nothing on a kill; it only makes the study's progress coarser.
 CHUNK_PER_SLOT = 16
+# Exception class names (matched along the MRO) that mean the request never got an answer.
 TRANSPORT_ERROR_NAMES = frozenset(
     {"APIConnectionError", "APITimeoutError", "TimeoutException", "TransportError", "RemoteProtocolError"}
 )
@@ -202,17 +202,13 @@ def call_with_retry(
 
 
 class BoundedPool:
-    """At most `max_concurrency` requests of one backend in flight; results keep input order."""
+    """At most `max_concurrency` requests of one backend in flight; results come as they finish, with their index."""
 
     def __init__(self, max_concurrency: int):
         self.max_concurrency = max(1, int(max_concurrency))
         """Worker threads, i.e. requests in flight at once."""
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-
-    def map(self, work: Callable[[Item], T], items: Sequence[Item]) -> list[T]:
-        done = dict(self.as_done(work, items))
-        return [done[i] for i in range(len(items))]
 
     def as_done(self, work: Callable[[Item], T], items: Sequence[Item]) -> Iterator[tuple[int, T]]:
         """(index, result) of each item as its work finishes; closing the iterator cancels what has not started."""
