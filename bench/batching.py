@@ -144,7 +144,7 @@ def bare_vllm(args: argparse.Namespace) -> dict:
     """vLLM's LLM.chat on the whole batch: the engine settings of the other stages, no platform code."""
     from vllm import LLM, SamplingParams
 
-    from narrative_eval.backends.vllm_backend import engine_environment
+    from narrative_eval.backends.vllm_backend import engine_environment, started_with
     from narrative_eval.weights import hf_directory
 
     conversations, params = requests(args)
@@ -152,9 +152,9 @@ def bare_vllm(args: argparse.Namespace) -> dict:
     engine_args = {k: v for k, v in options.items() if k not in ("kv_cache_memory_gib", "cpu_reserved_cores")}
     if "kv_cache_memory_gib" in options:
         engine_args["kv_cache_memory_bytes"] = int(options["kv_cache_memory_gib"] * 2**30)
-    os.environ.update(engine_environment(options.get("cpu_reserved_cores")))
     model = str(hf_directory(args.weights)) if args.weights.startswith("embedded:") or args.weights.endswith(".gguf") else args.weights
-    llm = LLM(model=model, **engine_args)
+    with started_with(engine_environment(options.get("cpu_reserved_cores"))):
+        llm = LLM(model=model, **engine_args)
     messages = [[{"role": m.role, "content": m.content} for m in c] for c in conversations]
     sampling = [SamplingParams(temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_new_tokens, seed=p.seed)
                 for p in params]

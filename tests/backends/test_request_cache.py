@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from narrative_eval.backends.cache import CachedBackend, RequestCache, request_key
 from narrative_eval.records import GenerationParams
 
@@ -29,3 +31,13 @@ def test_different_seeds_are_different_requests(llama_backend, conversations, tm
     cached.generate(conversations[:1], GenerationParams(max_new_tokens=8, seed=1))
     cached.generate(conversations[:1], GenerationParams(max_new_tokens=8, seed=2))
     assert cached.generated == 2 and cached.hits == 0
+
+
+def test_a_params_list_that_does_not_match_the_conversations_is_refused(llama_backend, conversations, tmp_path):
+    cached = CachedBackend(llama_backend, RequestCache(tmp_path / "requests.sqlite"))
+    with pytest.raises(ValueError, match="one GenerationParams per conversation"):
+        cached.generate(conversations, [GenerationParams(seed=1)])
+    # The engine itself refuses too, rather than answering only the conversations the list covers.
+    with pytest.raises(ValueError, match="one GenerationParams per conversation"):
+        llama_backend.generate(conversations, [GenerationParams(seed=1)])
+    assert cached.generated == 0

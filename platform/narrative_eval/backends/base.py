@@ -32,6 +32,16 @@ def backend(name: str):
     return register
 
 
+def params_per_request(
+    conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]
+) -> list[GenerationParams]:
+    """One GenerationParams per conversation, from one shared set or a list that must match in length."""
+    per_request = [params] * len(conversations) if isinstance(params, GenerationParams) else list(params)
+    if len(per_request) != len(conversations):
+        raise ValueError("one GenerationParams per conversation is required when a list is given")
+    return per_request
+
+
 class Backend(ABC):
     """An inference engine bound to one model.
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from narrative_eval.backends.accounting import Prices, Usage
-from narrative_eval.backends.base import Backend, Conversation
+from narrative_eval.backends.base import Backend, Conversation, params_per_request
 from narrative_eval.backends.batch import BatchRun, batch_enabled
 from narrative_eval.records import GenerationParams, Reply, stable_hash
 
@@ -220,9 +220,7 @@ class CachedBackend:
         self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]
     ) -> list[Reply]:
         """Replies for a batch; `params` is shared or one per conversation (e.g. per-instance seeds)."""
-        per_request = [params] * len(conversations) if isinstance(params, GenerationParams) else list(params)
-        if len(per_request) != len(conversations):
-            raise ValueError("one GenerationParams per conversation is required when a list is given")
+        per_request = params_per_request(conversations, params)
         keys = [request_key(self.backend, c, p) for c, p in zip(conversations, per_request)]
         found = self.cache.get_many(keys) if self.cache is not None else {}
         replies = {i: found[k].model_copy(update={"cached": True}) for i, k in enumerate(keys) if k in found}

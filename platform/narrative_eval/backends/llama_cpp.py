@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
 
-from narrative_eval.backends.base import Backend, Conversation, backend
+from narrative_eval.backends.base import Backend, Conversation, backend, params_per_request
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 from narrative_eval.weights import default_chat_format, resolve_weights
 
@@ -138,7 +138,7 @@ class LlamaCppBackend(Backend):
     def generate(
         self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]
     ) -> list[Reply]:
-        per_request = [params] * len(conversations) if isinstance(params, GenerationParams) else list(params)
+        per_request = params_per_request(conversations, params)
         replies = []
         # llama.cpp serves one sequence at a time; a batch is a loop with per-request settings.
         for conversation, params in zip(conversations, per_request):

@@ -10,7 +10,6 @@ from narrative_eval.records import ModelSpec
 
 _loaded: dict[str, Backend] = {}
 _lock = threading.Lock()
-_release_at_exit = False
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -20,17 +19,14 @@ def backend_class(name: str) -> type[Backend]:
 
 def get_backend(spec: ModelSpec) -> Backend:
     """The process-wide backend for a model spec (models load once per process)."""
-    global _release_at_exit
     key = spec.digest()
     with _lock:
         if key not in _loaded:
             _loaded[key] = backend_class(spec.backend)(spec)
-            if not _release_at_exit:
-                # Registered after the first engine has loaded, hence after multiprocessing's own exit hook,
-                # so it runs first: that hook joins child processes, and a sweep that left its vLLM engine
-                # open hung there after printing its last line.
-                atexit.register(release_all)
-                _release_at_exit = True
+            # Re-registered after each load so it stays the last exit hook, and runs first: multiprocessing's
+            # hook joins child processes, and a sweep that left its vLLM engine open hung there after its last line.
+            atexit.unregister(release_all)
+            atexit.register(release_all)
         return _loaded[key]
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from narrative_eval.backends.base import Backend, Conversation
+from narrative_eval.backends.base import Backend, Conversation, params_per_request
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
 T = TypeVar("T")
@@ -256,8 +256,7 @@ class RemoteBackend(Backend):
         """Retry settings read from the model options."""
         self.pool = BoundedPool(int(spec.options.get("max_concurrency", 4)))
         """Bounded worker pool for this backend's requests."""
-        # A study's chunk holds at least as many requests as may be in flight, or the pool would idle; by
-        # default many times as many, since the pool drains while a chunk's slowest replies finish.
+        # Never fewer requests than slots, or the pool would idle (CHUNK_PER_SLOT says why the default is larger).
         chosen = int(spec.options.get("batch_size") or CHUNK_PER_SLOT * self.pool.max_concurrency)
         self.batch_size = max(chosen, self.pool.max_concurrency)
         self.fatal: Failure | None = None
@@ -294,7 +293,7 @@ class RemoteBackend(Backend):
         self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]
     ) -> Iterator[list[tuple[int, Reply]]]:
         """Each reply as it arrives, so the request cache keeps it even if the chunk never finishes."""
-        per_request = [params] * len(conversations) if isinstance(params, GenerationParams) else list(params)
+        per_request = params_per_request(conversations, params)
         pairs = list(zip(conversations, per_request, strict=True))
         for index, reply in self.pool.as_done(lambda pair: self._request_with_retry(*pair), pairs):
             yield [(index, reply)]

@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from narrative_eval.backends.base import Backend, Conversation, backend
+from narrative_eval.backends.base import Backend, Conversation, backend, params_per_request
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 from narrative_eval.weights import ConversionError, gguf_sha256, hf_directory, resolve_weights
 
@@ -345,7 +345,7 @@ class VllmBackend(Backend):
     def generate(self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]) -> list[Reply]:
         if not conversations:
             return []
-        per_request = [params] * len(conversations) if isinstance(params, GenerationParams) else list(params)
+        per_request = params_per_request(conversations, params)
         messages = [[{"role": m.role, "content": m.content} for m in conversation] for conversation in conversations]
         sampling = [self.sampling_params(p) for p in per_request]
         start = time.perf_counter()
