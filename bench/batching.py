@@ -227,6 +227,21 @@ def run_in_subprocess(stage: str, argv: list[str]) -> dict:
     return json.loads(lines[-1])
 
 
+# CPU features that move these figures: vLLM's CPU kernels use AVX-512 bf16 and AMX; llama.cpp is built without AMX.
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
+def cpu_description() -> str:
+    """The CPU's model name and which of CPU_FLAGS it has, from /proc/cpuinfo ('unknown CPU' elsewhere)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown CPU"
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "unknown CPU")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    return f"{model} ({' '.join(f for f in CPU_FLAGS if f in flags) or 'none of ' + '/'.join(CPU_FLAGS)})"
+
+
 def ratio(rows: dict[str, dict], top: str, bottom: str) -> str:
     a, b = rows.get(top, {}).get("tokens_per_s"), rows.get(bottom, {}).get("tokens_per_s")
     return f"{a / b:.2f}" if a and b else "nan"
@@ -250,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {args.prompts} prompts from {Path(args.data).name} at {args.setting}, {args.max_new_tokens} new tokens, "
           f"temperature {args.temperature}, {os.cpu_count()} CPU threads; vLLM engine options {engine_options(args)}",
           flush=True)
+    print(f"# CPU: {cpu_description()}", flush=True)
     rows: dict[str, dict] = {}
     for stage in stages:
         row = run_in_subprocess(stage, argv)
