@@ -24,6 +24,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 LOG_DIR="${LOG_DIR:-$(mktemp -d)}"
 TOTAL_LIMIT="${TOTAL_LIMIT:-450}"
+mkdir -p "$LOG_DIR" || { echo "error: cannot create LOG_DIR $LOG_DIR" >&2; exit 2; }
 
 # No hub traffic: every weight and tokenizer file is local. The platform runs from the checkout.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
@@ -108,7 +109,8 @@ for line in sys.stdin:
     if line.startswith("{") and "tokens_per_s" in line:
         row = json.loads(line)
         rate[row["engine"]] = row["tokens_per_s"]
-        print(f"{row[\"engine\"]:40s} {row[\"tokens_per_s\"]:10.1f} tok/s  ({row[\"tokens\"]} tokens in {row[\"seconds\"]:.1f} s)")
+        engine, speed, tokens, seconds = row["engine"], row["tokens_per_s"], row["tokens"], row["seconds"]
+        print(f"{engine:40s} {speed:10.1f} tok/s  ({tokens} tokens in {seconds:.1f} s)")  # no quotes inside f-strings before 3.12
     elif line.startswith("ratios:") or line[:14].strip() in ("llama_cpp", "platform_vllm", "bare_vllm", "server_vllm"):
         print(line.rstrip())
 bare, ours = rate.get("bare vLLM (LLM.chat)"), rate.get("platform vllm backend")

@@ -71,12 +71,16 @@ def run_vllm(args: argparse.Namespace, batch: list[list[Message]], params: Gener
 
 
 def run_transformers(args: argparse.Namespace, batch: list[list[Message]], params: GenerationParams) -> None:
+    import torch
+
     from narrative_eval.backends.transformers_backend import TransformersBackend
 
     label = quantization_label(args)
     dtype = "bfloat16" if label is None else "float16"
     spec = ModelSpec(id="gpu-check", backend="transformers", weights=args.model, quantization=label,
-                     options={"batch_size": args.batch_size, "dtype": dtype, "device": "cuda"})
+                     options={"batch_size": args.batch_size, "dtype": dtype,
+                              # cuda; cpu only under check.sh's ALLOW_CPU=1 trial runs
+                              "device": "cuda" if torch.cuda.is_available() else "cpu"})
     start = time.perf_counter()
     backend = TransformersBackend(spec)
     print(f"# transformers model ready in {time.perf_counter() - start:.0f} s", flush=True)
