@@ -188,14 +188,28 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
     log = open(Path(os.environ["NARRATIVE_EVAL_CACHE"]).parent / "server.log", "w")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
     deadline = time.monotonic() + 900
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                return process, f"http://127.0.0.1:{port}/v1"
-        except OSError:
-            time.sleep(1)
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    return process, f"http://127.0.0.1:{port}/v1"
+            except OSError:
+                time.sleep(1)
+    except BaseException:  # stopped while waiting (SIGTERM from a time limit): take the server down too
+        stop_server(process)
+        raise
     process.kill()
     raise RuntimeError(f"vllm serve did not become healthy; see {log.name}")
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL if it has not gone within 60 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def run_stage(args: argparse.Namespace) -> dict:
@@ -212,18 +226,23 @@ def run_stage(args: argparse.Namespace) -> dict:
         options = {"base_url": base_url, "max_concurrency": args.concurrency}  # batch_size: the backend's default
         return sweep_stage(args, {"id": "server_vllm", "backend": "openai_compatible", "weights": SERVED, "options": options})
     finally:
-        os.kill(process.pid, signal.SIGTERM)
-        process.wait(timeout=60)
+        stop_server(process)
 
 
 def run_in_subprocess(stage: str, argv: list[str]) -> dict:
     """One stage in a fresh interpreter; its result is the JSON object on its last stdout line."""
     command = [sys.executable, str(Path(__file__).resolve()), *argv, "--stage", stage]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    if result.returncode != 0 or not lines:
-        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"stage": stage, "error": f"exit {result.returncode}: {tail}"}
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        stdout, stderr = child.communicate()
+    except BaseException:  # stopped ourselves: let the stage stop its server rather than kill it outright
+        child.terminate()
+        child.wait(timeout=90)
+        raise
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if child.returncode != 0 or not lines:
+        tail = (stderr.strip().splitlines() or ["no output"])[-1]
+        return {"stage": stage, "error": f"exit {child.returncode}: {tail}"}
     return json.loads(lines[-1])
 
 
@@ -250,6 +269,9 @@ def ratio(rows: dict[str, dict], top: str, bottom: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    # A time limit's SIGTERM unwinds like an exception, so a stopped stage still stops the server it started
+    # (check.sh bounds this program with timeout; a killed stage used to leave `vllm serve` running).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     if args.stage:
         started = time.perf_counter()
         row = {"stage": args.stage, **run_stage(args)}
