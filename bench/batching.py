@@ -195,14 +195,13 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
                     return process, f"http://127.0.0.1:{port}/v1"
             except OSError:
                 time.sleep(1)
-    except BaseException:  # stopped while waiting (SIGTERM from a time limit): take the server down too
-        stop_server(process)
+        raise RuntimeError(f"vllm serve did not become healthy; see {log.name}")
+    except BaseException:  # unhealthy, or stopped while waiting (SIGTERM from a time limit): no server is left behind
+        stop(process)
         raise
-    process.kill()
-    raise RuntimeError(f"vllm serve did not become healthy; see {log.name}")
 
 
-def stop_server(process: subprocess.Popen) -> None:
+def stop(process: subprocess.Popen) -> None:
     """SIGTERM, then SIGKILL if it has not gone within 60 s."""
     process.terminate()
     try:
@@ -226,7 +225,7 @@ def run_stage(args: argparse.Namespace) -> dict:
         options = {"base_url": base_url, "max_concurrency": args.concurrency}  # batch_size: the backend's default
         return sweep_stage(args, {"id": "server_vllm", "backend": "openai_compatible", "weights": SERVED, "options": options})
     finally:
-        stop_server(process)
+        stop(process)
 
 
 def run_in_subprocess(stage: str, argv: list[str]) -> dict:
@@ -235,9 +234,8 @@ def run_in_subprocess(stage: str, argv: list[str]) -> dict:
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
         stdout, stderr = child.communicate()
-    except BaseException:  # stopped ourselves: let the stage stop its server rather than kill it outright
-        child.terminate()
-        child.wait(timeout=90)
+    except BaseException:  # stopped ourselves: SIGTERM first, so the stage stops its server before it goes
+        stop(child)
         raise
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     if child.returncode != 0 or not lines:
@@ -256,8 +254,11 @@ def cpu_description() -> str:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
         return "unknown CPU"
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "unknown CPU")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    fields: dict[str, str] = {}
+    for line in info.splitlines():  # one block per core; the first core's values stand for all
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    model, flags = fields.get("model name", "unknown CPU"), set(fields.get("flags", "").split())
     return f"{model} ({' '.join(f for f in CPU_FLAGS if f in flags) or 'none of ' + '/'.join(CPU_FLAGS)})"
 
 

@@ -294,7 +294,7 @@ class RemoteBackend(Backend):
     ) -> Iterator[list[tuple[int, Reply]]]:
         """Each reply as it arrives, so the request cache keeps it even if the chunk never finishes."""
         per_request = params_per_request(conversations, params)
-        pairs = list(zip(conversations, per_request, strict=True))
+        pairs = list(zip(conversations, per_request))
         for index, reply in self.pool.as_done(lambda pair: self._request_with_retry(*pair), pairs):
             yield [(index, reply)]
 
