@@ -1,7 +1,8 @@
 # narrative-eval — the commands a researcher types.
-#   make demo   set up .venv and run the quickstart sweep on the embedded models
-#   make test   set up .venv with the test extras and run the whole test suite (what CI runs)
-#   make ui     start the Gradio app on http://127.0.0.1:7860
+#   make demo        set up .venv and run the quickstart sweep on the embedded models
+#   make test        set up .venv with the test extras and run the whole test suite (what CI runs)
+#   make test-fast   the tests that start no engine, browser or server (while editing: under 3 minutes)
+#   make ui          start the Gradio app on http://127.0.0.1:7860
 
 PYTHON ?= python3
 VENV := .venv
@@ -37,7 +38,7 @@ TORCH_PIN := torch==2.13.0
 .PHONY: install install-test install-vllm demo test test-fast ui system-packages system-packages-test clean-results help
 
 help:
-	@sed -n '1,5p' Makefile
+	@sed -n '1,6p' Makefile
 
 $(VENV)/bin/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
@@ -80,12 +81,19 @@ install-test: $(STAMP).test $(STAMP).vllm system-packages-test
 demo: install
 	$(PY) -m experiments.sweep --config experiments/configs/quickstart.yaml
 
+# pytest writes every item's time to TEST_TIMES; bench/test_time.py prints the total and the ten slowest items at
+# the end, pass or fail, so a test that grows slow shows in every CI log. The budget is pytest's share of 15 minutes.
+TEST_TIMES := .cache/test-times.xml
+TEST_BUDGET_S := 660
 test: install-test
-	$(PY) -m pytest --durations=20 $(PYTEST_ARGS)
+	$(PY) -m pytest --junitxml=$(TEST_TIMES) $(PYTEST_ARGS); status=$$?; \
+		$(PY) bench/test_time.py $(TEST_TIMES) --budget $(TEST_BUDGET_S); exit $$status
 
-# The fast set: everything but the slow end-to-end tests (a few minutes).
+# The fast tier, for editing: nothing that starts an engine, a browser or a server, and no whole sweeps (tests are
+# marked by what they start; see pyproject.toml). Under 3 minutes.
+FAST_TESTS := not slow and not vllm and not browser and not server and not gpu
 test-fast: install-test
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 
 ui: install
 	$(PY) -m pip show gradio >/dev/null 2>&1 || $(PIP) install -e ".[ui]"

@@ -1,0 +1,74 @@
+"""The test suite's time budget: its total and its slowest items, read from pytest's JUnit XML.
+
+    python bench/test_time.py .cache/test-times.xml [--top 10] [--budget 900]
+
+`make test` writes the XML and runs this at its end, so every CI log shows where the suite's time goes. An
+item's time is its setup, call and teardown together (pytest's `junit_duration_report = total`), so a test
+that pays for a shared fixture shows that cost. Exits 0 whatever the figures: a budget is a number to watch,
+not a test that fails on a busy machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Item:
+    """One test item's outcome in the JUnit file."""
+
+    nodeid: str
+    """pytest's id of the item (path::name)."""
+    seconds: float
+    """setup + call + teardown time."""
+    outcome: str
+    """passed, failed, error or skipped."""
+
+
+def read_items(path: Path) -> tuple[list[Item], float]:
+    """The items of a JUnit XML file and the suite's wall time as pytest recorded it."""
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    items = []
+    for case in root.iter("testcase"):
+        module = case.get("classname", "").replace(".", "/")
+        nodeid = f"{module}.py::{case.get('name')}" if module else case.get("name", "?")
+        outcome = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
+        items.append(Item(nodeid, float(case.get("time") or 0.0), outcome))
+    wall = sum(float(s.get("time") or 0.0) for s in suites)
+    return items, wall
+
+
+def summary(items: list[Item], wall: float, top: int, budget: float | None) -> list[str]:
+    counts = {o: sum(i.outcome == o for i in items) for o in ("passed", "failed", "error", "skipped")}
+    lines = [f"test time: {wall:.0f} s wall for {len(items)} items ("
+             + ", ".join(f"{n} {o}" for o, n in counts.items() if n) + f"); items add up to {sum(i.seconds for i in items):.0f} s"]
+    if budget is not None:
+        verdict = "within" if wall <= budget else "OVER"
+        lines.append(f"budget: {budget:.0f} s, {verdict} ({wall / budget:.0%})")
+    lines.append(f"slowest {min(top, len(items))} items:")
+    for item in sorted(items, key=lambda i: i.seconds, reverse=True)[:top]:
+        lines.append(f"  {item.seconds:7.1f} s  {item.nodeid}" + ("" if item.outcome == "passed" else f"  [{item.outcome}]"))
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("junit", type=Path, help="the XML file pytest wrote with --junitxml")
+    parser.add_argument("--top", type=int, default=10, help="how many of the slowest items to list")
+    parser.add_argument("--budget", type=float, default=None, help="the suite's wall-time budget in seconds")
+    args = parser.parse_args(argv)
+    if not args.junit.is_file():
+        print(f"error: {args.junit}: no JUnit file (did pytest run with --junitxml?)", file=sys.stderr)
+        return 2
+    items, wall = read_items(args.junit)
+    print("\n".join(summary(items, wall, args.top, args.budget)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
