@@ -111,6 +111,7 @@ def _cell_runs(url: str, sweep: str) -> list:
 
 
 @pytest.mark.slow
+@pytest.mark.server
 def test_a_tracking_server_killed_mid_sweep_fails_clearly_and_the_rerun_resumes(tmp_path):
     """The server dies while a cell runs: the sweep says so (no traceback); rerun after a restart finishes, no duplicate."""
     server = MlflowServer(tmp_path)

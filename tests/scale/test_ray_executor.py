@@ -1,21 +1,29 @@
-"""`--executor ray` on a local 2-CPU Ray instance gives what `--executor local` gives."""
+"""`--executor ray` on a local 2-CPU Ray cluster gives what `--executor local` gives.
+
+One cluster serves the module: the sweep command and the in-process sweep join it by address, as a sweep joins
+a real cluster (`executor_options.address`), instead of each starting a Ray instance of its own.
+"""
 
 from __future__ import annotations
 
-import pytest
-
 import logging
+import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from narrative_eval import tracking
 from narrative_eval.config import load_config
 from narrative_eval.sweep import run_sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 pytest.importorskip("ray", reason="the ray extra is not installed")
 
 CELL_KEY = ["params.model_id", "params.prompt_setting", "params.condition"]
@@ -28,7 +36,38 @@ def timing_metric(name: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def tiny_sweep_file(tmp_path_factory, repo_root):
+def ray_head(tmp_path_factory):
+    """`ray start --head --block` with 2 CPUs on 127.0.0.1 in its own process group; yields its address."""
+    from tests.servers import free_port
+
+    root = tmp_path_factory.mktemp("ray")
+    port = free_port()
+    command = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+               f"--port={port}", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
+               f"--temp-dir={root}"]
+    with open(root / "head.log", "wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                os.killpg(process.pid, signal.SIGKILL)
+                pytest.fail("the Ray head did not start:\n" + (root / "head.log").read_text(errors="replace")[-3000:])
+            time.sleep(0.5)
+    yield f"127.0.0.1:{port}"
+    os.killpg(process.pid, signal.SIGTERM)  # --block stops the head's processes when it is stopped
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep_file(tmp_path_factory, repo_root, ray_head):
     root = tmp_path_factory.mktemp("ray-sweep")
     path = root / "tiny.yaml"
     # The sweep command resolves model names from the models.yaml next to the config.
@@ -47,7 +86,7 @@ seeds: [0]
 generation: {{temperature: 0.0, max_new_tokens: 32}}
 cache: {root / 'requests.sqlite'}
 report_dir: {report_dir}
-executor_options: {{num_cpus_total: 2, num_cpus: 1, max_retries: 1}}
+executor_options: {{address: "{ray_head}", num_cpus: 1, max_retries: 1}}
 """
     )
     return path, root.name

@@ -20,7 +20,7 @@ import pytest
 
 from tests.servers import start_mlflow, stop
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 REFUSED = ("/traces", "/assessments", "/v1/traces")
 """Path parts of the tracing API (MLflow 3's REST and OTLP endpoints) that an older server does not have."""

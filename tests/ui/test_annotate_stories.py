@@ -15,7 +15,7 @@ from browser_helpers import choose, open_tab, settle
 
 from tests.servers import start_app, stop
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = "ui-stories"

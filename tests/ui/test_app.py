@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 from browser_helpers import choose, open_tab
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
 LAUNCHED_SWEEP = "ui-launched"
 

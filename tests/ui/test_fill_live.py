@@ -11,7 +11,7 @@ import re
 import pytest
 from browser_helpers import choose, open_tab
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
 SENTENCE = "The harbour town woke slowly while the fishermen mended their nets and gulls argued over the quay. "
 RECORD_STATUSES = """() => {

@@ -8,7 +8,7 @@ import pytest
 
 from tests.servers import start_mlflow, stop
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
 WAIT_MS = 180_000
 """MLflow's pages query the store after they load; on a busy 2-core machine that can take a while."""

@@ -11,7 +11,7 @@ import re
 import pytest
 from browser_helpers import choose, open_tab, settle
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
 PROGRESS_SWEEP = "ui-progress"
 
