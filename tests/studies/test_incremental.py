@@ -5,12 +5,17 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import mlflow
 import pytest
+
+from narrative_eval import tracking
 from narrative_eval.backends.cache import CachedBackend
+from narrative_eval.config import load_config
 from narrative_eval.data.tasks import load_tasks
 from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec, ScoreRecord
 from narrative_eval.studies.base import Runtime
 from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
+from narrative_eval.sweep import run_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS_JSON = REPO / "data" / "creative" / "tasks.json"
@@ -64,48 +69,16 @@ def test_truncated_trajectories_are_regenerated_then_left_unscored(runtime, smol
     assert result.generated == 4  # two attempts x two tasks, one turn each, no judge call
 
 
-@pytest.mark.slow
-def test_cell_logs_conversations_scores_and_seed_metrics(runtime, smollm2_spec):
-    judge = JudgeSpec(id="smol-judge", model=smollm2_spec, max_new_tokens=384)
-    generation = GenerationParams(temperature=0.8, max_new_tokens=48)
-    cell = make_cell(smollm2_spec, "sharded", generation, judges=[judge], max_regenerations=0, score_truncated=True)
-    result = IncrementalDeliveryStudy().run_cell(cell, runtime)
-
-    rows = result.tables["conversations.json"]
-    assert len(rows) == 7 + 7  # fantasy_001 and fantasy_002 each have seven shards
-    assert sum(r["final"] for r in rows) == 2
-    records = [ScoreRecord(**r) for r in result.artifacts["score_records.json"]]
-    checklists = {t.story_id: [c.constraint_id for c in t.constraints] for t in load_tasks(TASKS_JSON, CONSTRAINTS)}
-    for record in records:
-        assert record.condition == "sharded" and record.model == "smollm2" and record.judge == "smol-judge"
-        assert record.record_id == f"smollm2/sharded/{record.story_id}/seed0/smol-judge"
-        # Judged against the whole checklist, whatever shard each requirement arrived in.
-        assert [item["constraint_id"] for item in record.adherence] == checklists[record.story_id]
-    judgments = result.artifacts["judgments.json"]
-    assert len(judgments) == 2 and all(j["judge"] == "smol-judge" for j in judgments)
-    failure = result.metrics["judge/smol-judge/failure_rate"]
-    assert failure == pytest.approx(1 - len(records) / 2)
-    for dim in ("adherence", "craft", "structure_coherence", "ci"):
-        if records:
-            assert f"seed0/judge/smol-judge/{dim}" in result.metrics
-            assert result.metrics[f"judge/smol-judge/{dim}_sd"] == 0.0  # one seed
-    assert result.metrics["prompt_tokens"] > 0 and result.metrics["completion_tokens"] > 0
-    assert result.metrics["n_tasks"] == 2
-    assert not math.isnan(result.metrics["scored_rate"])
-
-
-@pytest.mark.slow
-def test_tiny_sweep_writes_the_report_from_mlflow(tmp_path, repo_root):
-    """Both conditions of one embedded model through the real sweep runner, MLflow store and report."""
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory, repo_root):
+    """Both conditions of one embedded model through the real sweep runner and MLflow store, judged, with its report."""
     pytest.importorskip("llama_cpp")
-    from narrative_eval.config import load_config
-    from narrative_eval.sweep import run_sweep
-
-    config_path = tmp_path / "creative.yaml"
+    root = tmp_path_factory.mktemp("creative-tiny")
+    config_path = root / "creative.yaml"
     config_path.write_text(
         f"""
 study: incremental-delivery
-sweep: creative-tiny-{tmp_path.name}
+sweep: creative-tiny-{root.name}
 data: {TASKS_JSON}
 constraints: {CONSTRAINTS}
 limit: 2
@@ -119,23 +92,54 @@ judges:
     model: smollm2
     max_new_tokens: 384
 extra: {{max_regenerations: 0, score_truncated: true}}
-report_dir: {tmp_path / 'report'}
+report_dir: {root / 'report'}
 """
     )
     config = load_config(config_path, catalog=repo_root / "experiments/configs/models.yaml")
-    outcome = run_sweep(config)
+    return run_sweep(config), root / "report"
+
+
+@pytest.mark.slow
+def test_cell_logs_conversations_scores_and_seed_metrics(tiny_sweep):
+    """The sharded cell of the sweep, as it landed in MLflow (once a cell of its own, run outside the sweep: the same
+    cell, so every check of that test is made here on the sweep's copy)."""
+    outcome, _ = tiny_sweep
+    [cell] = [c for c in outcome.cells if c.cell.condition == "sharded"]
+    metrics = tracking.client().get_run(cell.run_id).data.metrics
+    rows = tracking.load_table(cell.run_id, "conversations.json")
+    assert len(rows) == 7 + 7  # fantasy_001 and fantasy_002 each have seven shards
+    assert rows["final"].sum() == 2
+    records = [ScoreRecord(**r) for r in tracking.load_json_artifact(cell.run_id, "score_records.json")]
+    checklists = {t.story_id: [c.constraint_id for c in t.constraints] for t in load_tasks(TASKS_JSON, CONSTRAINTS)}
+    for record in records:
+        assert record.condition == "sharded" and record.model == "smollm2" and record.judge == "smollm2-judge"
+        assert record.record_id == f"smollm2/sharded/{record.story_id}/seed0/smollm2-judge"
+        # Judged against the whole checklist, whatever shard each requirement arrived in.
+        assert [item["constraint_id"] for item in record.adherence] == checklists[record.story_id]
+    judgments = tracking.load_json_artifact(cell.run_id, "judgments.json")
+    assert len(judgments) == 2 and all(j["judge"] == "smollm2-judge" for j in judgments)
+    failure = metrics["judge/smollm2-judge/failure_rate"]
+    assert failure == pytest.approx(1 - len(records) / 2)
+    for dim in ("adherence", "craft", "structure_coherence", "ci"):
+        if records:
+            assert f"seed0/judge/smollm2-judge/{dim}" in metrics
+            assert metrics[f"judge/smollm2-judge/{dim}_sd"] == 0.0  # one seed
+    assert metrics["prompt_tokens"] > 0 and metrics["completion_tokens"] > 0
+    assert metrics["n_tasks"] == 2
+    assert not math.isnan(metrics["scored_rate"])
+
+
+@pytest.mark.slow
+def test_tiny_sweep_writes_the_report_from_mlflow(tiny_sweep):
+    """Both conditions of one embedded model through the real sweep runner, MLflow store and report."""
+    outcome, report = tiny_sweep
     assert outcome.count("failed") == 0, [c.error for c in outcome.cells]
-    report = tmp_path / "report"
     for name in REPORT_FILES:
         assert (report / name).is_file(), name
     assert (report / "score_records.jsonl").is_file()
     assert any("ICIR" in title for title in outcome.tables)
     QUALITY = ("craft", "structure_coherence", "originality", "genre_effectiveness", "characterization")
     # In MLflow's own records: one trace per conversation, a span per turn, the judge's scores on it.
-    import mlflow
-
-    from narrative_eval import tracking
-
     for cell in outcome.cells:
         run = tracking.client().get_run(cell.run_id)
         traces = mlflow.search_traces(locations=[run.info.experiment_id], run_id=cell.run_id, return_type="list")
