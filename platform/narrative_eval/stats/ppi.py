@@ -23,6 +23,11 @@ sums run over clusters (cluster-robust variance, each term with its own G / (G -
 each output is its own cluster and the terms are the usual sample variances. Intervals are normal (z) intervals.
 The power-tuned PPI++ is not used: the report shows the human-only interval beside it, so a judge too weakly
 related to people to help is visible there.
+
+The reports' tables (`ppi_<judge>.csv`, columns in docs/formats.md) hold one row per cell and dimension:
+`infilling_ppi_table` from a sweep's generations and the Annotate tab's or a CSV's ratings (outputs clustered
+by passage), `pointwise_ppi_table` from the incremental study's score records and pointwise ratings (clustered by
+story).
 """
 
 from __future__ import annotations
@@ -32,7 +37,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy.stats import norm
+
+from narrative_eval.records import ScoreRecord
+from narrative_eval.stats.cell_scores import passage_of, row_scores
+from narrative_eval.stats.human_records import PointwiseRating
+from narrative_eval.stats.human_validation import response_scores
+from narrative_eval.stats.score_records import QUALITY_FIELDS
 
 DEFAULT_LEVEL = 0.95
 """Coverage of every interval."""
@@ -132,4 +144,78 @@ def human_anchored_mean(
     )
 
 
-__all__ = ["DEFAULT_LEVEL", "HumanAnchoredMean", "MeanInterval", "human_anchored_mean"]
+ESTIMATES: tuple[str, ...] = ("judge", "human", "ppi")
+"""The three estimates of a table row, each a column with its `_lo` and `_hi`."""
+
+
+def human_anchored_table(outputs: pd.DataFrame, cell_keys: Sequence[str], dimensions: Sequence[str],
+                         cluster: str, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+    """One row per cell and dimension of the cells where people rated some output: *cell_keys, dimension, n_all,
+    n_rated, judge, judge_lo, judge_hi, human, human_lo, human_hi, ppi, ppi_lo, ppi_hi, reason.
+
+    `outputs` has one row per output: the cell keys, the `cluster` column, and per dimension its judge score
+    `judge/<dimension>` and mean human rating `human/<dimension>` (NaN: none)."""
+    columns = [*cell_keys, "dimension", "n_all", "n_rated",
+               *(f"{name}{suffix}" for name in ESTIMATES for suffix in ("", "_lo", "_hi")), "reason"]
+    rows = []
+    for keys, cell in outputs.groupby(list(cell_keys), sort=True):
+        if cell[[f"human/{d}" for d in dimensions]].isna().all(axis=None):
+            continue  # nobody rated this cell: nothing to anchor
+        for dimension in dimensions:
+            result = human_anchored_mean(cell[f"judge/{dimension}"], cell[f"human/{dimension}"], cell[cluster], level)
+            row = {**dict(zip(cell_keys, keys)), "dimension": dimension, "n_all": result.n_all,
+                   "n_rated": result.n_rated, "reason": result.reason}
+            for name in ESTIMATES:
+                estimate = getattr(result, name)
+                row.update({name: estimate.mean, f"{name}_lo": estimate.lo, f"{name}_hi": estimate.hi})
+            rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def infilling_ppi_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, dimensions: Sequence[str]) -> pd.DataFrame:
+    """The infilling report's `ppi_<judge>`: per model, setting and judge dimension, from the generations rows
+    (a failed judgment has no score) and human ratings (rater, model, prompt_setting, instance_id, seed and the
+    dimensions; several raters of one fill averaged). Outputs are clustered by passage, like the cell intervals."""
+    keys = ["model", "setting", "instance_id", "seed"]
+    scores = row_scores(gens)
+    outputs = gens[["model", "setting", "instance_id"]].assign(
+        seed=pd.to_numeric(gens["seed"]).astype(int), passage=gens["instance_id"].map(passage_of))
+    for dimension in dimensions:
+        outputs[f"judge/{dimension}"] = scores.get(f"judge/{judge}/{dimension}", np.full(len(gens), np.nan))
+    rated = [d for d in dimensions if d in ratings]
+    human = (ratings.rename(columns={"prompt_setting": "setting"}).assign(seed=lambda f: f["seed"].astype(int))
+             .groupby(keys)[rated].mean().add_prefix("human/").reset_index())
+    outputs = outputs.merge(human, on=keys, how="left")
+    for dimension in set(dimensions) - set(rated):
+        outputs[f"human/{dimension}"] = np.nan
+    return human_anchored_table(outputs, ["model", "setting"], dimensions, "passage")
+
+
+def response_of(record: ScoreRecord) -> str:
+    """The response a score record judged: its id without the judge (ScoreRecord.make_id ends in /<judge>), so a
+    judge panel's records of one reply share it; a record id of another form is its own response."""
+    suffix = f"/{record.judge}"
+    return record.record_id[: -len(suffix)] if record.record_id.endswith(suffix) else record.record_id
+
+
+def pointwise_ppi_table(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str) -> pd.DataFrame:
+    """The human-validation report's `ppi_<judge>`: per model, condition and quality dimension, the judge's score
+    records against the pointwise ratings (several raters of one response averaged, N/A left out), whichever
+    judge's record id a rating names. Outputs are clustered by story, like the study's bootstrap."""
+    response_by_id = {r.record_id: response_of(r) for r in records}
+    human = response_scores(ratings)
+    human["response"] = human["record_id"].map(response_by_id)
+    human = human.groupby("response")[list(QUALITY_FIELDS)].mean().add_prefix("human/").reset_index()
+    judged = [r for r in records if r.judge == judge]
+    outputs = pd.DataFrame({
+        "model": [r.model for r in judged], "condition": [r.condition for r in judged],
+        "story_id": [r.story_id for r in judged], "response": [response_of(r) for r in judged],
+        **{f"judge/{d}": [np.nan if r.quality.get(d) is None else float(r.quality[d]) for r in judged]
+           for d in QUALITY_FIELDS},
+    })
+    outputs = outputs.merge(human, on="response", how="left")
+    return human_anchored_table(outputs, ["model", "condition"], list(QUALITY_FIELDS), "story_id")
+
+
+__all__ = ["DEFAULT_LEVEL", "ESTIMATES", "HumanAnchoredMean", "MeanInterval", "human_anchored_mean",
+           "human_anchored_table", "infilling_ppi_table", "pointwise_ppi_table", "response_of"]
