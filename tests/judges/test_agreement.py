@@ -48,19 +48,37 @@ def test_krippendorff_alpha_edge_cases():
     assert math.isnan(krippendorff_alpha([[3, 3], [3, 3]]))  # no variation at all
     # Units rated by one rater only carry no information.
     assert krippendorff_alpha([[1, 2, 3, 5], [1, 2, 3, None]]) == 1.0
+    # Variation only on a unit rated once: the pairable ratings are constant.
+    assert math.isnan(krippendorff_alpha([[3, 3, 5], [3, 3, None]]))
+    # No unit rated twice, or no rating at all.
+    assert math.isnan(krippendorff_alpha([[1, None], [None, 2]]))
+    assert math.isnan(krippendorff_alpha([[None, None]]))
 
 
-@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval", "ratio"])
-def test_krippendorff_alpha_matches_the_krippendorff_package(level):
-    krippendorff = pytest.importorskip("krippendorff")
-    reference_data = np.array([[np.nan if v is None else v for v in row] for row in TEXTBOOK], dtype=float)
-    expected = krippendorff.alpha(reliability_data=reference_data, level_of_measurement=level)
-    assert krippendorff_alpha(TEXTBOOK, level=level) == pytest.approx(expected, abs=1e-9)
-    rng = np.random.default_rng(3)
-    ratings = rng.integers(1, 6, size=(3, 40)).astype(float)
-    ratings[rng.random(ratings.shape) < 0.15] = np.nan
-    expected = krippendorff.alpha(reliability_data=ratings, level_of_measurement=level)
-    assert krippendorff_alpha(ratings.tolist(), level=level) == pytest.approx(expected, abs=1e-9)
+# A three-rater panel on 14 units with gaps, for the recorded values below.
+PANEL = [
+    [1, 2, 3, 3, 2, 1, 4, 1, 2, 5, 4, 3, 2, 5],
+    [2, 2, 3, 4, 2, 2, 4, 1, None, 5, 3, 3, 1, 4],
+    [1, 3, None, 4, 1, 2, 5, 2, 2, 4, None, 2, 2, 5],
+]
+# Values the hand-written coincidence-matrix implementation gave (commit a1e7af0), before alpha came from
+# the `krippendorff` package: the switch must not move a reported number.
+RECORDED_ALPHA = {
+    ("TEXTBOOK", "nominal"): 0.7434210526315791,
+    ("TEXTBOOK", "ordinal"): 0.8153875037548814,
+    ("TEXTBOOK", "interval"): 0.8491071428571428,
+    ("TEXTBOOK", "ratio"): 0.7974027747116121,
+    ("PANEL", "nominal"): 0.22711864406779658,
+    ("PANEL", "ordinal"): 0.8107270088402164,
+    ("PANEL", "interval"): 0.8213166144200628,
+    ("PANEL", "ratio"): 0.6805612335337261,
+}
+
+
+@pytest.mark.parametrize(("data", "level"), list(RECORDED_ALPHA))
+def test_krippendorff_alpha_keeps_the_recorded_values(data, level):
+    matrix = {"TEXTBOOK": TEXTBOOK, "PANEL": PANEL}[data]
+    assert krippendorff_alpha(matrix, level=level) == pytest.approx(RECORDED_ALPHA[data, level], abs=1e-9)
 
 
 def test_cohen_kappa_by_hand():
@@ -80,13 +98,57 @@ def test_cohen_kappa_by_hand():
         cohen_kappa([1, 6], [1, 2], labels=[1, 2, 3])
 
 
-def test_cohen_kappa_matches_sklearn():
-    metrics = pytest.importorskip("sklearn.metrics")
-    rng = np.random.default_rng(0)
-    a = rng.integers(1, 6, 60).tolist()
-    b = [min(5, max(1, x + int(rng.integers(-1, 2)))) for x in a]
-    for weights in (None, "linear", "quadratic"):
-        assert cohen_kappa(a, b, weights=weights) == pytest.approx(metrics.cohen_kappa_score(a, b, weights=weights))
+# Two raters on 15 outputs (1-5), and two raters' pairwise verdicts (-2..2), for the recorded values below.
+RATER_A = [1, 2, 2, 3, 4, 5, 5, 3, 2, 4, 1, 3, 4, 4, 2]
+RATER_B = [1, 3, 2, 3, 5, 4, 5, 2, 2, 4, 2, 3, 3, 5, 1]
+RATER_A_GAPPED = RATER_A[:10] + [None, 3, float("nan"), 4, 2]
+VERDICTS_A = [-2, -1, 0, 1, 2, 2, 1, 0, -1, 0, 1, -2]
+VERDICTS_B = [-2, 0, 0, 1, 1, 2, 2, -1, -1, 0, 0, -1]
+# Values the hand-written implementation gave (commit a1e7af0), before kappa came from scikit-learn:
+# weights -> (observed labels, labels 1-5 declared, with gaps).
+RECORDED_KAPPA = {
+    None: (0.32960893854748596, 0.32960893854748596, 0.417910447761194),
+    "linear": (0.6341463414634145, 0.6341463414634145, 0.6854838709677419),
+    "quadratic": (0.84, 0.84, 0.8631578947368421),
+}
+RECORDED_VERDICT_QWK = 0.8414096916299559
+RECORDED_VERDICT_COLLAPSED_KAPPA = 0.6249999999999999
+
+
+@pytest.mark.parametrize("weights", list(RECORDED_KAPPA))
+def test_cohen_kappa_keeps_the_recorded_values(weights):
+    observed, declared, gapped = RECORDED_KAPPA[weights]
+    assert cohen_kappa(RATER_A, RATER_B, weights=weights) == pytest.approx(observed, abs=1e-9)
+    assert cohen_kappa(RATER_A, RATER_B, weights=weights, labels=[1, 2, 3, 4, 5]) == pytest.approx(declared, abs=1e-9)
+    assert cohen_kappa(RATER_A_GAPPED, RATER_B, weights=weights) == pytest.approx(gapped, abs=1e-9)
+
+
+def test_cohen_kappa_keeps_the_recorded_verdict_values():
+    levels = [-2, -1, 0, 1, 2]
+    qwk = cohen_kappa(VERDICTS_A, VERDICTS_B, weights="quadratic", labels=levels)
+    assert qwk == pytest.approx(RECORDED_VERDICT_QWK, abs=1e-9)
+    direction_a = [int(np.sign(v)) for v in VERDICTS_A]
+    direction_b = [int(np.sign(v)) for v in VERDICTS_B]
+    collapsed = cohen_kappa(direction_a, direction_b, labels=[-1, 0, 1])
+    assert collapsed == pytest.approx(RECORDED_VERDICT_COLLAPSED_KAPPA, abs=1e-9)
+
+
+def test_cohen_kappa_edge_cases():
+    # Both raters constant on the same value: chance agreement is total, kappa undefined.
+    assert math.isnan(cohen_kappa([3, 3, 3], [3, 3, 3]))
+    assert math.isnan(cohen_kappa([3, 3, 3], [3, 3, 3], weights="quadratic", labels=[1, 2, 3, 4, 5]))
+    # Constant on different values, or one rater constant: no agreement beyond chance.
+    assert cohen_kappa([3, 3, 3], [4, 4, 4]) == 0.0
+    assert cohen_kappa([3, 3, 3, 3], [1, 2, 3, 4], weights="quadratic") == 0.0
+    assert cohen_kappa([2], [3]) == 0.0
+    assert math.isnan(cohen_kappa([2], [2]))
+    # No complete pair.
+    assert math.isnan(cohen_kappa([], []))
+    assert math.isnan(cohen_kappa([None], [1]))
+    with pytest.raises(ValueError, match="weights must be"):
+        cohen_kappa([1, 2], [1, 2], weights="cubic")
+    with pytest.raises(ValueError, match="differ in length"):
+        cohen_kappa([1, 6], [1])
 
 
 def test_spearman_matches_scipy_and_its_bootstrap_is_seeded():

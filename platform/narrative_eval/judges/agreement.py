@@ -1,9 +1,10 @@
 """Agreement between judges, and between judges and humans or metrics.
 
 Pairwise statistics (kappa, MAE, exact agreement, Spearman) drop pairs where either side
-is missing (None or NaN). Krippendorff's alpha takes a raters x units matrix with gaps and
-is implemented here from its coincidence-matrix definition (Krippendorff, "Computing
-Krippendorff's Alpha-Reliability", 2011).
+is missing (None or NaN). Krippendorff's alpha takes a raters x units matrix with gaps. Both
+kappa (scikit-learn) and alpha (the `krippendorff` package) come from maintained libraries;
+this module keeps one calling convention for them: gaps as None or NaN, and NaN, not an
+exception or a warning, where the statistic is undefined.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import krippendorff
 import numpy as np
 from scipy import stats
 
@@ -70,33 +72,23 @@ def cohen_kappa(
 ) -> float:
     """Cohen's kappa between two raters; weighted variants treat `labels` (default: sorted
     observed values) as ordered categories at equal spacing. NaN when chance agreement is total."""
-    x, y = paired(a, b)
-    if not x:
-        return math.nan
-    categories = list(labels) if labels is not None else sorted(set(x) | set(y))
-    index = {c: i for i, c in enumerate(categories)}
-    unknown = [v for v in set(x) | set(y) if v not in index]
-    if unknown:
-        raise ValueError(f"ratings outside the given labels: {unknown}")
-    k = len(categories)
-    observed = np.zeros((k, k))
-    for p, q in zip(x, y):
-        observed[index[p], index[q]] += 1
-    observed /= observed.sum()
-    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
-    grid = np.abs(np.subtract.outer(np.arange(k), np.arange(k))).astype(float)
-    if weights is None:
-        disagreement = (grid > 0).astype(float)
-    elif weights == "linear":
-        disagreement = grid
-    elif weights == "quadratic":
-        disagreement = grid**2
-    else:
+    if weights not in (None, "linear", "quadratic"):
         raise ValueError(f"weights must be None, 'linear' or 'quadratic', not {weights!r}")
-    chance = float((disagreement * expected).sum())
-    if chance == 0:
+    x, y = paired(a, b)
+    # Imported on first use: scikit-learn's metrics take seconds to import, and the reports and the app import this
+    # module whether or not they compute a kappa.
+    from sklearn.metrics import cohen_kappa_score
+
+    observed = set(x) | set(y)
+    if labels is not None:
+        # scikit-learn would silently drop ratings outside `labels`; they are a mistake here.
+        unknown = [v for v in observed if v not in set(labels)]
+        if unknown:
+            raise ValueError(f"ratings outside the given labels: {unknown}")
+    # One category used by both raters: chance agreement is total and kappa undefined (scikit-learn warns).
+    if len(observed) < 2:
         return math.nan
-    return 1.0 - float((disagreement * observed).sum()) / chance
+    return float(cohen_kappa_score(x, y, labels=None if labels is None else list(labels), weights=weights))
 
 
 def _rowwise_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -145,60 +137,29 @@ def kendall_tau_systems(metric_by_system: Mapping[str, float], judge_by_system: 
     return float(result.statistic)
 
 
-def _delta_squared(values: np.ndarray, totals: np.ndarray, level: Level) -> np.ndarray:
-    """Squared difference function between every pair of values."""
-    if level == "nominal":
-        return (values[:, None] != values[None, :]).astype(float)
-    if level == "interval":
-        return np.subtract.outer(values, values) ** 2
-    if level == "ratio":
-        sums = np.add.outer(values, values)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = np.where(sums != 0, np.subtract.outer(values, values) / sums, 0.0)
-        return ratio**2
-    if level == "ordinal":
-        # Distance between ranks c < k: values passed on the way, half of each end counted.
-        cumulative = np.concatenate([[0.0], np.cumsum(totals)])
-        low = np.minimum.outer(np.arange(len(values)), np.arange(len(values)))
-        high = np.maximum.outer(np.arange(len(values)), np.arange(len(values)))
-        between = cumulative[high + 1] - cumulative[low]
-        distance = between - (totals[low] + totals[high]) / 2
-        return np.where(low == high, 0.0, distance**2)
-    raise ValueError(f"level must be nominal, ordinal, interval or ratio, not {level!r}")
+LEVELS: tuple[str, ...] = ("nominal", "ordinal", "interval", "ratio")
+"""Krippendorff's levels of measurement."""
 
 
 def krippendorff_alpha(reliability_data: Sequence[Sequence[float | None]], level: Level = "ordinal") -> float:
     """Krippendorff's alpha for several raters (rows) over units (columns), gaps as None/NaN.
 
-    alpha = 1 - (n - 1) * sum(o_ck * d2_ck) / sum(n_c * n_k * d2_ck), with o the value
-    coincidence matrix over pairable units (two or more ratings) and d2 the level's squared
-    distance. NaN when the data show no variation at all (expected disagreement is zero).
+    NaN when no unit is rated twice or the pairable ratings show no variation at all (expected
+    disagreement is zero), where the `krippendorff` package raises or divides by zero.
     """
+    if level not in LEVELS:
+        raise ValueError(f"level must be nominal, ordinal, interval or ratio, not {level!r}")
     matrix = np.array([[np.nan if _missing(v) else float(v) for v in row] for row in reliability_data], dtype=float)
     if matrix.ndim != 2:
         raise ValueError("reliability data must be a raters x units matrix")
-    values = np.unique(matrix[~np.isnan(matrix)])
-    if values.size == 0:
+    ratings_per_unit = (~np.isnan(matrix)).sum(axis=0)
+    pairable = matrix[:, ratings_per_unit >= 2]
+    if np.unique(pairable[~np.isnan(pairable)]).size < 2:
         return math.nan
-    position = {v: i for i, v in enumerate(values)}
-    coincidence = np.zeros((values.size, values.size))
-    for unit in matrix.T:
-        present = unit[~np.isnan(unit)]
-        if present.size < 2:
-            continue
-        counts = np.zeros(values.size)
-        for v in present:
-            counts[position[v]] += 1
-        coincidence += (np.outer(counts, counts) - np.diag(counts)) / (present.size - 1)
-    totals = coincidence.sum(axis=1)
-    n = totals.sum()
-    if n <= 1:
-        return math.nan
-    d2 = _delta_squared(values, totals, level)
-    expected = float((np.outer(totals, totals) * d2).sum())
-    if expected == 0:
-        return math.nan
-    return 1.0 - (n - 1) * float((coincidence * d2).sum()) / expected
+    # Distinct values can still be at distance zero (ratio level: v and -v); the package then divides 0 by 0.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alpha = float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=level))
+    return alpha if math.isfinite(alpha) else math.nan
 
 
 def ratings_matrix(panel: Mapping[str, Sequence], dimension: str) -> tuple[list[str], list[list[float | None]]]:

@@ -14,6 +14,7 @@ Files (CSV + markdown + LaTeX each, columns in docs/formats.md), for what was gi
 |---|---|---|
 | pointwise_reliability | --pointwise | Table 6 |
 | pointwise_alignment | --pointwise --scores | Table 7 |
+| ppi_<judge> | --pointwise --scores | judge-only, human-only and prediction-powered means |
 | human_paired_effects | --pointwise --scores | Tables 5 and 8 |
 | human_aggregation | --pointwise --scores | Table 9 |
 | pairwise_agreement | --pairwise (two raters) | Table 11 |
@@ -35,7 +36,7 @@ from typing import Any
 
 from narrative_eval.errors import UserError
 from narrative_eval.records import ScoreRecord
-from narrative_eval.reports.creative import write_table
+from narrative_eval.reports.creative import _slug, write_table
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.stats.human_records import (
     EvidenceStatus,
@@ -58,11 +59,15 @@ from narrative_eval.stats.human_validation import (
     pointwise_reliability,
     status_stability,
 )
+from narrative_eval.stats.ppi import pointwise_ppi_table
 
 REPORT_FILES: tuple[str, ...] = ("pointwise_reliability", "pointwise_alignment", "human_paired_effects",
                                   "human_aggregation", "pairwise_agreement", "pairwise_order_consistency",
                                   "pairwise_status_stability")
 """The report's tables (each as .csv, .md and .tex)."""
+
+PPI_PREFIX = "ppi_"
+"""Stem of the per-judge tables of human-anchored means (ppi_<judge>.csv, .md, .tex), beside REPORT_FILES."""
 
 
 @dataclass
@@ -163,6 +168,9 @@ def _pointwise_tables(inputs: HumanInputs, out_dir: Path, comparison: str, n_boo
         human_paired_effects(pairs["mean"], comparison, n_boot, seed), out_dir, "human_paired_effects")
     tables["Human effects by aggregation: medians, reviewer-centered (Table 9)"] = write_table(
         human_aggregation(pairs, n_boot, seed), out_dir, "human_aggregation")
+    for judge in sorted({r.judge for r in inputs.records}):
+        tables[f"Judge-only, human-only and prediction-powered means [{judge}]"] = write_table(
+            pointwise_ppi_table(inputs.ratings, inputs.records, judge), out_dir, f"{PPI_PREFIX}{_slug(judge)}")
     return tables
 
 
@@ -259,7 +267,8 @@ def human_validation_from_sweep(sweep: str, out_dir: str | Path, *, data_sha256:
     parent = tracking.find_sweep_run(experiment_of("incremental-delivery"), sweep)
     if parent is not None:
         written = {f"{stem}.{ext}" for stem in REPORT_FILES for ext in ("csv", "md", "tex")}
-        for path in sorted(p for p in out_dir.iterdir() if p.name in written):
+        anchored = {p for p in out_dir.glob(f"{PPI_PREFIX}*") if p.suffix in (".csv", ".md", ".tex")}
+        for path in sorted(p for p in out_dir.iterdir() if p.name in written or p in anchored):
             tracking.client().log_artifact(parent, str(path), artifact_path="report/human_validation")
     return tables
 

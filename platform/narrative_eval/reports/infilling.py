@@ -1,7 +1,8 @@
 """Tables and figures of an infilling sweep, read back from MLflow, each as CSV, markdown and LaTeX where the
 sweep's grid supports it: main (model x setting, with intervals), AtAvg and QAvg pivots, seeds, judges,
 position and domain breakdowns, Kendall tau of judge dimensions vs metrics, paired comparisons and the minimum
-detectable effect, human agreement (the study's Table 2) and samples of fills a judge rated above 4."""
+detectable effect, human agreement (the study's Table 2) with human-anchored (prediction-powered) means, and
+samples of fills a judge rated above 4."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from narrative_eval.reports.infilling_samples import high_quality_tables
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
 from narrative_eval.stats.paired import model_groups, paired_judges, paired_models, paired_settings
+from narrative_eval.stats.ppi import infilling_ppi_table
 from narrative_eval.stats.reference import beside_reference, load_reference
 from narrative_eval.studies.base import experiment_of
 
@@ -387,6 +389,8 @@ def write_infilling_report(
         for judge in judges:
             table = human_agreement_table(ratings, gens, judge, _dimensions(runs, judge))
             tables[f"Human-human (kappa) and human-judge (Spearman rho) agreement [{judge}]"] = _write(table, out_dir, f"human_agreement_{judge}")
+            anchored = infilling_ppi_table(ratings, gens, judge, _dimensions(runs, judge))
+            tables[f"Judge-only, human-only and prediction-powered means [{judge}]"] = _write(anchored, out_dir, f"ppi_{judge}")
     figures(main, judges, out_dir)
     (out_dir / "tables.json").write_text(json.dumps(tables, indent=1, ensure_ascii=False))
     return tables
