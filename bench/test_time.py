@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+# JUnit's element for an item that did not pass -> pytest's word for it.
+OUTCOMES = {"failure": "failed", "error": "error", "skipped": "skipped"}
+
+
 @dataclass(frozen=True)
 class Item:
     """One test item's outcome in the JUnit file."""
@@ -37,7 +41,7 @@ def read_items(path: Path) -> tuple[list[Item], float]:
     for case in root.iter("testcase"):
         module = case.get("classname", "").replace(".", "/")
         nodeid = f"{module}.py::{case.get('name')}" if module else case.get("name", "?")
-        outcome = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
+        outcome = next((OUTCOMES[child.tag] for child in case if child.tag in OUTCOMES), "passed")
         items.append(Item(nodeid, float(case.get("time") or 0.0), outcome))
     wall = sum(float(s.get("time") or 0.0) for s in suites)
     return items, wall
