@@ -1,5 +1,5 @@
-"""Shared fixtures: a throwaway MLflow store and request cache for the whole test session,
-and the embedded models loaded once."""
+"""Shared fixtures: a throwaway MLflow store and request cache for the whole test session, and the embedded models
+loaded once; how the suite runs on several pytest-xdist workers."""
 
 from __future__ import annotations
 
@@ -9,6 +9,43 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Session fixtures that take minutes (a judged sweep, then the app on it): every test that uses one runs on the same
+# xdist worker, so each is built once. Any other test runs on the worker its module runs on (module fixtures too).
+SHARED_FIXTURES = ("app_url", "e2e_sweep")
+# What a test starts, as a weight for scheduling: the heaviest groups go to the workers first, so the run does not
+# end with one worker busy on a long group that started last.
+START_WEIGHTS = {"vllm": 8, "browser": 4, "server": 4, "slow": 2}
+ALL_CORES = pytest.StashKey[set]()  # the cores a worker was given, before it pinned itself to one
+PINNED = pytest.StashKey[set]()  # a worker's own core, while a vLLM test runs on every core
+
+
+def pytest_configure(config):
+    """An xdist worker runs on a core of its own, and so does all it starts (the other core is the other worker's):
+    two workers never make llama.cpp or torch threads fight for a core, which slows them many times over."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    index = int(worker.removeprefix("gw"))
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) <= len(cores):
+        os.sched_setaffinity(0, {cores[index % len(cores)]})
+        config.stash[ALL_CORES] = set(cores)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A vLLM engine binds its threads to cores it counts itself: it starts with every core in view."""
+    cores = item.config.stash.get(ALL_CORES, None)
+    if cores and item.get_closest_marker("vllm"):
+        item.stash[PINNED] = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, cores)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    pinned = item.stash.get(PINNED, None)
+    if pinned:
+        os.sched_setaffinity(0, pinned)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -64,8 +101,12 @@ def gemma3(gemma3_spec):
     return get_backend(gemma3_spec)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `gpu` skip where torch sees no CUDA device (CI has none; bench/gpu/check.sh runs on a GPU)."""
+    """Tests marked `gpu` skip where torch sees no CUDA device (CI has none; bench/gpu/check.sh runs on a GPU). On
+    xdist workers (`--dist loadgroup`) every test gets its group, and the heaviest groups come first."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        group_for_xdist(items)
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_tests:
         return
@@ -74,3 +115,16 @@ def pytest_collection_modifyitems(config, items):
     if not torch.cuda.is_available():
         for item in gpu_tests:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
+def group_for_xdist(items: list) -> None:
+    """Mark each item with its xdist group and order the groups heaviest first (stably: order within a group stays)."""
+    weight: dict[str, int] = {}  # in order of first appearance
+    group_of: dict[int, str] = {}
+    for item in items:
+        shared = next((name for name in SHARED_FIXTURES if name in item.fixturenames), None)
+        group = group_of[id(item)] = shared or item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+        weight[group] = weight.get(group, 0) + sum(w for mark, w in START_WEIGHTS.items() if item.get_closest_marker(mark))
+    appearance = {group: index for index, group in enumerate(weight)}
+    items.sort(key=lambda item: (-weight[group_of[id(item)]], appearance[group_of[id(item)]]))

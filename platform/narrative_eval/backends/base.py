@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 
@@ -19,6 +20,12 @@ BACKENDS: Registry[type["Backend"]] = Registry(
     ),
 )
 """Backend name -> Backend class (ModelSpec.backend names one)."""
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: fewer than the machine has under a cpuset, taskset or container limit,
+    where a thread per machine core would leave threads waiting on each other for a core."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def backend(name: str):

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
 
-from narrative_eval.backends.base import Backend, Conversation, backend, params_per_request
+from narrative_eval.backends.base import Backend, Conversation, backend, params_per_request, usable_cores
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 from narrative_eval.weights import default_chat_format, resolve_weights
 
@@ -96,7 +96,7 @@ class LlamaCppBackend(Backend):
             raise FileNotFoundError(f"GGUF file not found for model {spec.id!r}: {self.path}")
         options = dict(spec.options)
         self.n_ctx = self.context_window = int(options.pop("n_ctx", 4096))
-        threads = int(options.pop("n_threads", os.cpu_count() or 1))
+        threads = int(options.pop("n_threads", usable_cores()))
         n_batch = int(options.pop("n_batch", DEFAULT_N_BATCH))
         prefix_block = int(options.pop("prefix_block", PREFIX_BLOCK))
         if prefix_block % 8 or n_batch % prefix_block:

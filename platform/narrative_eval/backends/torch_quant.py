@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from narrative_eval.backends.base import usable_cores
+
 QUANTIZATIONS = (None, "bnb-nf4", "bnb-8bit", "gptq-4bit", "awq-4bit", "torchao-int8")
 # Labels whose checkpoints are already quantized and load through gptqmodel, by the
 # `quant_method` their config.json records.
@@ -90,7 +92,7 @@ def checkpoint_method(path: str, quantization: str, model: str) -> str:
 def cpu_workers_default() -> None:
     """Size gptqmodel's CPU worker pool by the cores here unless the caller chose (GPTQMODEL_CPU_WORKERS)."""
     # gptqmodel reads this at import; its own default over-subscribes small machines.
-    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(os.cpu_count() or 1))
+    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(usable_cores()))
 
 
 def load_prequantized(path: str, quantization: str, dtype: Any, device: str, model: str = "?"):
