@@ -27,7 +27,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="list everything registered (studies, metrics, backends, rubrics, prompt settings, "
                              "conditions, executors), plugins included, with where each comes from")
     parser.add_argument("--data", help="instances/tasks file replacing the config's data (published columns accepted)")
-    parser.add_argument("--limit", type=int, help="keep only the first N instances/tasks")
+    parser.add_argument("--limit", type=int, help="keep only the first N instances/tasks (N >= 1)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config value, YAML-parsed; dotted keys reach nested values "
                              "(e.g. --set models=[smollm2] --set generation.temperature=0.5)")
@@ -73,8 +73,6 @@ def checked_grid(config: SweepConfig) -> dict:
     require_file(config.data, "data file", problems)
     require_file(config.constraints, "constraints file", problems)
     require_file(config.prompt_file, "prompt file", problems)
-    if config.limit is not None and config.limit < 0:
-        problems.append(f"--limit must be 0 or more, got {config.limit}")
     if problems:
         raise UserError(problems)
     # Counting the requests reads and validates the data (every bad row, with its file:line).

@@ -129,6 +129,53 @@ def test_every_bad_input_is_a_clean_user_error(bad_inputs, tmp_path):
     assert not any("pydantic" in line or "http" in line for line in lines)
 
 
+def runs_in_store(tracking_uri: str) -> int:
+    """How many MLflow runs (any experiment, any status) a tracking store holds."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    return len(client.search_runs(experiments)) if experiments else 0
+
+
+def test_inputs_that_would_run_nothing_are_user_errors_and_nothing_runs(tmp_path):
+    """A header-only data file, an empty task set, `seeds: []` and `--limit 0` used to finish a sweep on nothing (or
+    run nothing without a word), and `seeds: [-1]` was taken: each is now one `error:` line, exit 2, no run."""
+    header_only = write_csv(tmp_path / "header_only.csv", [], list(COLUMNS))
+    empty_jsonl = _write(tmp_path / "empty.jsonl", b"")
+    tasks, constraints = _write(tmp_path / "tasks.json", b"[]\n"), _write(tmp_path / "constraints.jsonl", b"")
+    incremental = REPO / "experiments" / "configs" / "incremental_embedded.yaml"
+    # Not dry runs: they would start MLflow runs and write a report if the checks came too late.
+    real = (*SWEEP, "--config", str(QUICKSTART), "--set", "sweep=must-not-run", "--set", f"report_dir={tmp_path}/{{sweep}}")
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    started = {name: start(*args, env={"MLFLOW_TRACKING_URI": store}) for name, args in {
+        "header_only": (*real, "--data", str(header_only)),
+        "no_seeds": (*real, "--set", "seeds=[]"),
+        "empty_jsonl": (*DRY, "--data", str(empty_jsonl)),
+        "empty_tasks": (*SWEEP, "--config", str(incremental), "--dry-run", "--data", str(tasks),
+                        "--set", f"constraints={constraints}"),
+        "limit_zero": (*DRY, "--limit", "0"),
+        "random_seed": (*DRY, "--set", "seeds=[0,-1]"),
+    }.items()}
+    results = {name: finish(process) for name, process in started.items()}
+    assert assert_user_error(results["header_only"]) == [
+        f"error: {header_only}: no instances: the file has its header and no rows"]
+    assert assert_user_error(results["no_seeds"]) == [
+        "error: --set seeds=[]: seeds: a cell needs at least one seed (e.g. seeds: [0])"]
+    assert assert_user_error(results["empty_jsonl"]) == [
+        f"error: {empty_jsonl}: no instances: the file has no records (one JSON object per line)"]
+    assert assert_user_error(results["empty_tasks"]) == [
+        f"error: {tasks}: no tasks: the JSON array is empty",
+        f"error: {constraints}: no checklists: the file has no records (one JSON object per line)"]
+    assert assert_user_error(results["limit_zero"]) == [
+        "error: --limit 0: limit: must be a positive integer (how many instances or tasks to keep), got 0"]
+    assert_user_error(results["random_seed"], "--set seeds=[0,-1]: seeds: must be integers from 0 to 4294967294",
+                      "as 'a random seed'", "got -1")
+    assert all("cells" not in result.stdout for result in results.values())  # not even the dry run's grid
+    assert runs_in_store(store) == 0
+    assert not (tmp_path / "must-not-run").exists()
+
+
 def test_utf16_data_is_read_and_debug_shows_the_traceback(bad_inputs):
     """UTF-16 with a byte-order mark is decoded; --debug / NARRATIVE_EVAL_DEBUG=1 show where a user error came from."""
     results = run_all({

@@ -104,3 +104,46 @@ def test_a_report_reads_only_the_cells_on_its_data(tmp_path):
     with pytest.raises(UserError, match="2 different data files.*--data FILE") as caught:
         tracking.report_cell_runs("infilling", "two-data")
     assert str(SAMPLE) in str(caught.value) and str(BENCHMARK) in str(caught.value)
+
+
+def test_seeds_limit_and_subset_that_would_run_nothing_or_not_reproducibly_are_all_reported(tmp_path):
+    """`seeds: []` and `--limit 0` used to run nothing without a word, and `seeds: [-1]` was accepted."""
+    path = write_config(tmp_path, f"""study: infilling
+sweep: s
+data: {SAMPLE}
+models: [smollm2]
+seeds: [0, -1, 4294967295, 4294967296]
+subset: {{fraction: 0}}
+judges:
+  - {{id: j, model: smollm2, seed: -1}}
+  - {{id: k, model: smollm2, seed: 4294967293, max_retries: 2}}
+""")
+    with pytest.raises(UserError) as caught:
+        load_config(path, limit=0, catalog=CATALOG)
+    problems = caught.value.problems
+    assert len(problems) == 4, problems
+    assert "--limit 0: limit: must be a positive integer (how many instances or tasks to keep), got 0" in problems
+    assert any(p.startswith(f"{path}:5: seeds: must be integers from 0 to 4294967294 (llama.cpp takes -1 and "
+                            "4294967295 as 'a random seed'") and p.endswith("got -1, 4294967295, 4294967296")
+               for p in problems), problems
+    assert any(p.startswith(f"{path}:6: subset: fraction must be more than 0 and at most 1") for p in problems)
+    assert any(p.startswith(f"{path}:7: judges: judge 'j' has seed -1; judge 'k' has seed 4294967293 "
+                            "(its last retry 4294967295)") for p in problems), problems
+
+
+def test_an_empty_seed_list_and_a_negative_limit_name_the_flags_that_gave_them(tmp_path):
+    path = write_config(tmp_path, f"study: infilling\nsweep: s\ndata: {SAMPLE}\nlimit: 12\nmodels: [smollm2]\n")
+    with pytest.raises(UserError) as caught:
+        load_config(path, ["seeds=[3]", "seeds=[]"], limit=-2, catalog=CATALOG)
+    # The last --set of a key is the one in effect, so it is the one named.
+    assert caught.value.problems == [
+        "--limit -2: limit: must be a positive integer (how many instances or tasks to keep), got -2",
+        "--set seeds=[]: seeds: a cell needs at least one seed (e.g. seeds: [0])",
+    ]
+
+
+def test_the_largest_seed_llama_cpp_keeps_and_a_limit_of_one_are_accepted(tmp_path):
+    path = write_config(tmp_path, f"study: infilling\nsweep: s\ndata: {SAMPLE}\nmodels: [smollm2]\n"
+                                  "seeds: [0, 4294967294]\njudges: [{id: j, model: smollm2, seed: 4294967292}]\n")
+    config = load_config(path, limit=1, catalog=CATALOG)
+    assert config.seeds == [0, 4294967294] and config.limit == 1 and config.judges[0].seed == 4294967292

@@ -17,6 +17,15 @@ CATALOG_NAME = "models.yaml"
 CATALOG_FOLDER = Path("experiments") / "configs"
 """Where the repository keeps the catalog, relative to the repository root (or the working directory)."""
 
+MAX_SEED = 2**32 - 2
+"""Largest seed a config may give. llama.cpp reads a seed as an unsigned 32-bit number: -1 becomes 4294967295,
+which it takes as 'pick a random seed', and larger values wrap. Cell seeds are hashed into per-request engine
+seeds, but judge seeds reach the engine as they are (plus the retry number), so one rule covers both."""
+
+SEED_RULE = (f"integers from 0 to {MAX_SEED} (llama.cpp takes -1 and {MAX_SEED + 1} as 'a random seed' and wraps "
+             "larger ones, so the run would not be reproducible)")
+"""Why a seed is refused, as the error says it."""
+
 
 class PairwiseJudging(BaseModel):
     """A pairwise rubric the judge panel runs on FULL/SHARDED pairs at the end of an incremental-delivery sweep;
@@ -167,6 +176,43 @@ class SweepConfig(BaseModel):
         self.models = [batched(m) for m in self.models]
         self.judges = [j.model_copy(update={"model": batched(j.model)}) for j in self.judges]
         return self
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_in_range(cls, seeds: list[int]) -> list[int]:
+        if not seeds:
+            raise ValueError("a cell needs at least one seed (e.g. seeds: [0])")
+        bad = [seed for seed in seeds if not 0 <= seed <= MAX_SEED]
+        if bad:
+            raise ValueError(f"must be {SEED_RULE}; got {', '.join(map(str, bad))}")
+        return seeds
+
+    @field_validator("limit")
+    @classmethod
+    def _positive_limit(cls, limit: int | None) -> int | None:
+        if limit is not None and limit < 1:
+            raise ValueError(f"must be a positive integer (how many instances or tasks to keep), got {limit}")
+        return limit
+
+    @field_validator("subset")
+    @classmethod
+    def _subset_keeps_some(cls, subset: SubsetSpec | None) -> SubsetSpec | None:
+        if subset is not None and not 0 < subset.fraction <= 1:
+            raise ValueError(f"fraction must be more than 0 and at most 1 (the share of each stratum kept), "
+                             f"got {subset.fraction}")
+        return subset
+
+    @field_validator("judges")
+    @classmethod
+    def _judge_seeds_in_range(cls, judges: list[JudgeSpec]) -> list[JudgeSpec]:
+        """A judge's retries use seed + 1 ... seed + max_retries, so the last of them must be a valid seed too."""
+        bad = [f"judge {judge.id!r} has seed {judge.seed}"
+               + (f" (its last retry {judge.seed + judge.max_retries})" if judge.seed >= 0 else "")
+               for judge in judges if not 0 <= judge.seed <= MAX_SEED - max(judge.max_retries, 0)]
+        if bad:
+            raise ValueError(f"{'; '.join(bad)}: a judge's seed and its retries' seeds (seed + 1 ... seed + "
+                             f"max_retries) must be {SEED_RULE}")
+        return judges
 
     @field_validator("models")
     @classmethod
@@ -338,10 +384,13 @@ def load_config(
     """
     path = Path(path)
     text, raw = _read_raw(path, overrides or [])
+    flags: dict[str, str] = {}  # config keys a command-line flag set, so a problem names the flag
     if data is not None:
         raw["data"] = data
+        flags["data"] = f"--data {data}"
     if limit is not None:
         raw["limit"] = limit
+        flags["limit"] = f"--limit {limit}"
     catalog_path = Path(catalog) if catalog is not None else default_catalog(path)
     if catalog is not None and not catalog_path.is_file():
         raise UserError(f"{catalog_path}: model catalog not found")
@@ -358,5 +407,5 @@ def load_config(
         problems.extend((loc, message) for loc, message in config_problems(error, SweepConfig) if loc[:2] not in reported)
         config = None
     if problems:
-        raise UserError([locate(path, text, loc, message, overrides or []) for loc, message in problems])
+        raise UserError([locate(path, text, loc, message, overrides or [], flags) for loc, message in problems])
     return config

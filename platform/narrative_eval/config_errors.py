@@ -74,12 +74,17 @@ def _node_line(text: str, loc: Location) -> int | None:
     return line
 
 
-def locate(path: Path, text: str, loc: Location, message: str, overrides: list[str]) -> str:
-    """'file:line: message', or '--set KEY=...: message' when an override supplied the value."""
+def locate(path: Path, text: str, loc: Location, message: str, overrides: list[str],
+           flags: dict[str, str] | None = None) -> str:
+    """'file:line: message', '--set KEY=...: message' when an override supplied the value, or '--limit 0: message'
+    when a command-line flag did (flags: top-level key -> the flag as typed)."""
     dotted = ".".join(str(part) for part in loc)
-    for override in overrides:
+    if loc and flags and str(loc[0]) in flags:
+        return f"{flags[str(loc[0])]}: {message}"
+    for override in reversed(overrides):  # the last --set of a key is the value in effect
         key = override.partition("=")[0].strip()
-        if key and (dotted == key or dotted.startswith(key + ".")):
+        # The override set this value, a part of it, or (subset.fraction for a problem with subset) a value inside it.
+        if key and (dotted == key or dotted.startswith(key + ".") or (dotted and key.startswith(dotted + "."))):
             return f"--set {override}: {message}"
     line = _node_line(text, loc) if loc else None
     return f"{path}:{line}: {message}" if line else f"{path}: {message}"

@@ -189,6 +189,21 @@ def test_pandas_written_file_loads(tmp_path: Path) -> None:
     assert [instance.gold_answer for instance in loaded] == [i.gold_answer for i in tricky_instances()]
 
 
+@pytest.mark.parametrize(("name", "text", "found"), [
+    ("header_only.csv", ",".join(COLUMNS) + "\n\n", "its header and no rows"),
+    ("empty.jsonl", "", "no records (one JSON object per line)"),
+    ("blank_lines.jsonl", "\n  \n\n", "no records (one JSON object per line)"),
+])
+def test_a_file_without_instances_is_an_error_naming_it(tmp_path: Path, name: str, text: str, found: str) -> None:
+    """A header alone used to load as zero instances, and a sweep on it finished with nothing run."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DataErrors) as info:
+        load_instances(path)
+    assert located(info.value) == [(None, f"no instances: the file has {found}")]
+    assert info.value.problems == [f"{path}: no instances: the file has {found}"]
+
+
 def test_unsupported_suffix_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "instances.txt"
     path.write_text("x", encoding="utf-8")

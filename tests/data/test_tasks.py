@@ -103,6 +103,21 @@ def test_unknown_story_and_missing_checklist(tmp_path):
     assert f"{tasks_path}:2: task 'fantasy_001' has no checklist in constraints.jsonl" in errors
 
 
+def test_empty_task_and_constraints_files_are_errors_naming_them(tmp_path):
+    """An empty task set used to load as no tasks, and a sweep on it finished with nothing run."""
+    tasks_path, constraints_path = _write(tmp_path, [], [])
+    errors = _errors(lambda: load_tasks(tasks_path, constraints_path))
+    assert errors == [f"{tasks_path}: no tasks: the JSON array is empty",
+                      f"{constraints_path}: no checklists: the file has no records (one JSON object per line)"]
+
+
+def test_an_empty_constraints_file_is_one_error_not_one_per_task(tmp_path):
+    tasks_path, constraints_path = _write(tmp_path, [_task(item_id=1), _task(item_id=2)], [])
+    constraints_path.write_text("\n\n")  # blank lines hold no record either
+    errors = _errors(lambda: load_tasks(tasks_path, constraints_path))
+    assert errors == [f"{constraints_path}: no checklists: the file has no records (one JSON object per line)"]
+
+
 def test_bad_json_in_each_file(tmp_path):
     tasks_path, constraints_path = _write(tmp_path, [_task()], [_checklist()])
     constraints_path.write_text(constraints_path.read_text() + "{not json\n")

@@ -128,3 +128,23 @@ def test_escape_codes_and_progress_bars_leave_the_log_tail(tmp_path):
                          command=[sys.executable, "-c", noisy])
     ended = wait_until_ended(tmp_path, job.job_id)
     assert jobs.log_tail(ended).splitlines() == ["WARNING cache moved", "cells: 1 finished"]
+
+
+def test_the_launch_tab_refuses_what_the_command_line_refuses(tmp_path):
+    """The form builds its config through the library, so a negative seed and a data file without instances are
+    refused there too, before any job starts, with the same messages."""
+    import gradio as gr
+
+    from narrative_eval.data.infilling import COLUMNS
+    from ui.common import AppSettings
+    from ui.launch import FROM_FORM, estimate, launch
+
+    app = AppSettings(jobs_dir=tmp_path / "jobs", reports_dir=tmp_path / "reports", max_jobs=1)
+    header_only = tmp_path / "header_only.csv"
+    header_only.write_text(",".join(COLUMNS) + "\n")
+    with pytest.raises(gr.Error, match=r"seeds: must be integers from 0 to 4294967294 .* got -1"):
+        launch(app, FROM_FORM, "", "negative-seed", ["smollm2"], ["L2"], "data/infilling/sample.jsonl", 2, "0, -1",
+               "none", 16, 0.3)
+    with pytest.raises(gr.Error, match=f"{header_only}: no instances: the file has its header and no rows"):
+        estimate(app, FROM_FORM, "", "no-rows", ["smollm2"], ["L2"], str(header_only), 2, "0", "none", 16, 0.3)
+    assert jobs.list_jobs(app.jobs_dir) == [] and list(app.jobs_dir.iterdir()) == []

@@ -206,7 +206,8 @@ def load_instances(path: str | Path) -> list[InfillingInstance]:
     """Read and validate an instances file (.csv, or .jsonl/.ndjson).
 
     Raises DataErrors listing every bad row as ``file:line: message`` (CSV header = line 1;
-    a record spanning several physical lines is reported at the line where it starts).
+    a record spanning several physical lines is reported at the line where it starts), or naming
+    the file when it holds no instances at all.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -217,6 +218,9 @@ def load_instances(path: str | Path) -> list[InfillingInstance]:
     else:
         raise DataErrors([DataError(path, None, f"unsupported file type {suffix!r} (use .csv or .jsonl)")])
     rows = list(rows)  # read (and decode) the whole file before validating
+    if not rows:  # a header alone (or blank lines) would run a sweep on nothing and report it as done
+        found = "its header and no rows" if suffix == ".csv" else "no records (one JSON object per line)"
+        raise DataErrors([DataError(path, None, f"no instances: the file has {found}")])
     instances: list[InfillingInstance] = []
     errors: list[DataError] = []
     for line, row in rows:

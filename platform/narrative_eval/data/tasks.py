@@ -183,7 +183,9 @@ def _read_checklists(
             rejected.add(record["story_id"])
         return problems
 
+    errors_before, good_lines = len(errors), 0
     for line_no, record in checked_jsonl(constraints_path, "constraints file", check, errors):
+        good_lines += 1
         sid = record["story_id"]
         if sid in invalid_tasks and sid not in tasks:
             continue
@@ -214,6 +216,9 @@ def _read_checklists(
             continue
         checklists[sid] = tuple(Constraint(**{k: item[k] for k in CONSTRAINT_FIELDS}) for item in record["constraints"])
         checklist_lines[sid] = line_no
+    if not good_lines and len(errors) == errors_before:  # no line at all: one problem for the file, not one per task
+        errors.append(DataError(constraints_path, None, "no checklists: the file has no records (one JSON object per line)"))
+        rejected.update(tasks)
     return checklists, rejected
 
 
@@ -223,7 +228,8 @@ def load_tasks(tasks_json: str | Path, constraints_jsonl: str | Path | None = No
     ``constraints_jsonl`` defaults to ``constraints.jsonl`` next to the tasks file. Checks:
     every element has the fields, 5-9 non-empty shards, unique story ids; every constraints
     record names a known story (with matching domain and item_id), holds a non-empty checklist
-    whose ``introduced_at_shard`` lies inside that task's shard list; every task has a checklist.
+    whose ``introduced_at_shard`` lies inside that task's shard list; every task has a checklist; neither
+    file is empty.
     """
     tasks_path = Path(tasks_json)
     constraints_path = (
@@ -241,6 +247,8 @@ def load_tasks(tasks_json: str | Path, constraints_jsonl: str | Path | None = No
         elements = list(iter_json_array(tasks_path))
     except DataError as error:
         raise DataErrors([error]) from error
+    if not elements:  # an empty array would run a sweep on nothing and report it as done
+        errors.append(DataError(tasks_path, None, "no tasks: the JSON array is empty"))
     for line, element in elements:
         problems = _check_task(element)
         if problems:
