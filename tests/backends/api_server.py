@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from narrative_eval.backends.base import usable_cores
+
 
 @dataclass
 class Fault:
@@ -299,7 +301,7 @@ class ApiServer:
         from llama_cpp import Llama
 
         with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
-            llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=os.cpu_count() or 1, verbose=False)
+            llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=usable_cores(), verbose=False)
         from api_batches import BatchStore
 
         self.state = ServerState(llm=llm, api_key=api_key, batches=BatchStore())
