@@ -11,6 +11,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config):
+    # The dependencies' known harmless warnings are listed once, in narrative_eval.quiet; the summary shows the rest.
+    from narrative_eval.quiet import KNOWN_WARNINGS
+
+    for known in KNOWN_WARNINGS:
+        config.addinivalue_line("filterwarnings", known.pytest_filter())
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_stores(tmp_path_factory):
     """Tests never write into the repo's mlflow.db, mlruns/ or request cache."""
