@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from narrative_eval.quiet import KNOWN_WARNINGS
+
 REPO = Path(__file__).resolve().parents[1]
 # Session fixtures that take minutes (a judged sweep, then the app on it): every test that uses one runs on the same
 # xdist worker, so each is built once. Any other test runs on the worker its module runs on (module fixtures too).
@@ -20,8 +22,11 @@ PINNED = pytest.StashKey[set]()  # a worker's own core, while a vLLM test runs o
 
 
 def pytest_configure(config):
-    """An xdist worker runs on a core of its own, and so does all it starts (the other core is the other worker's):
-    two workers never make llama.cpp or torch threads fight for a core, which slows them many times over."""
+    """The dependencies' known harmless warnings are filtered (listed once, in narrative_eval.quiet; the summary shows
+    any other). An xdist worker runs on a core of its own, and so does all it starts (the other core is the other
+    worker's): two workers never make llama.cpp or torch threads fight for a core, which slows them many times over."""
+    for known in KNOWN_WARNINGS:
+        config.addinivalue_line("filterwarnings", known.pytest_filter())
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is None:
         return

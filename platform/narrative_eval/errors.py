@@ -15,6 +15,8 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from narrative_eval.quiet import quiet_dependencies
+
 DEBUG_ENV = "NARRATIVE_EVAL_DEBUG"
 """Set to 1 to see the traceback behind a user error."""
 
@@ -166,11 +168,15 @@ def debug_requested(argv: Sequence[str]) -> bool:
 
 
 def cli_main(main: Callable[[list[str]], int], argv: Sequence[str] | None = None) -> int:
-    """Run a command's main(argv): user errors become ``error:`` lines and exit 2; bugs keep their traceback.
+    """Run a command's main(argv) with the dependencies' known harmless warnings silenced (`narrative_eval.quiet`):
+    user errors become ``error:`` lines and exit 2; bugs keep their traceback.
 
     ``--debug`` is taken out of argv here (parsers list it only for --help), so every command
     understands it the same way.
     """
+    # Before any model or metric library loads (torchao logs while it is imported): a warning the user then
+    # sees is one nobody has judged harmless.
+    quiet_dependencies()
     args = list(sys.argv[1:] if argv is None else argv)
     debug = debug_requested(args)
     args = [a for a in args if a != "--debug"]

@@ -145,9 +145,11 @@ _WORKER_POOLS: dict[str, Any] = {}
 
 def run_cell_on_worker(cell: CellSpec, parent_run_id: str, workdir: str):
     """Body of a cell's Ray task: the local executor's cell runner, with this worker's own backends."""
+    from narrative_eval.quiet import quiet_dependencies
     from narrative_eval.studies.base import Runtime
     from narrative_eval.sweep import BackendPool, run_cell_tracked
 
+    quiet_dependencies()  # a worker is a fresh process: the driver's filters do not reach it
     # Relative data and prompt paths in the cell resolve against the driver's directory when this node has it.
     if workdir and Path(workdir).is_dir():
         os.chdir(workdir)

@@ -14,6 +14,7 @@ numbers against a direct computation of the definition from the model's hidden s
 from __future__ import annotations
 
 from narrative_eval.metrics.base import Metric, cached_model, metric
+from narrative_eval.quiet import no_weight_loading_bar
 from narrative_eval.records import MetricsSpec
 from narrative_eval.weights import resolve_weights
 
@@ -34,14 +35,15 @@ def _bert_scorer(model_path: str, num_layers: int | None):
             raise ValueError(
                 f"bert-score has no default layer for {model_path!r}; set MetricsSpec.bertscore_layers"
             )
-        return BERTScorer(
-            model_type=model_path,
-            num_layers=num_layers,
-            idf=False,
-            rescale_with_baseline=False,
-            device="cpu",
-            batch_size=DEFAULT_BATCH_SIZE,
-        )
+        with no_weight_loading_bar():
+            return BERTScorer(
+                model_type=model_path,
+                num_layers=num_layers,
+                idf=False,
+                rescale_with_baseline=False,
+                device="cpu",
+                batch_size=DEFAULT_BATCH_SIZE,
+            )
 
     return cached_model(("bertscore", model_path, num_layers), load)
 

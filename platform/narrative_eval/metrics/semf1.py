@@ -11,6 +11,7 @@ import numpy as np
 
 from narrative_eval.metrics.base import Metric, cached_model, metric
 from narrative_eval.metrics.text import split_sentences
+from narrative_eval.quiet import no_weight_loading_bar
 from narrative_eval.records import MetricsSpec
 from narrative_eval.weights import resolve_weights
 
@@ -26,7 +27,8 @@ def sentence_encoder(model_path: str):
     def load():
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(model_path, device="cpu")
+        with no_weight_loading_bar():
+            return SentenceTransformer(model_path, device="cpu")
 
     return cached_model(("sentence-transformers", model_path), load)
 
