@@ -73,7 +73,7 @@ def calibration() -> list[str]:
 
 
 def checkpoint(method: str, tmp_path_factory, calibration, export_root) -> Path:
-    from narrative_eval.backends.transformers_backend import make_quantized_checkpoint
+    from narrative_eval.backends.quantized_checkpoints import make_quantized_checkpoint
 
     out = tmp_path_factory.mktemp(method) / f"smollm2-{method}"
     return make_quantized_checkpoint(SMOLLM, out, calibration, method=method, bits=4, group_size=64, export_root=export_root)
