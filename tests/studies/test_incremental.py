@@ -9,7 +9,7 @@ import pytest
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.data.tasks import load_tasks
 from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec, ScoreRecord
-from narrative_eval.studies.base import Runtime
+from narrative_eval.study import Runtime
 from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
 
 REPO = Path(__file__).resolve().parents[2]
