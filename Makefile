@@ -95,7 +95,9 @@ demo: install
 # the end, pass or fail, so a test that grows slow shows in every CI log. The budget is pytest's share of 15 minutes.
 TEST_TIMES := .cache/test-times.xml
 TEST_BUDGET_S := 660
+# The import layers (pyproject.toml [tool.importlinter]) are checked first: a broken layer fails in seconds.
 test: install-test
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest --junitxml=$(TEST_TIMES) $(PYTEST_ARGS); status=$$?; \
 		$(PY) bench/test_time.py $(TEST_TIMES) --budget $(TEST_BUDGET_S); exit $$status
 
@@ -103,6 +105,7 @@ test: install-test
 # marked by what they start; see pyproject.toml). Under 3 minutes.
 FAST_TESTS := not slow and not vllm and not browser and not server and not gpu
 test-fast: install-test
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 
 ui: install

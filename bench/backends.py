@@ -95,7 +95,7 @@ def main() -> None:
         specs.append(ModelSpec(id="transformers torchao-int8", backend="transformers", weights=SMOLLM, quantization="torchao-int8", options={"batch_size": len(batch)}))
     workdir = tempfile.TemporaryDirectory(prefix="bench-backends-")
     if args.gptq and importlib.util.find_spec("gptqmodel"):
-        from narrative_eval.backends.transformers_backend import make_gptq_checkpoint
+        from narrative_eval.backends.quantized_checkpoints import make_gptq_checkpoint
 
         start = time.perf_counter()
         texts = yaml.safe_load(CALIBRATION.read_text())["texts"]

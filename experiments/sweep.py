@@ -11,12 +11,22 @@ import logging
 import os
 import signal
 import sys
+from typing import Any
 
 from experiments.progress import Stopped, plain_progress, request_stop, tqdm_progress
 from narrative_eval import tracking
+from narrative_eval.backends.registry import BACKENDS
 from narrative_eval.config import SweepConfig, load_config
+from narrative_eval.delivery.conditions import CONDITIONS
 from narrative_eval.errors import ServiceUnavailable, UserError, add_debug_flag, cli_main, require_file
-from narrative_eval.sweep import describe_grid, estimate_lines, run_sweep
+from narrative_eval.executors import EXECUTORS
+from narrative_eval.judges.rubric import RUBRICS
+from narrative_eval.metrics import METRICS
+from narrative_eval.prompts.render import PROMPT_SETTINGS
+from narrative_eval.registry import Registry
+from narrative_eval.stats.mde import mde_summary, plan_from
+from narrative_eval.study import STUDIES, load_study
+from narrative_eval.sweep import collect_batches, describe_grid, estimate_lines, expand_grid, run_sweep
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,12 +61,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def all_registries() -> dict[str, Registry[Any]]:
+    """Every registry of the project, by kind (the listing of `experiments.sweep --list`)."""
+    return {
+        registry.kind: registry
+        for registry in (STUDIES, METRICS, BACKENDS, RUBRICS, PROMPT_SETTINGS, CONDITIONS, EXECUTORS)
+    }
+
+
+def listing() -> str:
+    """Everything registered, kind by kind: name, aliases and origin (what `experiments.sweep --list` prints)."""
+    lines = []
+    for kind, registry in all_registries().items():
+        lines.append(f"{kind} ({len(registry)}):")
+        for entry in registry.entries():
+            aliases = f" (also: {', '.join(entry.aliases)})" if entry.aliases else ""
+            lines.append(f"  {entry.name}{aliases}  [{entry.origin}]")
+    return "\n".join(lines)
+
+
 def print_plan(config: SweepConfig, mde_csv: str, target: float | None) -> None:
     """The grid's minimum detectable effects (80% power, alpha 0.05) from an earlier sweep's variance."""
-    from narrative_eval.stats.mde import plan_from
-    from narrative_eval.studies.base import load_study
-    from narrative_eval.sweep import expand_grid
-
     problems: list[str] = []
     require_file(mde_csv, "--variance-from file", problems)
     if problems:
@@ -104,15 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.list:
-        from narrative_eval.registry import listing
-
         print(listing())
         return 0
     overrides = args.overrides + (["batch=true"] if args.batch else [])
     config = load_config(args.config, overrides, data=args.data, limit=args.limit, catalog=args.catalog)
     if args.collect:
-        from narrative_eval.sweep import collect_batches
-
         news = collect_batches(config)
         print("\n".join(news) if news else "no provider batch in flight for this config's models")
         return 0
@@ -141,8 +162,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"MLflow: {tracking.tracking_uri()} - experiment {config.study!r}, parent run {outcome.parent_run_id} "
           f"(`mlflow ui` from the repo root shows it)")
     if outcome.report_dir:
-        from narrative_eval.stats.mde import mde_summary
-
         detectable = mde_summary(outcome.report_dir / "mde.csv")
         if detectable:
             print(detectable)

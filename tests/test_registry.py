@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from narrative_eval.registry import Registry, UnknownName, all_registries
+from experiments.sweep import all_registries
+from narrative_eval.registry import Registry, UnknownName
 
 
 def test_decorator_registers_where_defined_with_aliases_and_meta():

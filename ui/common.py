@@ -20,7 +20,7 @@ import yaml
 
 from narrative_eval import tracking
 from narrative_eval.data.infilling import BLANK_RE
-from narrative_eval.studies.base import STUDIES as STUDY_REGISTRY
+from narrative_eval.study import STUDIES as STUDY_REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
 """The repository root (the app resolves data, reports and configs against it)."""

@@ -108,7 +108,7 @@ def _metrics_frame(answer: str, gold: str) -> pd.DataFrame:
 @cache
 def _pool():
     """The app's backends behind the shared request cache (a repeated live fill is served from it)."""
-    from narrative_eval.sweep import BackendPool
+    from narrative_eval.cells import BackendPool
 
     return BackendPool()
 

@@ -28,7 +28,7 @@ def four_bit(model_dir: Path, workdir: Path) -> tuple[str | None, str | None, st
     import torch
 
     if importlib.util.find_spec("gptqmodel"):
-        from narrative_eval.backends.torch_quant import make_gptq_checkpoint
+        from narrative_eval.backends.quantized_checkpoints import make_gptq_checkpoint
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
         texts = yaml.safe_load(CALIBRATION.read_text())["texts"]

@@ -9,9 +9,16 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from narrative_eval.backends.batch import BATCHABLE
 from narrative_eval.config_errors import config_problems, locate, yaml_error
+from narrative_eval.delivery.conditions import CONDITIONS
 from narrative_eval.errors import UserError, read_text
+from narrative_eval.judges.rubric import RUBRICS, load_rubric
+from narrative_eval.metrics import METRICS
+from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import GenerationParams, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
+from narrative_eval.stats.human_records import PAIRWISE_DIMENSIONS
+from narrative_eval.study import STUDIES
 
 CATALOG_NAME = "models.yaml"
 CATALOG_FOLDER = Path("experiments") / "configs"
@@ -105,18 +112,11 @@ class SweepConfig(BaseModel):
     @field_validator("study")
     @classmethod
     def _known_study(cls, name: str) -> str:
-        from narrative_eval.studies.base import STUDIES
-
         return STUDIES.canonical(name)
 
     @model_validator(mode="after")
     def _registered_names(self) -> SweepConfig:
         """Every name the grid uses must be registered (plugins included); all unknown names are reported at once."""
-        from narrative_eval.delivery.conditions import CONDITIONS
-        from narrative_eval.judges.rubric import RUBRICS
-        from narrative_eval.metrics import METRICS
-        from narrative_eval.prompts.render import PROMPT_SETTINGS
-
         checks = [(METRICS, name) for name in self.metrics.names or ()]
         checks += [(RUBRICS, judge.rubric) for judge in self.judges if judge.rubric]
         checks += [(RUBRICS, entry.rubric) for entry in self.pairwise_judges]
@@ -139,8 +139,6 @@ class SweepConfig(BaseModel):
             if self.pairwise_sample is not None:
                 raise ValueError("pairwise_sample chooses the pairs of pairwise_judges, and pairwise_judges is empty")
             return self
-        from narrative_eval.judges.rubric import load_rubric
-        from narrative_eval.stats.human_records import PAIRWISE_DIMENSIONS
 
         problems = []
         if self.study != "incremental-delivery":
@@ -166,7 +164,6 @@ class SweepConfig(BaseModel):
         """`batch: true` (or --batch) turns on batch mode for every hosted model and judge."""
         if not self.batch:
             return self
-        from narrative_eval.backends.batch import BATCHABLE
 
         def batched(spec: ModelSpec) -> ModelSpec:
             if spec.backend not in BATCHABLE or spec.options.get("batch"):

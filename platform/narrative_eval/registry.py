@@ -177,30 +177,3 @@ class Registry(Generic[T]):
             entry = self._entries.pop(name, None)
             for alias in entry.aliases if entry else ():
                 self._aliases.pop(alias, None)
-
-
-def all_registries() -> dict[str, Registry[Any]]:
-    """Every registry of the project, by kind (the listing of `experiments.sweep --list`)."""
-    from narrative_eval.backends.registry import BACKENDS
-    from narrative_eval.delivery.conditions import CONDITIONS
-    from narrative_eval.judges.rubric import RUBRICS
-    from narrative_eval.metrics import METRICS
-    from narrative_eval.prompts.render import PROMPT_SETTINGS
-    from narrative_eval.studies.base import STUDIES
-    from narrative_eval.executors import EXECUTORS
-
-    return {
-        registry.kind: registry
-        for registry in (STUDIES, METRICS, BACKENDS, RUBRICS, PROMPT_SETTINGS, CONDITIONS, EXECUTORS)
-    }
-
-
-def listing() -> str:
-    """Everything registered, kind by kind: name, aliases and origin (what `experiments.sweep --list` prints)."""
-    lines = []
-    for kind, registry in all_registries().items():
-        lines.append(f"{kind} ({len(registry)}):")
-        for entry in registry.entries():
-            aliases = f" (also: {', '.join(entry.aliases)})" if entry.aliases else ""
-            lines.append(f"  {entry.name}{aliases}  [{entry.origin}]")
-    return "\n".join(lines)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from narrative_eval.backends.quantized_checkpoints import make_quantized_checkpoint
 from narrative_eval.records import GenerationParams, ModelSpec
 from narrative_eval.weights import write_once
 from tests.made_models import MADE_MODELS, made_model_key
@@ -62,7 +63,8 @@ def quant_kernels(backend) -> list:
 
 
 # The project's modules whose code shapes an export or a checkpoint: editing one makes them again.
-MAKERS = ("backends/transformers_backend.py", "backends/torch_quant.py", "weights/convert.py")
+MAKERS = ("backends/quantized_checkpoints.py", "backends/transformers_backend.py", "backends/torch_quant.py",
+          "weights/convert.py")
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +82,6 @@ def calibration() -> list[str]:
 
 def checkpoint(method: str, calibration, export_root) -> Path:
     """SmolLM2 in 4 bits by `method`, made once with gptqmodel on the CPU (a minute or two) and kept between runs."""
-    from narrative_eval.backends.transformers_backend import make_quantized_checkpoint
-
     key = made_model_key(method, "bits=4", "group_size=64", *calibration, sources=MAKERS,
                          libraries=("gptqmodel", "torch", "transformers"))
     return write_once(MADE_MODELS / f"smollm2-{method}-{key}", "config.json", lambda staging: make_quantized_checkpoint(

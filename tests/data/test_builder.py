@@ -11,17 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from narrative_eval.data import (
-    BLANK,
-    DataErrors,
-    blank_position,
-    build_instances,
-    count_blanks,
-    load_instances,
-    load_passages,
-    sentences,
-)
-from narrative_eval.data.builder import start_band
+from narrative_eval.data import BLANK, DataErrors, blank_position, count_blanks, load_instances, sentences
+from narrative_eval.data.builder import build_instances, load_passages, start_band
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,16 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from narrative_eval.data import (
-    DOMAINS,
-    blank_position,
-    build_instances,
-    domain,
-    load_instances,
-    load_passages,
-    sentences,
-    stratified_subset,
-)
+from narrative_eval.data import DOMAINS, blank_position, domain, load_instances, sentences, stratified_subset
+from narrative_eval.data.builder import build_instances, load_passages
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "infilling"
 # Sentence counts each domain's passages are written to.

@@ -61,7 +61,7 @@ def sweep_command(plugin_path: Path, tmp_path: Path, *argv: str) -> dict:
 def test_registries_list_the_plugin_with_its_origin(plugin_path, tmp_path):
     found = run_with_plugin(plugin_path, tmp_path, """
         import json
-        from narrative_eval.registry import all_registries
+        from experiments.sweep import all_registries
         print(json.dumps({kind: {e.name: e.origin for e in registry.entries()} for kind, registry in all_registries().items()}))
     """)
     plugin = "plugin narrative-eval-demo-plugin"
@@ -96,7 +96,7 @@ def test_plugin_study_is_listed_and_a_config_naming_it_validates(plugin_path, tm
     found = run_with_plugin(plugin_path, tmp_path, f"""
         import json
         from narrative_eval.config import load_config
-        from narrative_eval.studies.base import experiment_of
+        from narrative_eval.study import experiment_of
 
         study = load_config({str(config)!r}, catalog={str(repo_root / 'experiments/configs/models.yaml')!r}).study
         print(json.dumps({{"study": study, "experiment": experiment_of(study)}}))

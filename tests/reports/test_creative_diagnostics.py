@@ -169,7 +169,7 @@ def log_cell(experiment, parent, spec, condition, data_path, conversations, reco
     """A finished incremental-delivery cell run written straight into MLflow through tracking.log_cell."""
     from narrative_eval import tracking
     from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec
-    from narrative_eval.studies.base import CellResult
+    from narrative_eval.study import CellResult
 
     cell = CellSpec(study="incremental-delivery", sweep=parent[1], model=spec, prompt_setting="default",
                     condition=condition, seeds=(0, 1), generation=GenerationParams(), limit=2,
@@ -198,7 +198,7 @@ def test_sweep_report_reads_the_cells_tasks_and_conversations(tmp_path, smollm2_
     from experiments.report import main as report_main
 
     from narrative_eval import tracking
-    from narrative_eval.studies.base import experiment_of
+    from narrative_eval.study import experiment_of
 
     monkeypatch.setenv("NARRATIVE_EVAL_TRACES", "0")
     data = tmp_path / "tasks.json"
@@ -252,7 +252,7 @@ def test_lengths_of_real_conversations(tmp_path, smollm2, smollm2_spec, monkeypa
     from narrative_eval.backends.cache import CachedBackend
     from narrative_eval.records import CellSpec, GenerationParams
     from narrative_eval.reports.creative import creative_report_from_sweep
-    from narrative_eval.studies.base import Runtime, experiment_of
+    from narrative_eval.study import Runtime, experiment_of
     from narrative_eval.studies.incremental import IncrementalDeliveryStudy
 
     monkeypatch.setenv("NARRATIVE_EVAL_TRACES", "0")

@@ -203,7 +203,7 @@ def test_sweep_score_records_and_the_tables_on_its_parent_run(tmp_path, smollm2_
     MLflow, no model run), which are exported beside the tables; the tables go onto the sweep's parent run."""
     from narrative_eval import tracking
     from narrative_eval.records import CellSpec
-    from narrative_eval.studies.base import experiment_of
+    from narrative_eval.study import experiment_of
 
     experiment = experiment_of("incremental-delivery")
     sweep = f"human-{tmp_path.name}"

@@ -13,7 +13,7 @@ from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.config import load_config
 from narrative_eval.data.tasks import load_tasks
 from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec, ScoreRecord
-from narrative_eval.studies.base import Runtime
+from narrative_eval.study import Runtime
 from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
 from narrative_eval.sweep import run_sweep
 

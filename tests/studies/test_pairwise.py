@@ -90,7 +90,8 @@ def test_sweep_pairwise_judges_write_verdicts_resume_and_report(tmp_path, repo_r
     from narrative_eval import tracking
     from narrative_eval.config import load_config
     from narrative_eval.data.infilling import file_sha256
-    from narrative_eval.studies.pairwise import artifact_dir, run_pairwise_judges
+    from narrative_eval.reports.pairwise_files import artifact_dir
+    from narrative_eval.studies.pairwise import run_pairwise_judges
     from narrative_eval.sweep import run_sweep
 
     sweep = f"pairwise-{tmp_path.name}"

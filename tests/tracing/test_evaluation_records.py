@@ -103,8 +103,8 @@ def test_dataset_prompt_versions_and_descriptions(judged_sweep):
 def test_logging_a_cell_again_replaces_its_traces_and_reuses_prompt_versions(judged_sweep):
     """A resumed cell (killed while logging) ends with one trace per generation and one assessment per name."""
     _, outcome = judged_sweep
-    from narrative_eval.studies.base import Runtime, load_study
-    from narrative_eval.sweep import BackendPool
+    from narrative_eval.study import Runtime, load_study
+    from narrative_eval.cells import BackendPool
 
     cell = outcome.cells[0].cell
     run_id = outcome.cells[0].run_id

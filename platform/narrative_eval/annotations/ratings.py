@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.annotations.store import AnnotationStore
+from narrative_eval.data.errors import DataError, DataErrors
+from narrative_eval.errors import read_text
 
 
 def ratings_frame_rows(store: AnnotationStore, rater: str | None = None) -> list[dict[str, Any]]:
@@ -52,9 +54,6 @@ def read_ratings_csv(path: str | Path, dimensions: Sequence[str]) -> list[dict[s
     """Human ratings made outside the app: a CSV with RATING_KEYS (seed optional, default 0) and one 1-5 column per
     dimension (a blank cell is a missing rating). Every bad row is reported with its file and line."""
     import csv
-
-    from narrative_eval.data.errors import DataError, DataErrors
-    from narrative_eval.errors import read_text
 
     path = Path(path)
     with io.StringIO(read_text(path, "ratings file"), newline="") as handle:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from narrative_eval.backends.base import Conversation, backend
+from narrative_eval.backends.batch_providers import AnthropicBatches
 from narrative_eval.backends.retry import RemoteBackend, call_with_retry
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
@@ -114,8 +115,6 @@ class AnthropicBackend(RemoteBackend):
 
     def batch_api(self):
         """This backend's batch wire format (options `batch: true`)."""
-        from narrative_eval.backends.batch_providers import AnthropicBatches
-
         return AnthropicBatches(self)
 
     def stream(self, conversation: Conversation, params: GenerationParams) -> Iterator[str]:

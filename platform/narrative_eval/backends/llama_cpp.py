@@ -13,17 +13,15 @@ engine that batches is vLLM (the `vllm` backend, or `vllm serve` through `openai
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
 import time
 from collections.abc import Iterator, Sequence
-from functools import cache
 from pathlib import Path
 
 from narrative_eval.backends.base import Backend, Conversation, backend, params_per_request, usable_cores
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
-from narrative_eval.weights import default_chat_format, resolve_weights
+from narrative_eval.weights import default_chat_format, file_digest, resolve_weights
 
 
 PREFIX_BLOCK = 8
@@ -32,16 +30,6 @@ least this many prompt tokens are read again."""
 
 DEFAULT_N_BATCH = 512
 """llama.cpp's own default chunk for reading a prompt; short prompts are read in one chunk."""
-
-
-@cache
-def file_digest(path: str, size: int, mtime: float) -> str:
-    """sha256 of a weights file (memoised on path, size and mtime)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def reuse_point(shared: int, length: int, block: int = PREFIX_BLOCK) -> int:

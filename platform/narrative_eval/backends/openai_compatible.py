@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from narrative_eval.backends.base import Conversation, backend
+from narrative_eval.backends.batch_providers import OpenAIBatches
 from narrative_eval.backends.retry import RemoteBackend, call_with_retry
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 
@@ -127,8 +128,6 @@ class OpenAICompatibleBackend(RemoteBackend):
 
     def batch_api(self):
         """This backend's batch wire format (options `batch: true`)."""
-        from narrative_eval.backends.batch_providers import OpenAIBatches
-
         return OpenAIBatches(self)
 
     def stream(self, conversation: Conversation, params: GenerationParams) -> Iterator[str]:

@@ -9,7 +9,7 @@ and dequantized; the tokenizer comes from the GGUF unless `options.tokenizer` na
 - None or 'gguf-*': plain weights in `options.dtype` (default float32 on CPU, bfloat16 on GPU);
 - 'bnb-nf4' / 'bnb-8bit': bitsandbytes through `BitsAndBytesConfig`;
 - 'gptq-4bit' / 'awq-4bit': a checkpoint directory quantized by gptqmodel (see
-  `make_quantized_checkpoint`), loaded and run by gptqmodel's kernels (CPU or CUDA);
+  `quantized_checkpoints.make_quantized_checkpoint`), loaded and run by gptqmodel's kernels (CPU or CUDA);
 - 'torchao-int8': torchao int8 weight-only quantization at load.
 
 Other options: `batch_size` (default 8), `n_threads` (torch threads), `device` ('cpu' or
@@ -22,7 +22,6 @@ validation (`supports_json_schema` is False).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -31,57 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.backends.base import Backend, Conversation, backend
-from narrative_eval.backends.torch_quant import (  # noqa: F401 - the checkpoint makers belong to this backend's API
+from narrative_eval.backends.torch_quant import (
     PREQUANTIZED,
-    QUANTIZATIONS,
     QuantizationError,
     load_prequantized,
-    make_gptq_checkpoint,
-    make_quantized_checkpoint,
     one_line,
     quantization_config,
 )
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
-from narrative_eval.weights import resolve_weights, write_once
-
-# Bytes read from each end of a large weights file for its fingerprint: hashing a 140 GB
-# checkpoint in full on every start would cost minutes, while sizes plus both ends plus the
-# small files (config, tokenizer, index) pin a checkpoint in practice.
-FINGERPRINT_EDGE = 1 << 20
-SMALL_FILE = 16 << 20
-
-
-def _file_fingerprint(path: Path) -> str:
-    size = path.stat().st_size
-    digest = hashlib.sha256(str(size).encode())
-    with open(path, "rb") as handle:
-        if size <= SMALL_FILE:
-            digest.update(handle.read())
-        else:
-            digest.update(handle.read(FINGERPRINT_EDGE))
-            handle.seek(size - FINGERPRINT_EDGE)
-            digest.update(handle.read(FINGERPRINT_EDGE))
-    return digest.hexdigest()
-
-
-def weights_identity(path: str, revision: str | None = None) -> str:
-    """Cache identity of local weights (a file or a directory), or of a hub id at a revision."""
-    local = Path(path)
-    if local.is_file():
-        if local.stat().st_size <= SMALL_FILE or local.suffix == ".gguf":
-            from narrative_eval.backends.llama_cpp import file_digest
-
-            stat = local.stat()
-            return "sha256:" + file_digest(str(local), stat.st_size, stat.st_mtime)
-        return "fingerprint:" + _file_fingerprint(local)
-    if local.is_dir():
-        digest = hashlib.sha256()
-        for file in sorted(p for p in local.rglob("*") if p.is_file() and not p.name.startswith(".")):
-            digest.update(str(file.relative_to(local)).encode())
-            digest.update(_file_fingerprint(file).encode())
-        return "fingerprint:" + digest.hexdigest()
-    return f"hub:{path}@{revision or 'main'}"
-
+from narrative_eval.weights import resolve_weights, weights_identity, write_once
 
 def split_gguf(path: str) -> tuple[str, str | None]:
     """(directory or model id, gguf file name or None) for `from_pretrained`."""

@@ -47,7 +47,7 @@ from typing import Any
 
 from narrative_eval.backends.base import Backend, Conversation, backend, params_per_request
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
-from narrative_eval.weights import ConversionError, gguf_sha256, hf_directory, resolve_weights
+from narrative_eval.weights import ConversionError, gguf_sha256, hf_directory, resolve_weights, weights_identity
 
 # ModelSpec.quantization labels that need an explicit vLLM method; GPTQ/AWQ checkpoints
 # declare theirs in config.json and vLLM picks its fastest kernel for them.
@@ -302,8 +302,6 @@ class VllmBackend(Backend):
     def identity(self) -> str:
         if self._identity:
             return self._identity
-        from narrative_eval.backends.transformers_backend import weights_identity
-
         return weights_identity(self.path, self.spec.options.get("revision"))
 
     def run_params(self) -> dict[str, str]:

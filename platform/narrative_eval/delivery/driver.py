@@ -16,6 +16,7 @@ import yaml
 
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.delivery.conditions import DEFAULT_SYSTEM_PROMPTS_FILE, TurnTemplates, conversation_turns
+from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import GenerationParams, Message, Reply, Trajectory, Turn, WritingTask, derived_seed
 
 class GeneratesReplies(Protocol):
@@ -31,8 +32,6 @@ def load_system_prompt(name: str = "default", path: str | Path = DEFAULT_SYSTEM_
     if candidate.suffix in (".txt", ".md") and candidate.is_file():
         return candidate.read_text(encoding="utf-8").strip()
     if Path(path) == DEFAULT_SYSTEM_PROMPTS_FILE:
-        from narrative_eval.prompts.render import PROMPT_SETTINGS
-
         entry = PROMPT_SETTINGS.entry(name)
         if entry.meta.get("study") != "incremental-delivery":
             raise KeyError(f"{name!r} is a prompt setting of the {entry.meta.get('study')} study, not a system prompt")

@@ -1,4 +1,5 @@
-"""Cell executors: how a sweep's cells are run (in this process, or as Ray tasks).
+"""Cell executors: how a sweep's cells are run (in this process, or as Ray tasks), each through
+`cells.run_cell_tracked`.
 
 An executor is a function `(cells, config, parent_run_id, progress) -> list[CellOutcome]` registered
 with `@executor(name)`; a config picks one with `executor:` or the sweep command with `--executor`.

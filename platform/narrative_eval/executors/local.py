@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+from narrative_eval.cells import BackendPool, over_budget, run_cell_tracked
 from narrative_eval.config import SweepConfig
 from narrative_eval.executors import executor
 from narrative_eval.records import CellSpec
-from narrative_eval.studies.base import ProgressFactory, Runtime
+from narrative_eval.study import ProgressFactory, Runtime
 
 
 @executor("local")
 def run_local(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, progress: ProgressFactory) -> list:
     """Run the cells in order; stop after a cell that went over the config's failure budget."""
-    from narrative_eval.sweep import BackendPool, over_budget, run_cell_tracked
-
     pool = BackendPool(config.cache)
     runtime = Runtime(backend_for=pool, progress=progress)
     outcomes = []

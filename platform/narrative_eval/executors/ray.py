@@ -35,10 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval import tracking
+from narrative_eval.backends.cache import default_cache_path
+from narrative_eval.cells import BackendPool, CellOutcome, over_budget, run_cell_tracked
 from narrative_eval.config import SweepConfig
-from narrative_eval.records import CellSpec, ModelSpec
 from narrative_eval.executors import executor
-from narrative_eval.studies.base import ProgressFactory
+from narrative_eval.quiet import quiet_dependencies
+from narrative_eval.records import CellSpec, ModelSpec
+from narrative_eval.study import ProgressFactory, Runtime, load_study
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +132,6 @@ def worker_env(config: SweepConfig) -> dict[str, str]:
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         uri = "sqlite:///" + _absolute_path(uri.removeprefix("sqlite:///"))
     env["MLFLOW_TRACKING_URI"] = uri
-    from narrative_eval.backends.cache import default_cache_path
-
     env["NARRATIVE_EVAL_CACHE"] = _absolute_path(config.cache or str(default_cache_path()))
     if env.get("NARRATIVE_EVAL_ARTIFACT_ROOT"):
         env["NARRATIVE_EVAL_ARTIFACT_ROOT"] = _absolute_path(env["NARRATIVE_EVAL_ARTIFACT_ROOT"])
@@ -140,15 +141,11 @@ def worker_env(config: SweepConfig) -> dict[str, str]:
 # --------------------------------------------------------------------------- worker side
 
 # One backend pool per worker process and cache file: a worker that runs several cells loads each model once.
-_WORKER_POOLS: dict[str, Any] = {}
+_WORKER_POOLS: dict[str, BackendPool] = {}
 
 
 def run_cell_on_worker(cell: CellSpec, parent_run_id: str, workdir: str):
     """Body of a cell's Ray task: the local executor's cell runner, with this worker's own backends."""
-    from narrative_eval.quiet import quiet_dependencies
-    from narrative_eval.studies.base import Runtime
-    from narrative_eval.sweep import BackendPool, run_cell_tracked
-
     quiet_dependencies()  # a worker is a fresh process: the driver's filters do not reach it
     # Relative data and prompt paths in the cell resolve against the driver's directory when this node has it.
     if workdir and Path(workdir).is_dir():
@@ -185,8 +182,6 @@ def _connect(options: dict[str, Any]) -> bool:
 
 def _record_lost_cell(cell: CellSpec, error: str) -> str | None:
     """Mark the MLflow run of a cell whose worker died as FAILED; returns its run id if it has one."""
-    from narrative_eval.studies.base import load_study
-
     found = tracking.find_cell_run(load_study(cell.study).experiment, cell)
     if found is None:
         return None
@@ -215,8 +210,6 @@ def run_ray(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, prog
     the cells in flight are cancelled and the cells not started stay unstarted (a rerun resumes them).
     """
     import ray
-
-    from narrative_eval.sweep import CellOutcome, over_budget
 
     options = dict(config.executor_options)
     max_retries = int(options.get("max_retries", DEFAULT_MAX_RETRIES))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from narrative_eval.metrics.base import Metric, cached_model, metric
 from narrative_eval.metrics.text import tokenize_words
+from narrative_eval.metrics.wordnet import ensure_wordnet
 
 ALPHA = 0.9
 """Precision/recall weight in the F-mean (NLTK's and the original METEOR's default)."""
@@ -52,9 +53,6 @@ class _MemoisedStemmer:
 
 def _meteor_resources():
     def load():
-        # Imported here so `python -m narrative_eval.metrics.wordnet` runs a fresh module.
-        from narrative_eval.metrics.wordnet import ensure_wordnet
-
         ensure_wordnet()
         from nltk.corpus import wordnet
         from nltk.stem.porter import PorterStemmer

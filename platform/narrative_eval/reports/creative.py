@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from narrative_eval import tracking
 from narrative_eval.delivery.conditions import replanning_conditions
 from narrative_eval.records import ScoreRecord
 from narrative_eval.reports.creative_diagnostics import (
@@ -57,6 +58,8 @@ from narrative_eval.stats.effects import (
 )
 from narrative_eval.stats.effects import equal_adherence as equal_adherence_table
 from narrative_eval.stats.effects import equal_genre as equal_genre_table
+from narrative_eval.stats.score_records import load_score_records, save_score_records
+from narrative_eval.study import experiment_of
 
 FLOAT_DIGITS = 6
 """Decimals kept in the CSV files."""
@@ -238,18 +241,12 @@ def write_creative_report(
 
 def creative_report_from_scores(path: str | Path, out_dir: str | Path, n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> dict[str, str]:
     """The report from a score-record JSONL file (published or external judgments; nothing is regenerated)."""
-    from narrative_eval.stats.score_records import load_score_records
-
     return write_creative_report(load_score_records(path), out_dir, n_boot=n_boot, seed=seed)
 
 
 def export_sweep_records(sweep: str, out_dir: str | Path, data_sha256: str | None = None) -> list[ScoreRecord]:
     """The score records of an incremental-delivery sweep's finished cell runs in MLflow (those on `data_sha256`
     when given), exported to out_dir/score_records.jsonl so the analysis can be rerun or shared without MLflow."""
-    from narrative_eval import tracking
-    from narrative_eval.stats.score_records import save_score_records
-    from narrative_eval.studies.base import experiment_of
-
     runs = tracking.report_cell_runs(experiment_of("incremental-delivery"), sweep, data_sha256)
     records: list[ScoreRecord] = []
     for run_id in runs["run_id"]:

@@ -20,9 +20,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from narrative_eval import tracking
+from narrative_eval.data.cell_tasks import tasks_of_cell
 from narrative_eval.data.tasks import GENRES
 from narrative_eval.delivery.conditions import CONDITIONS
 from narrative_eval.records import CellSpec, ScoreRecord, WritingTask
+from narrative_eval.stats.score_records import model_label
+from narrative_eval.study import experiment_of
 
 COMPOSITION_COLUMNS: tuple[str, ...] = (
     "genre", "n_tasks", "n_constraints", "constraints_per_task", "shards_mean", "shards_min", "shards_max",
@@ -217,10 +221,6 @@ def sweep_inputs(sweep: str, records: Sequence[ScoreRecord], data_sha256: str | 
     A cell whose task file is gone or changed makes the tasks and scale come from `records`, with a note."""
     from mlflow.exceptions import MlflowException
     from pydantic import ValidationError
-
-    from narrative_eval import tracking
-    from narrative_eval.studies.base import experiment_of
-    from narrative_eval.studies.incremental import model_label, tasks_of_cell
 
     runs = tracking.report_cell_runs(experiment_of("incremental-delivery"), sweep, data_sha256)
     tasks: list[WritingTask] = []

@@ -34,9 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from narrative_eval import tracking
 from narrative_eval.errors import UserError
 from narrative_eval.records import ScoreRecord
-from narrative_eval.reports.creative import _slug, write_table
+from narrative_eval.reports.creative import _slug, export_sweep_records, write_table
+from narrative_eval.reports.pairwise_files import export_pairwise_files
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.stats.human_records import (
     EvidenceStatus,
@@ -60,6 +62,8 @@ from narrative_eval.stats.human_validation import (
     status_stability,
 )
 from narrative_eval.stats.ppi import pointwise_ppi_table
+from narrative_eval.stats.score_records import load_score_records
+from narrative_eval.study import experiment_of
 
 REPORT_FILES: tuple[str, ...] = ("pointwise_reliability", "pointwise_alignment", "human_paired_effects",
                                   "human_aggregation", "pairwise_agreement", "pairwise_order_consistency",
@@ -113,8 +117,6 @@ def _load_all(files: Files, load: Callable, ids: Any, key: Callable, errors: lis
 def load_inputs(scores: str | Path | None = None, pointwise: str | Path | None = None, pairwise: Files = None,
                 cases: Files = None, evidence: Files = None) -> HumanInputs:
     """Load every file given; raise one UserError with every bad line of all of them (file:line)."""
-    from narrative_eval.stats.score_records import load_score_records
-
     inputs = HumanInputs()
     errors: list[str] = []
 
@@ -249,11 +251,6 @@ def human_validation_from_sweep(sweep: str, out_dir: str | Path, *, data_sha256:
     (exported as out_dir/pairwise_*.jsonl, read before --pairwise and --cases), its files then attached to the
     sweep's parent run under report/human_validation/. `options` as for write_human_validation_report, without
     `scores` and `evidence`."""
-    from narrative_eval import tracking
-    from narrative_eval.reports.creative import export_sweep_records
-    from narrative_eval.studies.base import experiment_of
-    from narrative_eval.studies.pairwise import export_pairwise_files
-
     out_dir = Path(out_dir)
     try:
         export_sweep_records(sweep, out_dir, data_sha256)

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from narrative_eval import tracking
+from narrative_eval import annotations, tracking
+from narrative_eval.judges import load_rubric
+from narrative_eval.judges.agreement import cohen_kappa, spearman
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records import finite_number
@@ -23,9 +25,8 @@ from narrative_eval.stats.mde import mde_table
 from narrative_eval.stats.paired import model_groups, paired_judges, paired_models, paired_settings
 from narrative_eval.stats.ppi import infilling_ppi_table
 from narrative_eval.stats.reference import beside_reference, load_reference
-from narrative_eval.studies.base import experiment_of
+from narrative_eval.study import experiment_of
 
-EXPERIMENT = experiment_of("infilling")
 HUMAN_RUBRIC = "infilling_narrative"
 """The rubric whose dimensions human raters score (the app's Annotate tab uses the same one)."""
 
@@ -212,8 +213,6 @@ def judge_agreement(gens: pd.DataFrame, judges: list[str]) -> pd.DataFrame:
     """Pairwise agreement between judges on the same outputs: Spearman rho and quadratic kappa of QAvg (rounded)."""
     from scipy.stats import spearmanr
 
-    from narrative_eval.judges.agreement import cohen_kappa
-
     rows = []
     for i, a in enumerate(judges):
         for b in judges[i + 1:]:
@@ -232,8 +231,6 @@ def judge_agreement(gens: pd.DataFrame, judges: list[str]) -> pd.DataFrame:
 def human_agreement_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, dimensions: list[str]) -> pd.DataFrame:
     """Per dimension: quadratic-weighted Cohen's kappa between every pair of raters on the outputs both rated, and
     Spearman rho between the judge and each rater; a last row averages each column (the study's Table 2)."""
-    from narrative_eval.judges.agreement import cohen_kappa, spearman
-
     keys = ["model", "setting", "instance_id", "seed"]
     judged = gens.assign(seed=pd.to_numeric(gens["seed"]).astype(int))
     ratings = ratings.rename(columns={"prompt_setting": "setting"}).assign(seed=lambda f: f["seed"].astype(int))
@@ -268,9 +265,6 @@ def human_agreement_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str,
 
 def human_ratings(sweep: str, ratings_csv: str | Path | None, annotations_path: str | Path | None) -> pd.DataFrame:
     """The sweep's human ratings: from a CSV when given, else from the annotation store (when it exists)."""
-    from narrative_eval import annotations
-    from narrative_eval.judges import load_rubric
-
     if ratings_csv is not None:
         dimensions = [d.key for d in load_rubric(HUMAN_RUBRIC).dimensions]
         rows = annotations.read_ratings_csv(ratings_csv, dimensions)
@@ -352,7 +346,7 @@ def write_infilling_report(
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    runs = tracking.report_cell_runs(EXPERIMENT, sweep, data_sha256)
+    runs = tracking.report_cell_runs(experiment_of("infilling"), sweep, data_sha256)
     judges = _judges(runs)
     tables: dict[str, str] = {}
     main = main_table(runs)

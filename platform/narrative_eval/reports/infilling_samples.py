@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from narrative_eval.data.infilling import load_instances
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD as HIGH
 
 COLUMNS = ["model", "setting", "instance_id", "seed", "domain", "qavg", "passage", "gold", "fill"]
@@ -30,8 +31,6 @@ def high_quality_fills(gens: pd.DataFrame, judge: str, passages: dict[str, str])
 
 def passages_of(runs: pd.DataFrame) -> dict[str, str]:
     """Instance id -> passage text, from the data files the cells ran on (a file no longer there is skipped)."""
-    from narrative_eval.data.infilling import load_instances
-
     found: dict[str, str] = {}
     for path in runs.get("params.data_path", pd.Series(dtype=str)).dropna().unique():
         if Path(path).is_file():

@@ -19,7 +19,7 @@ from typing import Any
 from narrative_eval.data.errors import DataError, DataErrors
 from narrative_eval.data.jsonl import checked_jsonl
 from narrative_eval.delivery.conditions import CONDITIONS
-from narrative_eval.records import ScoreRecord
+from narrative_eval.records import CellSpec, ScoreRecord
 
 RECORD_FIELDS: tuple[str, ...] = ("record_id", "story_id", "genre", "model", "condition", "judge", "adherence", "quality")
 """Fields every record carries, in the order they are written."""
@@ -120,3 +120,13 @@ def save_score_records(records: Iterable[ScoreRecord], path: str | Path) -> Path
 def item_score(value: float) -> float | int:
     """A checklist score as the published files write it: 0 and 1 as integers, 0.5 as a float."""
     return int(value) if float(value).is_integer() else float(value)
+
+
+def model_label(cell: CellSpec) -> str:
+    """The model name score records carry: the model id, plus the system prompt when it is not the default."""
+    return cell.model.id if cell.prompt_setting in ("", "default") else f"{cell.model.id} [{cell.prompt_setting}]"
+
+
+def record_id(cell: CellSpec, story_id: str, seed: int, judge_id: str) -> str:
+    """The id of the score record one judge gives a cell's final reply to one story and seed."""
+    return ScoreRecord.make_id(model_label(cell), cell.condition, story_id, seed, judge_id)

@@ -1,106 +1,15 @@
-"""What a study plugs into the sweep, the study registry, and the cell plumbing both studies share."""
+"""The cell plumbing both studies share: batches, means, per-seed aggregation, a judge's summary metrics."""
 
 from __future__ import annotations
 
 import statistics
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
-from narrative_eval.backends.cache import CachedBackend
-from narrative_eval.records import CellSpec, JudgeResult, ModelSpec
-from narrative_eval.registry import Registry
+from narrative_eval.judges import summarize
+from narrative_eval.records import JudgeResult
 
 T = TypeVar("T")
-ProgressFactory = Callable[[Iterable[Any], str, int | None], Iterable[Any]]
-
-STUDIES: Registry[type[Study]] = Registry(
-    "study", modules=("narrative_eval.studies.infilling", "narrative_eval.studies.incremental")
-)
-"""Study name -> Study class; entries carry the MLflow `experiment` the study logs to."""
-
-
-def study(name: str, *, experiment: str | None = None, aliases: Iterable[str] = ()):
-    """Register a Study subclass; its runs go to MLflow experiment `experiment` (default: the name)."""
-
-    def register(study_class: type[Study]) -> type[Study]:
-        study_class.name = name
-        study_class.experiment = experiment or name
-        STUDIES.add(name, study_class, aliases=aliases, experiment=study_class.experiment)
-        return study_class
-
-    return register
-
-
-def load_study(name: str) -> Study:
-    """An instance of the study registered under `name` (or one of its aliases)."""
-    return STUDIES.get(name)()
-
-
-def experiment_of(name: str) -> str:
-    """The MLflow experiment of a study name or alias."""
-    return STUDIES.entry(name).meta["experiment"]
-
-
-def no_progress(items: Iterable[Any], description: str = "", total: int | None = None) -> Iterable[Any]:
-    return items
-
-
-@dataclass
-class Runtime:
-    """What a cell needs from its surroundings: backends behind the shared cache, and progress reporting."""
-
-    backend_for: Callable[[ModelSpec], CachedBackend]
-    """Returns the cached backend for a model spec (loaded once per process)."""
-    progress: ProgressFactory = no_progress
-    """Wraps an iterable with a progress display: progress(items, description, total)."""
-
-
-@dataclass
-class CellResult:
-    """Everything a cell logs to its MLflow run."""
-
-    metrics: dict[str, float] = field(default_factory=dict)
-    """Summary metrics (means across seeds, their SDs, per-seed values under 'seed<k>/...')."""
-    params: dict[str, Any] = field(default_factory=dict)
-    """Study-specific params beyond the cell spec (rubric hashes, system prompt digest...)."""
-    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    """Artifact file name (e.g. 'generations.json') -> rows, logged with mlflow.log_table."""
-    artifacts: dict[str, Any] = field(default_factory=dict)
-    """Artifact file name -> JSON-serialisable object."""
-    generated: int = 0
-    """Requests this cell actually sent to engines (cache misses), generators and judges together."""
-
-
-class Study(ABC):
-    """A study: its MLflow experiment, its cell runner, its request counts and its sweep summary."""
-
-    name: str
-    """Registry name (set by @study)."""
-    experiment: str
-    """MLflow experiment its runs go to (set by @study)."""
-
-    @abstractmethod
-    def count_requests(self, cell: CellSpec) -> int:
-        """Generation requests of one seed of a cell (for dry runs and cost estimates)."""
-
-    @abstractmethod
-    def count_judged(self, cell: CellSpec) -> int:
-        """Judge requests of one seed and one judge of a cell."""
-
-    @abstractmethod
-    def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
-        """Run one cell: generate, score, judge; return what its MLflow run logs."""
-
-    @abstractmethod
-    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
-        """Write the sweep's tables/figures to out_dir from its cells on `data_sha256` (all, when None); return
-        title -> markdown table for the terminal."""
-
-
-# --------------------------------------------------------------------------- shared cell plumbing
 
 
 def chunks(items: Sequence[T], size: int) -> list[list[T]]:
@@ -131,7 +40,5 @@ def aggregate_seeds(summaries: Mapping[int, Mapping[str, float]]) -> dict[str, f
 
 def judge_metrics(judge_id: str, results: Sequence[JudgeResult]) -> dict[str, float]:
     """One judge's summary (judges.summarize) under 'judge/<id>/...', NaN failure rate when nothing was judged."""
-    from narrative_eval.judges import summarize
-
     summary = summarize(results) if results else {"failure_rate": float("nan")}
     return {f"judge/{judge_id}/{key}": value for key, value in summary.items()}

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from narrative_eval.data.tasks import load_tasks
+from narrative_eval.data.cell_tasks import select_tasks
 from narrative_eval.delivery import (
     DEFAULT_SYSTEM_PROMPTS_FILE,
     DEFAULT_TURNS_FILE,
@@ -28,57 +29,20 @@ from narrative_eval.delivery import (
     load_system_prompt,
     load_turn_templates,
 )
+from narrative_eval.judges import CHECKLIST_RUBRIC, QUALITY_RUBRIC, judge_checklist, judge_quality, rubric_hash
 from narrative_eval.records import CellSpec, JudgeResult, Reply, ScoreRecord, Trajectory, WritingTask
+from narrative_eval.reports.creative import creative_report_from_sweep
 from narrative_eval.stats.effects import creative_integrity
-from narrative_eval.stats.score_records import QUALITY_FIELDS
-from narrative_eval.studies.base import CellResult, Runtime, Study, aggregate_seeds, chunks, mean_or_nan, study
+from narrative_eval.stats.score_records import QUALITY_FIELDS, model_label, record_id
+from narrative_eval.studies.base import aggregate_seeds, chunks, mean_or_nan
+from narrative_eval.studies.pairwise import count_pairs, run_pairwise_judges
+from narrative_eval.study import CellResult, Runtime, Study, study
 
 SCORE_DIMENSIONS: tuple[str, ...] = ("adherence", *QUALITY_FIELDS, "ci")
 """Per-judge dimensions logged as metrics (ci = Creative Integrity)."""
 
 DEFAULT_MAX_REGENERATIONS = 1
 """Fresh attempts given to a truncated trajectory before it is left unscored."""
-
-
-def select_tasks(cell: CellSpec) -> list[WritingTask]:
-    """The cell's tasks: the tasks file with its constraints (extra['constraints'] or the sibling constraints.jsonl), then the limit."""
-    tasks = load_tasks(cell.data_path, cell.extra.get("constraints"))
-    return tasks[: cell.limit] if cell.limit is not None else tasks
-
-
-def tasks_of_cell(cell: CellSpec, root: Path | None = None) -> list[WritingTask]:
-    """The tasks a cell ran, read again from the files its spec names (relative paths from `root`, default the
-    working directory) when they are still there unchanged; ValueError says why not."""
-    from narrative_eval.data.infilling import file_sha256
-    from narrative_eval.errors import UserError
-
-    def where(path: str) -> Path:
-        return Path(path) if root is None or Path(path).is_absolute() else Path(root) / path
-
-    constraints = cell.extra.get("constraints")
-    files = [(where(cell.data_path), cell.data_sha256)]
-    if constraints and cell.extra.get("constraints_sha256"):
-        files.append((where(constraints), cell.extra["constraints_sha256"]))
-    for path, sha256 in files:
-        if not path.is_file():
-            raise ValueError(f"{path} not found")
-        if file_sha256(path) != sha256:
-            raise ValueError(f"{path} changed since the sweep ran")
-    try:
-        tasks = load_tasks(where(cell.data_path), where(constraints) if constraints else None)
-    except UserError as error:
-        raise ValueError(f"{cell.data_path} no longer loads ({error.problems[0]})") from None
-    return tasks[: cell.limit] if cell.limit is not None else tasks
-
-
-def model_label(cell: CellSpec) -> str:
-    """The model name score records carry: the model id, plus the system prompt when it is not the default."""
-    return cell.model.id if cell.prompt_setting in ("", "default") else f"{cell.model.id} [{cell.prompt_setting}]"
-
-
-def record_id(cell: CellSpec, story_id: str, seed: int, judge_id: str) -> str:
-    """The id of the score record one judge gives a cell's final reply to one story and seed."""
-    return ScoreRecord.make_id(model_label(cell), cell.condition, story_id, seed, judge_id)
 
 
 def score_record(
@@ -121,6 +85,10 @@ class IncrementalDeliveryStudy(Study):
     def count_judged(self, cell: CellSpec) -> int:
         """Judge requests of one seed and judge (checklist and quality per task)."""
         return 2 * len(select_tasks(cell))
+
+    def count_pairs(self, cells: Sequence[CellSpec]) -> int:
+        """Pairs the pairwise judges can compare (studies.pairwise.count_pairs)."""
+        return count_pairs(cells)
 
     # ------------------------------------------------------------------ running a cell
 
@@ -221,8 +189,6 @@ class IncrementalDeliveryStudy(Study):
             "constraints_path": cell.extra.get("constraints", "constraints.jsonl next to the tasks file"),
         }
         if cell.judges:
-            from narrative_eval.judges import CHECKLIST_RUBRIC, QUALITY_RUBRIC, rubric_hash
-
             quality_rubrics = sorted({judge.rubric or QUALITY_RUBRIC for judge in cell.judges})
             params["rubrics"] = ",".join([CHECKLIST_RUBRIC, *quality_rubrics])
             params["checklist_rubric_sha256"] = rubric_hash(CHECKLIST_RUBRIC)
@@ -268,8 +234,6 @@ class IncrementalDeliveryStudy(Study):
         Blinding: the judge sees the full brief, its checklist and the final story only, never the
         model, the condition or the conversation.
         """
-        from narrative_eval.judges import judge_checklist, judge_quality
-
         verdicts: dict[tuple[str, str], tuple[JudgeResult, JudgeResult]] = {}
         for judge in cell.judges:
             backend = runtime.backend_for(judge.model)
@@ -366,9 +330,6 @@ class IncrementalDeliveryStudy(Study):
     def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
         """Export the sweep's score records and write the creative-integrity report from MLflow; then, when the
         sweep config asks for `pairwise_judges`, judge its FULL/SHARDED pairs (studies.pairwise)."""
-        from narrative_eval.reports.creative import creative_report_from_sweep
-        from narrative_eval.studies.pairwise import run_pairwise_judges
-
         tables = creative_report_from_sweep(sweep, out_dir, data_sha256=data_sha256)
         tables.update(run_pairwise_judges(sweep, out_dir, data_sha256=data_sha256))
         return tables
@@ -394,4 +355,4 @@ def _record_value(record: ScoreRecord, dim: str) -> float | None:
     return float(value) if value is not None else None
 
 
-__all__ = ["IncrementalDeliveryStudy", "is_scoreable", "model_label", "record_id", "score_record", "select_tasks"]
+__all__ = ["IncrementalDeliveryStudy", "is_scoreable", "score_record"]

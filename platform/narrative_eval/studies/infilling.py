@@ -22,17 +22,10 @@ from narrative_eval.records import (
     Reply,
     derived_seed,
 )
+from narrative_eval.reports.infilling import write_infilling_report
 from narrative_eval.stats.cell_scores import cell_intervals
-from narrative_eval.studies.base import (
-    CellResult,
-    Runtime,
-    Study,
-    aggregate_seeds,
-    chunks,
-    judge_metrics,
-    mean_or_nan,
-    study,
-)
+from narrative_eval.studies.base import aggregate_seeds, chunks, judge_metrics, mean_or_nan
+from narrative_eval.study import CellResult, Runtime, Study, study
 
 
 def select_instances(cell: CellSpec) -> list[InfillingInstance]:
@@ -189,6 +182,4 @@ class InfillingStudy(Study):
         return CellResult(metrics=metrics, params=params, tables={"generations.json": rows})
 
     def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
-        from narrative_eval.reports.infilling import write_infilling_report
-
         return write_infilling_report(sweep, out_dir, data_sha256=data_sha256)

@@ -21,15 +21,22 @@ rest; what an earlier attempt sent comes back from the request cache.
 
 from __future__ import annotations
 
+import json
 import logging
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from narrative_eval import tracking
+from narrative_eval.cells import BackendPool
+from narrative_eval.config import PairwiseJudging
+from narrative_eval.data.cell_tasks import select_tasks, tasks_of_cell
+from narrative_eval.errors import UserError
+from narrative_eval.judges import judge_pairwise_orders, load_rubric
 from narrative_eval.records import CellSpec, JudgeSpec, Trajectory, WritingTask, stable_hash
+from narrative_eval.reports.creative import write_table
+from narrative_eval.reports.pairwise_files import ARTIFACT_DIR, FILES, JUDGMENTS_FILE, artifact_dir, logged_files
 from narrative_eval.stats.human_records import (
     LEVEL_SCORE,
     ORDERS,
@@ -37,19 +44,18 @@ from narrative_eval.stats.human_records import (
     EvidenceStatus,
     PairCase,
     PairwiseVerdict,
+    load_pairwise_evidence,
+    load_pairwise_verdicts,
     save_pair_cases,
     save_pairwise_evidence,
     save_pairwise_verdicts,
 )
+from narrative_eval.stats.human_validation import order_consistency, status_stability
+from narrative_eval.stats.score_records import model_label, record_id
 from narrative_eval.studies.base import chunks
+from narrative_eval.study import experiment_of
 
 log = logging.getLogger(__name__)
-
-ARTIFACT_DIR = "pairwise"
-"""Folder of the pairwise files on the parent run (one subfolder per tasks file) and in the report folder."""
-FILES: dict[str, str] = {"pairwise": "verdicts.jsonl", "cases": "cases.jsonl", "evidence": "evidence.jsonl"}
-"""The human-validation report's input -> the file that holds it."""
-JUDGMENTS_FILE = "judgments.json"
 
 SCORE_LEVEL: dict[int, str] = {score: level for level, score in LEVEL_SCORE.items()}
 
@@ -64,11 +70,6 @@ class Pair:
     """What a judge sees in the primary order: {task, requirements, response_a (FULL), response_b (SHARDED)}."""
 
 
-def artifact_dir(data_sha256: str) -> str:
-    """Where one tasks file's pairwise files lie on the sweep's parent run."""
-    return f"{ARTIFACT_DIR}/{data_sha256[:12]}"
-
-
 def rater_id(judge_id: str, rubric: str) -> str:
     """The rater a pairwise judgment is filed under: one judge under one rubric."""
     return f"{judge_id}/{rubric}"
@@ -79,10 +80,6 @@ def rater_id(judge_id: str, rubric: str) -> str:
 
 def _cell_outputs(run_id: str) -> tuple[CellSpec, dict[str, WritingTask], dict[tuple[str, int], str], set[str]]:
     """A finished cell's spec, tasks, final reply per (story_id, seed) and score-record ids."""
-    from narrative_eval import tracking
-    from narrative_eval.errors import UserError
-    from narrative_eval.studies.incremental import tasks_of_cell
-
     cell = CellSpec.model_validate(tracking.load_json_artifact(run_id, "cell_spec.json"))
     try:
         tasks = {task.story_id: task for task in tasks_of_cell(cell)}
@@ -96,8 +93,6 @@ def _cell_outputs(run_id: str) -> tuple[CellSpec, dict[str, WritingTask], dict[t
 
 def _model_pairs(full_run: str, sharded_run: str) -> list[Pair]:
     """The pairs of one model's FULL and SHARDED cells."""
-    from narrative_eval.studies.incremental import model_label, record_id
-
     full, tasks, full_finals, full_records = _cell_outputs(full_run)
     sharded, _, sharded_finals, sharded_records = _cell_outputs(sharded_run)
     pairs = []
@@ -118,9 +113,6 @@ def _model_pairs(full_run: str, sharded_run: str) -> list[Pair]:
 
 def sweep_pairs(sweep: str, data_sha256: str | None = None) -> tuple[str, list[Pair]]:
     """The tasks file's sha256 the sweep's cells ran on, and every FULL/SHARDED pair of its finished cells."""
-    from narrative_eval import tracking
-    from narrative_eval.studies.base import experiment_of
-
     runs = tracking.report_cell_runs(experiment_of("incremental-delivery"), sweep, data_sha256)
     cells: dict[tuple[str, str], dict[str, str]] = {}
     for _, run in runs.iterrows():  # newest first: a cell run again under a new spec replaces the older one
@@ -136,8 +128,6 @@ def sweep_pairs(sweep: str, data_sha256: str | None = None) -> tuple[str, list[P
 def count_pairs(cells: Sequence[CellSpec]) -> int:
     """How many pairs a grid can give, before any is generated: a story and seed of each FULL cell whose SHARDED
     twin (same model and system prompt) is in the grid."""
-    from narrative_eval.studies.incremental import select_tasks
-
     sharded = {(cell.model.id, cell.prompt_setting) for cell in cells if cell.condition == "sharded"}
     return sum(len(select_tasks(cell)) * len(cell.seeds) for cell in cells
                if cell.condition == "full" and (cell.model.id, cell.prompt_setting) in sharded)
@@ -166,8 +156,6 @@ def _judge_rubric(judge: JudgeSpec, entry: Any, pairs: Sequence[Pair], state: di
                   backend_for: Callable[[Any], Any], publish: Callable[[], None]) -> int:
     """One judge under one pairwise rubric on every pair whose two valid judgments `state` does not already hold
     (same digest); updates `state`, publishing after each batch. Returns the pairs judged now."""
-    from narrative_eval.judges import judge_pairwise_orders, load_rubric
-
     rubric = load_rubric(entry.rubric)
     spec = judge if entry.max_new_tokens is None else judge.model_copy(update={"max_new_tokens": entry.max_new_tokens})
     rater = rater_id(judge.id, rubric.name)
@@ -208,8 +196,6 @@ def _evidence(row: dict, case: PairCase) -> list[EvidenceStatus]:
 def write_pairwise_files(rows: Sequence[dict], cases: Sequence[PairCase], folder: Path) -> dict[str, Path]:
     """verdicts.jsonl, cases.jsonl, evidence.jsonl and judgments.json from judgment rows, in case, rater and
     order order; report input name -> path."""
-    import json
-
     by_case = {case.case_id: case for case in cases}
     valid = [row for row in sorted(rows, key=lambda r: (r["case_id"], r["rater"], ORDERS.index(r["order"])))
              if row["ok"]]
@@ -229,9 +215,6 @@ def write_pairwise_files(rows: Sequence[dict], cases: Sequence[PairCase], folder
 def _settings(parent: str) -> tuple[list[JudgeSpec], list[Any], int | None, str | None] | None:
     """The judge panel, the pairwise rubrics, the pair sample size and the request cache of the sweep's config as
     its parent run logged it at the start of this invocation; None when it asks for no pairwise judges."""
-    from narrative_eval import tracking
-    from narrative_eval.config import PairwiseJudging
-
     config = tracking.load_json_artifact(parent, "sweep_config.json")
     entries = [PairwiseJudging.model_validate(entry) for entry in config.get("pairwise_judges") or []]
     if not entries:
@@ -240,18 +223,9 @@ def _settings(parent: str) -> tuple[list[JudgeSpec], list[Any], int | None, str 
             config.get("pairwise_sample"), config.get("cache"))
 
 
-def _logged(parent: str, folder: str) -> set[str]:
-    """Names of the files under `folder` on the parent run."""
-    from narrative_eval import tracking
-
-    return {Path(info.path).name for info in tracking.client().list_artifacts(parent, folder)}
-
-
 def _previous(parent: str, folder: str) -> dict[tuple, dict]:
     """The judgments an earlier invocation logged, by (case_id, rater, order)."""
-    from narrative_eval import tracking
-
-    if JUDGMENTS_FILE not in _logged(parent, folder):
+    if JUDGMENTS_FILE not in logged_files(parent, folder):
         return {}
     rows = tracking.load_json_artifact(parent, f"{folder}/{JUDGMENTS_FILE}")
     return {(row["case_id"], row["rater"], row["order"]): row for row in rows}
@@ -263,9 +237,6 @@ def run_pairwise_judges(sweep: str, out_dir: str | Path, data_sha256: str | None
     resuming what an earlier invocation judged; log the files and metrics on its parent run and write the
     order-consistency and status-stability tables to out_dir. Title -> markdown; {} when none are asked for.
     `backend_for` serves a judge's model (default: the sweep's backends behind its request cache)."""
-    from narrative_eval import tracking
-    from narrative_eval.studies.base import experiment_of
-
     parent = tracking.find_sweep_run(experiment_of("incremental-delivery"), sweep)
     settings = _settings(parent) if parent is not None else None
     if settings is None:
@@ -287,8 +258,6 @@ def run_pairwise_judges(sweep: str, out_dir: str | Path, data_sha256: str | None
 
     pool = None
     if backend_for is None:
-        from narrative_eval.sweep import BackendPool
-
         pool = backend_for = BackendPool(cache)
     try:
         judged = sum(_judge_rubric(judge, entry, pairs, state, backend_for, publish)
@@ -308,11 +277,6 @@ def _summaries(parent: str, files: dict[str, Path], rows: list[dict], out_dir: P
                counts: dict[str, float]) -> dict[str, str]:
     """Order consistency and status stability as tables in out_dir and, per rater, as metrics on the parent run
     (pairwise/<rater>/...) with each rater's failure rate (judgments that never validated, per order)."""
-    from narrative_eval import tracking
-    from narrative_eval.reports.creative import write_table
-    from narrative_eval.stats.human_records import load_pairwise_evidence, load_pairwise_verdicts
-    from narrative_eval.stats.human_validation import order_consistency, status_stability
-
     consistency = order_consistency(load_pairwise_verdicts(files["pairwise"]))
     stability = status_stability(load_pairwise_evidence(files["evidence"]))
     metrics = dict(counts)
@@ -334,29 +298,4 @@ def _summaries(parent: str, files: dict[str, Path], rows: list[dict], out_dir: P
     return tables
 
 
-def export_pairwise_files(sweep: str, out_dir: str | Path, data_sha256: str | None = None) -> dict[str, Path]:
-    """The sweep's pairwise verdicts, cases and evidence copied from its parent run into out_dir as
-    pairwise_verdicts.jsonl, pairwise_cases.jsonl and pairwise_evidence.jsonl; report input name -> path, {} when
-    the sweep ran no pairwise judges on that tasks file (default: the one its finished cells ran on)."""
-    from narrative_eval import tracking
-    from narrative_eval.studies.base import experiment_of
-
-    experiment = experiment_of("incremental-delivery")
-    parent = tracking.find_sweep_run(experiment, sweep)
-    if parent is None:
-        return {}
-    if data_sha256 is None:
-        data_sha256 = str(tracking.report_cell_runs(experiment, sweep)["params.data_sha256"].iloc[0])
-    folder = artifact_dir(data_sha256)
-    present = _logged(parent, folder)
-    exported = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for key, name in FILES.items():
-            if name in present:
-                downloaded = tracking.client().download_artifacts(parent, f"{folder}/{name}", tmp)
-                exported[key] = Path(shutil.copy(downloaded, Path(out_dir) / f"{ARTIFACT_DIR}_{name}"))
-    return exported
-
-
-__all__ = ["Pair", "artifact_dir", "count_pairs", "export_pairwise_files", "rater_id", "run_pairwise_judges", "sample_pairs",
-           "sweep_pairs", "write_pairwise_files"]
+__all__ = ["Pair", "count_pairs", "rater_id", "run_pairwise_judges", "sample_pairs", "sweep_pairs", "write_pairwise_files"]

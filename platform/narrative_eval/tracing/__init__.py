@@ -14,6 +14,7 @@ from mlflow import MlflowClient
 
 from narrative_eval.records import CellSpec, finite_number
 from narrative_eval.tracing.base import CELL_BUILDERS, CellRecords, cell_builder
+from narrative_eval.tracing.prompts import register_prompts, used_templates
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord, TurnRecord
 from narrative_eval.tracing.traces import (
     TRACES_ENV,
@@ -65,8 +66,6 @@ def _log_dataset(client: MlflowClient, run_id: str, cell: CellSpec, records: Cel
 
 
 def _register_prompts(client: MlflowClient, run_id: str, cell: CellSpec, result: Any) -> None:
-    from narrative_eval.tracing.prompts import register_prompts, used_templates
-
     try:
         versions = register_prompts(client, run_id, used_templates(cell, result))
     except Exception as error:

@@ -9,6 +9,8 @@ from typing import Any
 
 from mlflow import MlflowClient
 
+from narrative_eval.judges.rubric import load_rubric
+from narrative_eval.prompts.render import PROMPT_SETTINGS, prompt_file_for
 from narrative_eval.records import CellSpec
 
 SHA_TAG = "narrative_eval.sha256"
@@ -18,9 +20,6 @@ SHA_TAG = "narrative_eval.sha256"
 def used_templates(cell: CellSpec, result: Any) -> dict[str, str | list[dict[str, str]]]:
     """Registry name -> template (text or chat messages, with MLflow's own {{slot}} syntax) for every prompt
     setting and rubric the cell used."""
-    from narrative_eval.judges.rubric import load_rubric
-    from narrative_eval.prompts.render import PROMPT_SETTINGS, prompt_file_for
-
     templates: dict[str, str | list[dict[str, str]]] = {}
     if cell.study == "infilling":
         prompts = prompt_file_for(cell.prompt_setting, cell.extra.get("prompt_file"))

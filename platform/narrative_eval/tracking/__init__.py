@@ -22,6 +22,8 @@ from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
 
 from narrative_eval.records import CellSpec, finite_number
+from narrative_eval.tracing import DESCRIPTION_TAG, describe_sweep, log_cell_records
+from narrative_eval.tracing.traces import warn_once
 from narrative_eval.tracking.read import (
     all_sweeps,
     find_cell_run,
@@ -245,9 +247,6 @@ def log_cell(run_id: str, cell: CellSpec, result: Any) -> None:
 def _log_evaluation_records(c: MlflowClient, run_id: str, cell: CellSpec, result: Any) -> None:
     """Dataset, traces with assessments, prompt versions, description (narrative_eval.tracing); a failure there
     is a warning, never a failed cell."""
-    from narrative_eval.tracing import log_cell_records
-    from narrative_eval.tracing.traces import warn_once
-
     try:
         log_cell_records(c, run_id, cell, result)
     except Exception as error:
@@ -265,8 +264,6 @@ def _table_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def log_sweep_outputs(run_id: str, tables: dict[str, str], files: Iterable[Path], metrics: dict[str, float] | None = None) -> None:
     """Attach the sweep's report (markdown tables and files) to its parent run."""
-    from narrative_eval.tracing import DESCRIPTION_TAG, describe_sweep
-
     c = client()
     for title, markdown in tables.items():
         c.log_text(run_id, markdown, f"report/{_slug(title)}.md")

@@ -10,6 +10,7 @@ from typing import Any
 import mlflow
 import pandas as pd
 
+from narrative_eval.errors import UserError
 from narrative_eval.records import CellSpec
 from narrative_eval.tracking.store import (
     TAG_KIND,
@@ -86,8 +87,6 @@ def report_cell_runs(experiment: str, sweep: str, data_sha256: str | None = None
     if data_sha256 is None and "params.data_sha256" in runs:
         shas = sorted(set(runs["params.data_sha256"].dropna()))
         if len(shas) > 1:
-            from narrative_eval.errors import UserError
-
             paths = sorted(set(runs["params.data_path"].dropna())) if "params.data_path" in runs else []
             raise UserError(f"sweep {sweep!r} ran on {len(shas)} different data files ({', '.join(paths) or ', '.join(shas)}); "
                             "name the one to report with --data FILE")

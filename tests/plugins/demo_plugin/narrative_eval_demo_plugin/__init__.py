@@ -10,7 +10,7 @@ from narrative_eval.executors import executor
 from narrative_eval.judges import register_rubric
 from narrative_eval.metrics import Metric, metric
 from narrative_eval.prompts.render import register_prompt_file
-from narrative_eval.studies.base import CellResult, Study, study
+from narrative_eval.study import CellResult, Study, study
 
 HERE = Path(__file__).parent
 

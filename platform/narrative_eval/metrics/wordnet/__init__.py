@@ -10,19 +10,17 @@ Run once (idempotent):
     apt-get install -y wordnet-base wordnet-sense-index
     python -m narrative_eval.metrics.wordnet
 
-`ensure_wordnet()` does the same lazily from METEOR, so the command is only needed to prepare a
+`ensure_wordnet()` does the same lazily from METEOR, so the command (`__main__.py`) is only needed to prepare a
 machine ahead of time or to see what went wrong.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import os
 import re
 import shutil
 import socket
-import sys
 import threading
 from pathlib import Path
 
@@ -205,27 +203,3 @@ def ensure_wordnet(nltk_data_dir: Path | None = None) -> Path:
                 )
         _ready_dir = root
         return root
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m narrative_eval.metrics.wordnet",
-        description="Install WordNet for NLTK from the system's wordnet-base package and check METEOR works.",
-    )
-    parser.add_argument("--nltk-data", type=Path, default=None, help="NLTK data directory (default: %(default)s)")
-    args = parser.parse_args(argv)
-    try:
-        root = ensure_wordnet(args.nltk_data)
-        count = verify_wordnet()
-    except WordNetUnavailable as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    from narrative_eval.metrics.meteor import Meteor
-
-    [exact] = Meteor().score(["the cat sat on the mat"], ["the cat sat on the mat"])
-    print(f"WordNet ready in {root / 'corpora' / 'wordnet'}: {count} synsets for 'dog'; METEOR(exact) = {exact:.4f}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
