@@ -40,7 +40,9 @@ def read_items(path: Path) -> tuple[list[Item], float]:
     items = []
     for case in root.iter("testcase"):
         module = case.get("classname", "").replace(".", "/")
-        nodeid = f"{module}.py::{case.get('name')}" if module else case.get("name", "?")
+        # With `--dist loadgroup` pytest-xdist appends "@<group>" to each name; the group is not part of the test.
+        name = case.get("name", "?").split("@")[0]
+        nodeid = f"{module}.py::{name}" if module else name
         outcome = next((OUTCOMES[child.tag] for child in case if child.tag in OUTCOMES), "passed")
         items.append(Item(nodeid, float(case.get("time") or 0.0), outcome))
     wall = sum(float(s.get("time") or 0.0) for s in suites)
