@@ -11,8 +11,6 @@ import pytest
 from scipy.stats import binomtest
 
 from narrative_eval.backends import CachedBackend, RequestCache, backend
-from narrative_eval.data.infilling import load_instances
-from narrative_eval.data.tasks import load_tasks
 from narrative_eval.judges import PAIRWISE_EVIDENCE_RUBRIC, PAIRWISE_RUBRIC
 from narrative_eval.judges.checks import ControlItem, judge_controls, load_thresholds, sample_ids
 from narrative_eval.records import Reply
@@ -21,19 +19,19 @@ from narrative_eval.stats.judge_checks import COLUMNS, check_rows, judge_checks_
 from narrative_eval.studies.incremental_controls import incremental_controls, refusal_text
 from narrative_eval.studies.infilling_controls import infilling_controls
 
-from .control_judges import STORIES, OracleJudge, control_judge
+from tests.control_judges import STORIES, OracleJudge, control_judge, shipped_instances, shipped_tasks
 
 K = 6
 
 
 @pytest.fixture(scope="module")
-def instances(repo_root):
-    return load_instances(repo_root / "data/infilling/benchmark.csv")
+def instances():
+    return shipped_instances()
 
 
 @pytest.fixture(scope="module")
-def tasks(repo_root):
-    return load_tasks(repo_root / "data/creative/tasks.json")
+def tasks():
+    return shipped_tasks()
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from narrative_eval.backends import Backend, CachedBackend, RequestCache, backend, get_backend
-from narrative_eval.records import JudgeSpec, ModelSpec, Reply, stable_hash
+from narrative_eval.data.infilling import load_instances
+from narrative_eval.data.tasks import load_tasks
+from narrative_eval.records import InfillingInstance, JudgeSpec, ModelSpec, Reply, WritingTask, stable_hash
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@cache
+def shipped_instances() -> tuple[InfillingInstance, ...]:
+    """The shipped infilling benchmark (several passages per domain, so every instance has a mismatched fill)."""
+    return tuple(load_instances(REPO / "data/infilling/benchmark.csv"))
+
+
+@cache
+def shipped_tasks() -> tuple[WritingTask, ...]:
+    """The shipped writing tasks with their checklists."""
+    return tuple(load_tasks(REPO / "data/creative/tasks.json"))
+
 
 # Stories for four of the shipped tasks (data/creative), each following its brief loosely, several sentences long.
 STORIES: dict[str, str] = {
@@ -140,4 +158,5 @@ def control_judge(kind: str, good: Sequence[tuple[str, str]] = (), refusal: str 
     return CachedBackend(get_backend(spec), cache), JudgeSpec(id=kind, model=spec, max_retries=1)
 
 
-__all__ = ["STORIES", "AlwaysAJudge", "ConstantJudge", "OracleJudge", "answer", "control_judge"]
+__all__ = ["STORIES", "AlwaysAJudge", "ConstantJudge", "OracleJudge", "answer", "control_judge", "shipped_instances",
+           "shipped_tasks"]
