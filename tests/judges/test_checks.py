@@ -147,7 +147,7 @@ def test_a_reference_serving_several_checks_is_judged_once(instances, tmp_path):
     assert cached.generated == len(distinct) < 2 * len(fills)
 
 
-def test_pairwise_relations_need_a_pairwise_rubric(instances):
+def test_pairwise_relations_need_a_pairwise_rubric():
     cached, judge = control_judge("control-oracle")
     item = ControlItem("infilling_narrative", "bad", "x", {"problem": "a ______ b", "candidate": "c"}, "tie")
     with pytest.raises(ValueError, match="pairwise"):
