@@ -1,0 +1,269 @@
+"""Control items with known answers, judged the way real items are, and the thresholds their checks must meet.
+
+A study builds control items from its data (a gold fill against a wrong one, a story against its shuffled
+sentences, two identical replies...); every judge of a sweep judges them through the same cached backend, rubric
+renderer, validation and retries as real items, so a reply that never validates is a recorded failure here too.
+`stats.judge_checks` turns the judgments into one verdict per judge x rubric x check against the thresholds of
+`checks.yaml` (each with its reason). Which instances become controls is `sample_ids`: the same for every judge,
+and stable as the data grows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from narrative_eval.judges.judge import GeneratingBackend, judge_many, judge_pairwise
+from narrative_eval.judges.rubric import load_rubric
+from narrative_eval.records import JudgeResult, JudgeSpec, stable_hash
+
+THRESHOLDS_FILE = Path(__file__).with_name("checks.yaml")
+"""The shipped thresholds of every check, with their reasons."""
+
+DEFAULT_CONTROLS = 20
+"""Instances a study turns into control items per check (K)."""
+
+Relation = Literal["below_reference", "near_zero", "tie", "a_preferred"]
+"""What a control item should get from a sound judge:
+below_reference: a lower judge average than its known-good reference item (discrimination);
+near_zero: a judge average near 0, as a checklist's adherence for a refusal (adherence);
+tie: pairwise, the two responses are the same text: tie in both orders (tie rate);
+a_preferred: pairwise, response_a should win in both presentation orders (discrimination)."""
+
+STATISTIC_OF: dict[str, str] = {
+    "below_reference": "discrimination",
+    "near_zero": "adherence",
+    "tie": "tie_rate",
+    "a_preferred": "discrimination",
+}
+"""The statistic a relation is measured by (the thresholds file has one section per statistic)."""
+
+PAIRWISE_RELATIONS = frozenset({"tie", "a_preferred"})
+"""The relations of pairwise controls (judged in both presentation orders)."""
+
+Progress = Callable[[list, str, int], Iterable]
+"""A progress wrapper as a cell's runtime gives it: (batches, label, total) -> the batches, reported as they go."""
+
+
+@dataclass(frozen=True)
+class ControlItem:
+    """One control item: what a judge is shown under one rubric, and what a sound judge answers."""
+
+    rubric: str
+    """Rubric name the item is judged under (a pairwise rubric for a_preferred and tie)."""
+    check: str
+    """Name of the check the item belongs to (mismatched_fill, refusal, identical_pair, ...)."""
+    instance_id: str
+    """The instance or task the item was built from; items of one instance form a cluster in the intervals."""
+    inputs: Mapping[str, Any] = field(hash=False)
+    """The rubric's inputs for the control (e.g. {problem, candidate}); pairwise: {task, requirements, response_a, response_b}."""
+    expected: Relation
+    """What a sound judge gives the control (see Relation)."""
+    reference: Mapping[str, Any] | None = field(default=None, hash=False)
+    """The known-good item's inputs under the same rubric (below_reference only), e.g. the gold fill."""
+
+    def __post_init__(self) -> None:
+        if (self.expected == "below_reference") != (self.reference is not None):
+            raise ValueError(f"control {self.check}/{self.instance_id}: a reference goes with below_reference, and only there")
+
+
+@dataclass(frozen=True)
+class ControlJudgment:
+    """One judge's verdicts on one control item."""
+
+    item: ControlItem
+    """The control item."""
+    result: JudgeResult
+    """The verdict on the control (pairwise: both presentation orders, as judge_pairwise combines them)."""
+    reference: JudgeResult | None = None
+    """The verdict on the item's known-good reference (below_reference only)."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether every verdict the item needs validated."""
+        return self.result.ok and (self.reference is None or self.reference.ok)
+
+
+# --------------------------------------------------------------------------- thresholds
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    why: str = Field(min_length=1)
+    """Why the threshold is where it is."""
+
+
+class DiscriminationThreshold(_Section):
+    """Discrimination fails below `min` or when its interval reaches `interval_excludes`."""
+
+    min: float = Field(ge=0, le=1)
+    """Lowest passing share of known-good items beating their control."""
+    interval_excludes: float = Field(ge=0, le=1)
+    """A value (chance) the interval's lower bound must stay above."""
+
+
+class MaxThreshold(_Section):
+    """A statistic that fails above `max`."""
+
+    max: float = Field(ge=0, le=1)
+    """Highest passing value (position bias: also lowest passing 1 - value)."""
+
+
+class MinThreshold(_Section):
+    """A statistic that fails below `min`."""
+
+    min: float = Field(ge=0, le=1)
+    """Lowest passing value."""
+
+
+class FailureThreshold(_Section):
+    """A check fails whatever its value when too many of its items were never judged."""
+
+    max_share: float = Field(ge=0, le=1)
+    """Highest passing share of control items whose judgment never validated."""
+
+
+class CheckThresholds(BaseModel):
+    """The thresholds file: one section per statistic, the interval settings and the failure rule."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    level: float = Field(gt=0, lt=1)
+    """Coverage of every interval."""
+    n_boot: int = Field(ge=100)
+    """Resamples of the bootstrap intervals."""
+    discrimination: DiscriminationThreshold
+    """Known-good items against their controls."""
+    adherence: MaxThreshold
+    """Checklist adherence given to a refusal."""
+    position_bias: MaxThreshold
+    """Share of A-preferences in both orders."""
+    tie_rate: MinThreshold
+    """Share of ties on identical pairs."""
+    failures: FailureThreshold
+    """Judgments that never validated."""
+
+
+def load_thresholds(path: str | Path | None = None) -> CheckThresholds:
+    """The check thresholds from a YAML file (default: the shipped judges/checks.yaml); ValueError names the file
+    and every problem."""
+    path = Path(path) if path is not None else THRESHOLDS_FILE
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return CheckThresholds.model_validate(data)
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid YAML: {error}") from None
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, p['loc'])) or 'file'}: {p['msg']}" for p in error.errors())
+        raise ValueError(f"{path}: {problems}") from None
+
+
+# --------------------------------------------------------------------------- choosing instances
+
+
+def sample_ids(ids: Iterable[str], k: int | None = DEFAULT_CONTROLS) -> list[str]:
+    """The `k` ids whose stable hash is lowest (all when None or fewer), in their given order, duplicates dropped.
+
+    The same for every judge and every run; when the data grows, an id stays chosen unless a new id hashes below
+    it, so most controls of an earlier sweep are judged again (and come from the request cache)."""
+    unique = list(dict.fromkeys(ids))
+    if k is None or len(unique) <= k:
+        return unique
+    chosen = set(sorted(unique, key=lambda i: (stable_hash(i), i))[:k])
+    return [i for i in unique if i in chosen]
+
+
+def pick_other(key: str, candidates: Iterable[str]) -> str | None:
+    """A stable partner for `key` among `candidates` (itself excluded): the one whose pairing hashes lowest, so a
+    control's donor does not change as other candidates come and go, unless a new one hashes lower."""
+    others = [c for c in candidates if c != key]
+    return min(others, key=lambda c: (stable_hash([key, c]), c)) if others else None
+
+
+# --------------------------------------------------------------------------- judging
+
+
+def _plain(value: Any) -> Any:
+    """A JSON form of an item's inputs (requirements may be records) for telling identical items apart."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _batches(items: list, backend: GeneratingBackend, label: str, progress: Progress | None) -> Iterable[list]:
+    size = max(1, int(getattr(backend, "batch_size", 8)))
+    batches = [items[i : i + size] for i in range(0, len(items), size)]
+    return progress(batches, label, len(batches)) if progress is not None else batches
+
+
+def _judge_unique(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, inputs: list[Mapping],
+                  progress: Progress | None) -> dict[str, JudgeResult]:
+    """Each distinct input judged once under a scores or checklist rubric (a gold fill serves several checks)."""
+    unique = {stable_hash(_plain(item)): item for item in inputs}
+    keys = list(unique)
+    results: dict[str, JudgeResult] = {}
+    for batch in _batches(keys, backend, f"controls: judge {judge.id} ({rubric})", progress):
+        for key, result in zip(batch, judge_many(backend, judge, rubric, [unique[k] for k in batch]), strict=True):
+            results[key] = result
+    return results
+
+
+def _judge_pairs(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items: list[ControlItem],
+                 progress: Progress | None) -> list[JudgeResult]:
+    results: list[JudgeResult] = []
+    for batch in _batches(items, backend, f"controls: judge {judge.id} ({rubric})", progress):
+        results.extend(judge_pairwise(backend, judge, [item.inputs for item in batch], rubric))
+    return results
+
+
+def judge_controls(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[ControlItem],
+                   progress: Progress | None = None) -> list[ControlJudgment]:
+    """Every control item judged by one judge, one ControlJudgment per item in order.
+
+    Scores and checklist rubrics go through judge_many (each distinct input once), pairwise rubrics through
+    judge_pairwise (both presentation orders); replies that never validate after the judge's retries are failed
+    results. `backend` is what the studies judge with (a CachedBackend), so nothing is asked twice."""
+    judged: dict[int, ControlJudgment] = {}
+    for rubric in dict.fromkeys(item.rubric for item in items):
+        mine = [(index, item) for index, item in enumerate(items) if item.rubric == rubric]
+        pairwise = load_rubric(rubric).kind == "pairwise"
+        wrong = [item.check for _, item in mine if (item.expected in PAIRWISE_RELATIONS) != pairwise]
+        if wrong:
+            raise ValueError(f"controls {sorted(set(wrong))}: relations tie and a_preferred go with pairwise rubrics "
+                             f"and only there; {rubric!r} is {'' if pairwise else 'not '}pairwise")
+        if pairwise:
+            results = _judge_pairs(backend, judge, rubric, [item for _, item in mine], progress)
+            judged.update({index: ControlJudgment(item, result) for (index, item), result in zip(mine, results, strict=True)})
+            continue
+        inputs = [item.inputs for _, item in mine] + [item.reference for _, item in mine if item.reference is not None]
+        by_key = _judge_unique(backend, judge, rubric, inputs, progress)
+        for index, item in mine:
+            reference = by_key[stable_hash(_plain(item.reference))] if item.reference is not None else None
+            judged[index] = ControlJudgment(item, by_key[stable_hash(_plain(item.inputs))], reference)
+    return [judged[index] for index in range(len(items))]
+
+
+__all__ = [
+    "DEFAULT_CONTROLS",
+    "PAIRWISE_RELATIONS",
+    "STATISTIC_OF",
+    "THRESHOLDS_FILE",
+    "CheckThresholds",
+    "ControlItem",
+    "ControlJudgment",
+    "Relation",
+    "judge_controls",
+    "load_thresholds",
+    "pick_other",
+    "sample_ids",
+]

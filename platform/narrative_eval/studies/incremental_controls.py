@@ -1,0 +1,132 @@
+"""Control items of the incremental-delivery judges (judges.checks): stories whose judge verdict is known.
+
+The shipped tasks carry no reference story, so the builders take the stories as input: story_id -> a story
+written for that task (a sweep's FULL final replies, or reference stories where a task set has them). For each
+of K tasks with a story (judges.checks.sample_ids over story ids):
+
+- checklist (creative_checklist): refusal, the refusal of incremental_controls.yaml against the task's own
+  requirements, adherence near 0; other_task_story, another task's story against this task's requirements,
+  below this task's own story;
+- quality (the judge's quality rubric): shuffled_sentences, the story with its sentences in a seeded random
+  order, below the story itself;
+- pairwise (each pairwise rubric): identical_pair, the story against itself, a tie in both orders; refusal_pair,
+  the story (A) against the refusal (B), the story preferred in both orders. Position bias comes from both.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from narrative_eval.data.infilling import sentences
+from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC
+from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, pick_other, sample_ids
+from narrative_eval.records import WritingTask, derived_seed
+
+CONTROL_TEXTS_FILE = Path(__file__).with_name("incremental_controls.yaml")
+"""The controls' fixed texts (the refusal)."""
+
+REFUSAL, OTHER_STORY, SHUFFLED, IDENTICAL, REFUSAL_PAIR = (
+    "refusal", "other_task_story", "shuffled_sentences", "identical_pair", "refusal_pair")
+"""The check names."""
+
+
+def refusal_text(path: str | Path | None = None) -> str:
+    """The refusal a control shows in place of a story (incremental_controls.yaml's `refusal`)."""
+    path = Path(path) if path is not None else CONTROL_TEXTS_FILE
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not str(data.get("refusal") or "").strip():
+        raise ValueError(f"{path}: needs a non-empty `refusal` text")
+    return str(data["refusal"]).strip()
+
+
+def shuffled_story(story: str, seed: int, story_id: str) -> str | None:
+    """The story's sentences in a random order seeded by (seed, story_id), never the original order; None for a
+    story of fewer than two sentences."""
+    parts = sentences(story)
+    if len(parts) < 2:
+        return None
+    order = list(range(len(parts)))
+    random.Random(derived_seed(seed, story_id)).shuffle(order)
+    if order == sorted(order):
+        order = order[1:] + order[:1]
+    return " ".join(parts[i] for i in order)
+
+
+def _chosen(tasks: Sequence[WritingTask], stories: Mapping[str, str], k: int | None) -> list[WritingTask]:
+    """The K tasks (of those with a non-empty story) that become controls."""
+    with_story = {task.story_id: task for task in tasks if (stories.get(task.story_id) or "").strip()}
+    return [with_story[story_id] for story_id in sample_ids(with_story, k)]
+
+
+def _inputs(task: WritingTask, response: str) -> dict[str, Any]:
+    return {"task": task.full_instruction, "requirements": list(task.constraints), "response": response}
+
+
+def checklist_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str], k: int | None = DEFAULT_CONTROLS,
+                       refusal: str | None = None) -> list[ControlItem]:
+    """refusal and other_task_story items of K tasks under the checklist rubric; another task's story comes from
+    any task with a story, so pass all of them."""
+    refusal = refusal or refusal_text()
+    donors = [story_id for story_id, text in stories.items() if (text or "").strip()]
+    items = []
+    for task in _chosen(tasks, stories, k):
+        own = _inputs(task, stories[task.story_id])
+        items.append(ControlItem(CHECKLIST_RUBRIC, REFUSAL, task.story_id, _inputs(task, refusal), "near_zero"))
+        donor = pick_other(task.story_id, [d for d in donors if stories[d].strip() != stories[task.story_id].strip()])
+        if donor is not None:
+            items.append(ControlItem(CHECKLIST_RUBRIC, OTHER_STORY, task.story_id, _inputs(task, stories[donor]),
+                                     "below_reference", reference=own))
+    return items
+
+
+def quality_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str], k: int | None = DEFAULT_CONTROLS,
+                     rubric: str | None = None, seed: int = 0) -> list[ControlItem]:
+    """shuffled_sentences items of K tasks under `rubric` (default: the study's quality rubric)."""
+    rubric = rubric or QUALITY_RUBRIC
+    items = []
+    for task in _chosen(tasks, stories, k):
+        shuffled = shuffled_story(stories[task.story_id], seed, task.story_id)
+        if shuffled is not None:
+            items.append(ControlItem(rubric, SHUFFLED, task.story_id, _inputs(task, shuffled), "below_reference",
+                                     reference=_inputs(task, stories[task.story_id])))
+    return items
+
+
+def pairwise_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str], k: int | None = DEFAULT_CONTROLS,
+                      rubric: str = PAIRWISE_RUBRIC, refusal: str | None = None) -> list[ControlItem]:
+    """identical_pair and refusal_pair items of K tasks under a pairwise rubric (each judged in both orders)."""
+    refusal = refusal or refusal_text()
+    items = []
+    for task in _chosen(tasks, stories, k):
+        story = stories[task.story_id]
+        pair = {"task": task.full_instruction, "requirements": list(task.constraints), "response_a": story}
+        items.append(ControlItem(rubric, IDENTICAL, task.story_id, {**pair, "response_b": story}, "tie"))
+        items.append(ControlItem(rubric, REFUSAL_PAIR, task.story_id, {**pair, "response_b": refusal}, "a_preferred"))
+    return items
+
+
+def incremental_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str], k: int | None = DEFAULT_CONTROLS,
+                         quality_rubric: str | None = None, pairwise_rubrics: Iterable[str] = (),
+                         seed: int = 0) -> list[ControlItem]:
+    """Every control of one judge of the study: checklist, quality under its rubric, and each pairwise rubric."""
+    refusal = refusal_text()
+    items = checklist_controls(tasks, stories, k, refusal) + quality_controls(tasks, stories, k, quality_rubric, seed)
+    for rubric in pairwise_rubrics:
+        items.extend(pairwise_controls(tasks, stories, k, rubric, refusal))
+    return items
+
+
+__all__ = [
+    "CONTROL_TEXTS_FILE",
+    "checklist_controls",
+    "incremental_controls",
+    "pairwise_controls",
+    "quality_controls",
+    "refusal_text",
+    "shuffled_story",
+]
