@@ -95,13 +95,18 @@ demo: install
 # the end, pass or fail, so a test that grows slow shows in every CI log. The budget is pytest's share of 15 minutes.
 TEST_TIMES := .cache/test-times.xml
 TEST_BUDGET_S := 660
+# Two pytest-xdist workers, each on a core of its own (tests/conftest.py); a module's tests, and the tests sharing a
+# session fixture that takes minutes (the app, a judged sweep), stay on one worker so each fixture is built once.
+# More workers would load the embedded models once more each for little gain on the two cores CI has.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadgroup
 # The import layers (pyproject.toml [tool.importlinter]) are checked first: a broken layer fails in seconds.
 # Then the docs site (mkdocs.yml): a broken link or anchor, or a page missing from the nav, fails it. Not --quiet:
 # with it mkdocs 1.6 stops counting warnings, and --strict passes anything.
 test: install-test
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mkdocs build --strict --site-dir .cache/site
-	$(PY) -m pytest --junitxml=$(TEST_TIMES) $(PYTEST_ARGS); status=$$?; \
+	$(PY) -m pytest $(XDIST) --junitxml=$(TEST_TIMES) $(PYTEST_ARGS); status=$$?; \
 		$(PY) bench/test_time.py $(TEST_TIMES) --budget $(TEST_BUDGET_S); exit $$status
 
 # The fast tier, for editing: nothing that starts an engine, a browser or a server, and no whole sweeps (tests are
@@ -109,7 +114,7 @@ test: install-test
 FAST_TESTS := not slow and not vllm and not browser and not server and not gpu
 test-fast: install-test
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -m "$(FAST_TESTS)" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 
 ui: install
 	$(PY) -m pip show gradio >/dev/null 2>&1 || $(PIP) install -e ".[ui]"
