@@ -9,9 +9,10 @@ import pytest
 
 from narrative_eval import tracking
 from narrative_eval.records import ScoreRecord
-from narrative_eval.reports.human_validation import write_human_validation_report
-from narrative_eval.reports.infilling import EXPERIMENT, write_infilling_report
-from narrative_eval.stats.human_records import PointwiseRating, save_pointwise_ratings
+from narrative_eval.studies.incremental.report_human import write_human_validation_report
+from narrative_eval.studies.infilling.report import write_infilling_report
+from narrative_eval.studies.infilling.vocabulary import NAME as EXPERIMENT
+from narrative_eval.studies.incremental.human_records import PointwiseRating, save_pointwise_ratings
 from narrative_eval.stats.ppi import human_anchored_mean
 from narrative_eval.stats.score_records import QUALITY_FIELDS, save_score_records
 from narrative_eval.tracking.store import TAG_KIND, TAG_SWEEP
