@@ -96,8 +96,8 @@ def checked_grid(config: SweepConfig) -> dict:
     """The grid's counts, after checking every input file the sweep reads: all problems are reported at once."""
     problems: list[str] = []
     require_file(config.data, "data file", problems)
-    require_file(config.constraints, "constraints file", problems)
-    require_file(config.prompt_file, "prompt file", problems)
+    for what, path in config.section.required_files().items():
+        require_file(path, what, problems)
     if problems:
         raise UserError(problems)
     # Counting the requests reads and validates the data (every bad row, with its file:line).

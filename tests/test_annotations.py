@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 from narrative_eval import annotations as ann
+from narrative_eval.studies.incremental import stories
 from narrative_eval.judges.agreement import cohen_kappa
 
 DIMS = ["fluency", "faithfulness", "coherence", "consistency", "informativeness"]
@@ -162,7 +163,7 @@ def _story_item(kind, conditions, judges_per_output, sweep="stories", judge_scor
         item_id=ann.item_key(kind, sweep, "fantasy_001", 0, runs), kind=kind, study="incremental-delivery", sweep=sweep,
         instance_id="fantasy_001", seed=0, context="Write a story.\n\nRequirements:\nA mapmaker.",
         outputs=tuple(f"story {c}" for c in conditions),
-        sources=tuple({"run_id": r, "model": "smollm2", "condition": c, ann.RECORDS: {j: _record_id(c, judge=j) for j in js}}
+        sources=tuple({"run_id": r, "model": "smollm2", "condition": c, stories.RECORDS: {j: _record_id(c, judge=j) for j in js}}
                       for r, c, js in zip(runs, conditions, judges_per_output)),
         judge_scores=tuple(judge_scores or [{} for _ in conditions]),
     )
@@ -173,25 +174,25 @@ def test_response_record_ids_pick_the_seed_of_each_judge():
                 "condition": "full", "judge": judge} for seed in (0, 1) for judge in ("j1", "j2")]
     records.append({"record_id": _record_id("full", story="fantasy_002"), "story_id": "fantasy_002", "model": "smollm2",
                     "condition": "full", "judge": "j1"})
-    assert ann.response_record_ids(records, "fantasy_001", 1) == {"j1": "smollm2/full/fantasy_001/seed1/j1",
+    assert stories.response_record_ids(records, "fantasy_001", 1) == {"j1": "smollm2/full/fantasy_001/seed1/j1",
                                                                   "j2": "smollm2/full/fantasy_001/seed1/j2"}
-    assert ann.response_record_ids(records, "fantasy_002", 1) == {}
+    assert stories.response_record_ids(records, "fantasy_002", 1) == {}
 
 
 def test_a_story_pair_is_stored_in_canonical_order_and_exported_as_seen():
     # SHARDED was shown as A: "A slightly better" on constraints favours SHARDED (-1 for FULL), "B clearly" FULL (+2).
     seen = {"constraint_following": "A slightly better", "creative_quality": "B clearly better"}
-    rating = ann.story_pairwise_rating("item", "ana", (1, 0), seen)
+    rating = stories.story_pairwise_rating("item", "ana", (1, 0), seen)
     assert rating.scores == {"constraint_following": -1, "creative_quality": 2}
     assert rating.preference == 2 and rating.label == "B_clearly_better"
-    assert ann.seen_verdicts(rating) == ("reversed", seen)
-    primary = ann.story_pairwise_rating("item", "ana", (0, 1), seen)
+    assert stories.seen_verdicts(rating) == ("reversed", seen)
+    primary = stories.story_pairwise_rating("item", "ana", (0, 1), seen)
     assert primary.scores == {"constraint_following": 1, "creative_quality": -2}
-    assert ann.seen_verdicts(primary) == ("primary", seen)
+    assert stories.seen_verdicts(primary) == ("primary", seen)
 
 
 def test_story_export_writes_files_the_human_validation_loaders_read(tmp_path):
-    from narrative_eval.stats.human_records import load_pair_cases, load_pairwise_verdicts, load_pointwise_ratings
+    from narrative_eval.studies.incremental.human_records import load_pair_cases, load_pairwise_verdicts, load_pointwise_ratings
 
     store = ann.AnnotationStore(tmp_path / "a.sqlite")
     full = _story_item("pointwise", ["full"], [["j1", "j2"]])
@@ -207,15 +208,15 @@ def test_story_export_writes_files_the_human_validation_loaders_read(tmp_path):
     store.save_rating(ann.Rating(full.item_id, "ben", "pointwise", (0,), scores={**scores, "characterization": 3}))
     store.save_rating(ann.Rating(elsewhere.item_id, "ana", "pointwise", (0,), scores=scores))
     store.save_rating(ann.Rating(fills.item_id, "ana", "pointwise", (0,), scores={"fluency": 3}))
-    store.save_rating(ann.story_pairwise_rating(pair.item_id, "ana", (1, 0),
+    store.save_rating(stories.story_pairwise_rating(pair.item_id, "ana", (1, 0),
                                                 {"constraint_following": "Tie", "creative_quality": "A clearly better"}))
-    store.save_rating(ann.story_pairwise_rating(pair.item_id, "ben", (0, 1),
+    store.save_rating(stories.story_pairwise_rating(pair.item_id, "ben", (0, 1),
                                                 {"constraint_following": "B slightly better", "creative_quality": "Tie"}))
 
-    assert ann.story_judges(store, "stories") == ["j1", "j2"]
-    export = ann.story_exports(store, "stories", "j1")
+    assert stories.story_judges(store, "stories") == ["j1", "j2"]
+    export = stories.story_exports(store, "stories", "j1")
     assert export.left_out == 0
-    paths = ann.save_story_exports(export, tmp_path / "out")
+    paths = stories.save_story_exports(export, tmp_path / "out")
     assert sorted(p.name for p in paths.values()) == ["pair_cases.jsonl", "pairwise_verdicts.jsonl", "pointwise_ratings.jsonl"]
     known = {_record_id(c) for c in ("full", "sharded")}
     ratings = {(r.record_id, r.rater): r.scores for r in load_pointwise_ratings(paths["pointwise"], known)}
@@ -230,11 +231,11 @@ def test_story_export_writes_files_the_human_validation_loaders_read(tmp_path):
     assert (verdicts["ben"].order, verdicts["ben"].restored("constraint_following")) == ("primary", -1)
 
     # j2 scored only the FULL story: the SHARDED rating and both verdicts on the pair cannot be named by its records.
-    only_full = ann.story_exports(store, "stories", "j2")
+    only_full = stories.story_exports(store, "stories", "j2")
     assert only_full.left_out == 3 and not only_full.verdicts
     assert [(r.record_id, r.rater) for r in only_full.ratings] == [(_record_id("full", judge="j2"), "ana"),
                                                                   (_record_id("full", judge="j2"), "ben")]
-    assert set(ann.save_story_exports(only_full, tmp_path / "out")) == {"pointwise"}
+    assert set(stories.save_story_exports(only_full, tmp_path / "out")) == {"pointwise"}
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["pointwise_ratings.jsonl"]  # no stale j1 verdicts
 
 

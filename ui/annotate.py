@@ -17,14 +17,17 @@ import pandas as pd
 
 from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
+from narrative_eval.studies import infilling
+from narrative_eval.studies.infilling import vocabulary as infilling_words
+from narrative_eval.study import experiment_of
 from ui import annotate_stories
 from ui.annotate_common import (build_agreement, checked_rater, first_unrated, judge_scores_of, progress_line, rating_as_feedback,
                                 rating_form, rubric_dimensions, saved_message, scale_descriptions, wire_submit)
 from ui.common import (AppSettings, cell_runs, esc, instances_by_id, passage_html, problem_from_messages, run_table, texts,
                        user_error)
 
-STUDY = "infilling"
-POINTWISE_RUBRIC = "infilling_narrative"
+STUDY = experiment_of(infilling.NAME)
+POINTWISE_RUBRIC = infilling_words.RUBRIC
 PAIRWISE_RUBRIC = "pairwise"
 KINDS = ("pairwise", "pointwise")
 

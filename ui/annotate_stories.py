@@ -23,14 +23,15 @@ from narrative_eval import annotations
 from narrative_eval.data.cell_tasks import tasks_of_cell
 from narrative_eval.judges import QUALITY_RUBRIC
 from narrative_eval.records import CellSpec, WritingTask
-from narrative_eval.stats.human_records import LEVELS, PAIRWISE_DIMENSIONS
+from narrative_eval.studies.incremental import stories
+from narrative_eval.studies.incremental.vocabulary import LEVELS, PAIRWISE_DIMENSIONS
 from ui.annotate_common import (build_agreement, checked_rater, first_unrated, judge_scores_of, progress_line,
                                 rating_as_feedback, rating_form, rubric_dimensions, saved_message, scale_descriptions,
                                 wire_submit)
 from ui.common import REPO, AppSettings, cell_runs, esc, run_artifact, run_table, sweeps, texts, user_error
 from ui.conversations import SCORES, TABLE, _truthy
 
-STUDY = annotations.stories.STUDY
+STUDY = stories.STUDY
 KINDS = ("pointwise", "pairwise")
 NA = "N/A"
 """The choice for a dimension that does not apply (exported as null)."""
@@ -89,7 +90,7 @@ def responses(sweep: str) -> list[Response]:
         if table.empty or "final" not in table.columns:
             continue
         for _, row in table[table["final"].map(_truthy)].iterrows():
-            records = annotations.response_record_ids(_score_records(run["run_id"]), str(row["story_id"]), int(row["seed"]))
+            records = stories.response_record_ids(_score_records(run["run_id"]), str(row["story_id"]), int(row["seed"]))
             if records and str(row.get("reply") or "").strip():
                 found.append(Response(run, row, records))
     return found
@@ -106,8 +107,8 @@ def groups(sweep: str, kind: str) -> list[list[Response]]:
         key = (str(response.row["story_id"]), response.run.get("params.model_id"), response.run.get("params.prompt_setting"),
                int(response.row["seed"]))
         pairs.setdefault(key, {})[str(response.run.get("params.condition"))] = response
-    return [[pair[c] for c in annotations.PAIR_CONDITIONS] for pair in pairs.values()
-            if all(c in pair for c in annotations.PAIR_CONDITIONS)]
+    return [[pair[c] for c in stories.PAIR_CONDITIONS] for pair in pairs.values()
+            if all(c in pair for c in stories.PAIR_CONDITIONS)]
 
 
 def item_id_of(sweep: str, kind: str, group: list[Response]) -> str:
@@ -125,7 +126,7 @@ def make_item(sweep: str, kind: str, group: list[Response], repo: Path = REPO) -
     sources = tuple({"run_id": r.run["run_id"], "model": r.run.get("params.model_id"),
                      "prompt_setting": r.run.get("params.prompt_setting"), "condition": r.run.get("params.condition"),
                      "trace_id": r.row.get("trace_id") if isinstance(r.row.get("trace_id"), str) else None,
-                     annotations.RECORDS: r.records} for r in group)
+                     stories.RECORDS: r.records} for r in group)
     return annotations.AnnotationItem(
         item_id=item_id_of(sweep, kind, group), kind=kind, study=STUDY, sweep=sweep, instance_id=story_id, seed=seed,
         context=context, outputs=tuple(str(r.row["reply"]) for r in group), sources=sources,
@@ -174,7 +175,7 @@ def save_rating(store: annotations.AnnotationStore, state, rater_: str, *answers
     if state["kind"] == "pairwise":
         if not all(verdicts.values()):
             raise user_error("Answer both questions.")
-        rating = annotations.story_pairwise_rating(state["item_id"], rater_, state["order"], verdicts, seconds)
+        rating = stories.story_pairwise_rating(state["item_id"], rater_, state["order"], verdicts, seconds)
     else:
         if any(s is None for s in scores):
             raise user_error(f"Rate all five dimensions ({NA} where one does not apply).")
@@ -191,11 +192,11 @@ def export(store: annotations.AnnotationStore, app: AppSettings, sweep_: str | N
         raise user_error("Pick an incremental-delivery sweep.")
     if not judge_:
         raise user_error("No story of this sweep has been rated yet.")
-    result = annotations.story_exports(store, sweep_, judge_)
+    result = stories.story_exports(store, sweep_, judge_)
     if not (result.ratings or result.verdicts):
         raise user_error(f"No rating of this sweep's stories has a score record from {judge_}.")
     out = app.reports_dir / sweep_ / "human_ratings"
-    paths = annotations.save_story_exports(result, out)
+    paths = stories.save_story_exports(result, out)
     flags = " ".join(f"--{kind} {path}" for kind, path in paths.items())
     left_out = f" {result.left_out} rating(s) left out: no score record from {esc(judge_)}." if result.left_out else ""
     note = (f"Exported {len(result.ratings)} pointwise rating(s) and {len(result.verdicts)} pairwise verdict(s) on "
@@ -224,7 +225,7 @@ def build(app: AppSettings, demo: gr.Blocks, store: annotations.AnnotationStore,
         exported = gr.Markdown(elem_id="stories-export-message")
 
     def on_export_judges(sweep_):
-        ids = annotations.story_judges(store, sweep_) if sweep_ else []
+        ids = stories.story_judges(store, sweep_) if sweep_ else []
         return gr.Dropdown(choices=ids, value=ids[0] if ids else None)
 
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise, *form.pairwise]

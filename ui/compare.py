@@ -9,11 +9,13 @@ import gradio as gr
 import pandas as pd
 
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
+from narrative_eval.studies import infilling
+from narrative_eval.study import experiment_of
 from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, instances_by_id, judge_ids_of,
                        mlflow_ui_available, number, passage_html, pick_sweep, problem_from_messages, run_choices,
                        run_label, run_table, texts, trace_link)
 
-STUDY = "infilling"
+STUDY = experiment_of(infilling.NAME)
 MAX_DEFAULT_RUNS = 4
 
 

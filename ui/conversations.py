@@ -15,9 +15,12 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from narrative_eval.studies import incremental
+from narrative_eval.studies.incremental.vocabulary import SHARDED
+from narrative_eval.study import experiment_of
 from ui.common import AppSettings, cell_runs, column, esc, pick_sweep, run_artifact, run_table, texts
 
-STUDY = "incremental-delivery"
+STUDY = experiment_of(incremental.NAME)
 TABLE = "conversations.json"
 SCORES = "score_records.json"
 SCORE_CLASS = {1.0: "met", 0.5: "partial", 0.0: "missed"}
@@ -146,7 +149,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
             if not table.empty:
                 stories.update(table["story_id"].astype(str))
                 seeds.update(table["seed"].astype(str))
-        default_condition = "sharded" if "sharded" in conditions else (conditions[0] if conditions else None)
+        default_condition = SHARDED if SHARDED in conditions else (conditions[0] if conditions else None)
         return (gr.Dropdown(choices=models, value=models[0] if models else None),
                 gr.Dropdown(choices=settings_, value=settings_[0] if settings_ else None),
                 gr.Dropdown(choices=sorted(stories), value=min(stories) if stories else None),

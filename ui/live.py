@@ -88,7 +88,7 @@ def prompt_settings() -> list[tuple[str, str]]:
     """Every registered infilling prompt setting (plugins included), titled."""
     from narrative_eval.prompts.render import PROMPT_SETTINGS
 
-    entries = [e for e in PROMPT_SETTINGS.entries() if e.meta.get("study") == "infilling"]
+    entries = [e for e in PROMPT_SETTINGS.entries() if not isinstance(e.target, str)]  # str: a system prompt
     return [(f"{e.name} — {e.target.settings[e.name].get('title', '')}", e.name) for e in entries]
 
 

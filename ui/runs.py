@@ -14,7 +14,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from narrative_eval.metrics import METRICS
+from narrative_eval.study import study_of_experiment
 from ui.common import (STUDIES, AppSettings, cell_runs, column, judge_ids_of, mlflow_ui_available, pick_sweep, run_label,
                        run_link, texts)
 
@@ -27,9 +27,6 @@ LABELS = {"at_avg": "AtAvg", "bertscore": "BERTScore", "rouge1": "ROUGE-1", "met
           "prompt_tokens": "prompt tokens", "completion_tokens": "completion tokens",
           "generation_seconds": "generation s", "qavg": "QAvg", "high_pct": "High%", "failure_rate": "judge failures"}
 """Readable column names; a metric without one (a plugin) is shown under its registered name."""
-STUDY_HEADLINES = ("ci", "adherence", "icir")
-"""Headline numbers of the incremental-delivery study, shown with the automatic metrics."""
-JUDGE_HEADLINES = ("qavg", "high_pct")
 IDENTITY = ["run", "model", "setting", "condition", "status"]
 
 
@@ -46,12 +43,15 @@ def seeds_of(runs: pd.DataFrame) -> list[str]:
     return [str(s) for s in found]
 
 
-def headline_metrics(judges: list[str]) -> list[str]:
-    """The study's headline numbers, in order: AtAvg, every registered metric, study headlines, each judge's QAvg/High%."""
-    return ["at_avg", *METRICS.names(), *STUDY_HEADLINES, *(f"judge/{j}/{h}" for j in judges for h in JUDGE_HEADLINES)]
+def headline_metrics(study: str, judges: list[str]) -> list[str]:
+    """The headline numbers the study of MLflow experiment `study` names for these judges, in its order; an
+    experiment no study owns has none (its metrics show behind the toggle)."""
+    owner = study_of_experiment(study)
+    return owner.headline_metrics(judges) if owner is not None else []
 
 
-def metric_columns(runs: pd.DataFrame, seed: str, judge: str, everything: bool = False) -> list[tuple[str, str]]:
+def metric_columns(runs: pd.DataFrame, seed: str, judge: str, everything: bool = False,
+                   study: str = "") -> list[tuple[str, str]]:
     """(source column, metric name) for the chosen seed (or the mean) and judge: headlines first, the rest if asked."""
     prefix = "metrics." if seed == MEAN else f"metrics.seed{seed}/"
     present = {}
@@ -63,14 +63,14 @@ def metric_columns(runs: pd.DataFrame, seed: str, judge: str, everything: bool =
             continue
         present[metric] = name
     judges = list(dict.fromkeys(m.split("/")[1] for m in present if m.startswith("judge/")))
-    headlines = [m for m in headline_metrics(judges) if m in present]
+    headlines = [m for m in headline_metrics(study, judges) if m in present]
     chosen = [(present[m], m) for m in headlines]
     if everything:
         chosen += [(present[m], m) for m in sorted(present) if m not in headlines]
     return chosen
 
 
-def runs_frame(runs: pd.DataFrame, seed: str, judge: str, everything: bool) -> pd.DataFrame:
+def runs_frame(runs: pd.DataFrame, seed: str, judge: str, everything: bool, study: str = "") -> pd.DataFrame:
     """One row per run: identity columns, then the metrics under readable names, then the full run id."""
     table = pd.DataFrame({
         "run": [run_label(row) for _, row in runs.iterrows()],
@@ -79,23 +79,25 @@ def runs_frame(runs: pd.DataFrame, seed: str, judge: str, everything: bool) -> p
         "condition": column(runs, "params.condition").fillna("").values,
         "status": column(runs, "status").fillna("").values,
     })
-    for source, metric in metric_columns(runs, seed, judge, everything):
+    for source, metric in metric_columns(runs, seed, judge, everything, study):
         table[label(metric)] = pd.to_numeric(runs[source], errors="coerce").round(4).values
     table["run id"] = column(runs, "run_id").values
     return table
 
 
-def published_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """The study's published main-results rows (its Table 3: AtAvg and QAvg per model x level) in the Runs
-    table's layout, marked published; their QAvg is the study's own judge, so it gets its own column."""
+def published_rows(table: pd.DataFrame, reference: tuple[str, str]) -> pd.DataFrame:
+    """A study's published main-results rows (reference name and source: the infilling study's Table 3, AtAvg and
+    QAvg per model x level) in the Runs table's layout, marked published; their QAvg is the study's own judge, so
+    it gets its own column."""
     from narrative_eval.stats.reference import load_reference, reference_wide
 
-    wide = reference_wide(load_reference("published"))
-    wide = wide[wide["source"] == "published, Table 3"]
+    name, source = reference
+    wide = reference_wide(load_reference(name))
+    wide = wide[wide["source"] == source]
     rows = pd.DataFrame({
         "run": [f"{m} · {s} (published)" for m, s in zip(wide["model"], wide["setting"])],
         "model": wide["model"].values, "setting": wide["setting"].values, "condition": "",
-        "status": "published, Table 3",
+        "status": source,
     })
     rows[label("at_avg")] = wide.get("at_avg", pd.Series(dtype=float)).values
     rows["QAvg · published judge"] = wide.get("qavg", pd.Series(dtype=float)).values
@@ -118,7 +120,7 @@ def runs_table(study: str, sweep: str | None, models: list[str], settings_: list
     runs = filtered_runs(study, sweep, models, settings_, conditions)
     if runs.empty:
         return pd.DataFrame({"": [texts()["no_runs"] if sweep else texts()["no_sweeps"]]}), ""
-    table = runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, everything)
+    table = runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, everything, study)
     linked = mlflow_ui_available(app.mlflow_ui_url)
     if linked:
         table["run id"] = [f"[{r[:8]}]({run_link(app.mlflow_ui_url, e, r)})"
@@ -126,8 +128,9 @@ def runs_table(study: str, sweep: str | None, models: list[str], settings_: list
     else:
         table["run id"] = [r[:8] for r in table["run id"]]
     notes = [] if linked else [f"Run ids link to MLflow when `mlflow ui` answers at {app.mlflow_ui_url}."]
-    if published and study == "infilling":
-        table = published_rows(table).fillna("")
+    owner = study_of_experiment(study)
+    if published and owner is not None and owner.published_reference is not None:
+        table = published_rows(table, owner.published_reference).fillna("")
         notes.append("Published rows: the study's Table 3, on its full benchmark with its own judge (GPT-4.1-mini); "
                      "compare AtAvg directly, QAvg only as a rough guide.")
     return table, " ".join(notes)
@@ -140,7 +143,7 @@ def csv_file(study: str, sweep: str | None, models, settings_, conditions, seed:
         return None
     folder = Path(tempfile.mkdtemp(prefix="narrative-eval-runs-"))
     path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', sweep or 'runs')}-runs.csv"
-    runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, everything=True).to_csv(path, index=False)
+    runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, everything=True, study=study).to_csv(path, index=False)
     return str(path)
 
 

@@ -87,7 +87,7 @@ def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, gener
         result.generated = generated() - before
         if pool is not None:
             result.metrics.update({f"cost/{k}": v - cost_before.get(k, 0.0) for k, v in pool.cost().items()})
-        tracking.log_cell(run_id, cell, result)
+        tracking.log_cell(run_id, cell, result, evaluation=lambda: study.evaluation(cell, result))
     except Exception as error:  # a broken cell is recorded and the sweep goes on
         tracking.end_run(run_id, "FAILED")
         tracking.client().set_tag(run_id, "narrative_eval.error", f"{type(error).__name__}: {error}"[:5000])

@@ -7,18 +7,25 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from narrative_eval.backends.batch import BATCHABLE
 from narrative_eval.config_errors import config_problems, locate, yaml_error
-from narrative_eval.delivery.conditions import CONDITIONS
 from narrative_eval.errors import UserError, read_text
-from narrative_eval.judges.rubric import RUBRICS, load_rubric
+from narrative_eval.judges.rubric import RUBRICS
 from narrative_eval.metrics import METRICS
-from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import GenerationParams, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
-from narrative_eval.stats.human_records import PAIRWISE_DIMENSIONS
-from narrative_eval.study import STUDIES
+from narrative_eval.study import STUDIES, StudyConfig, load_study
 
 CATALOG_NAME = "models.yaml"
 CATALOG_FOLDER = Path("experiments") / "configs"
@@ -34,22 +41,9 @@ SEED_RULE = (f"integers from 0 to {MAX_SEED} (llama.cpp takes -1 and {MAX_SEED +
 """Why a seed is refused, as the error says it."""
 
 
-class PairwiseJudging(BaseModel):
-    """A pairwise rubric the judge panel runs on FULL/SHARDED pairs at the end of an incremental-delivery sweep;
-    written in a config as the rubric's name, or as a mapping to give it its own token budget."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    rubric: str
-    """A registered pairwise rubric whose verdicts are the human-validation files' (constraint_following,
-    creative_quality)."""
-    max_new_tokens: int | None = Field(default=None, gt=0)
-    """Token budget of one judgment (None: the judge's own); an evidence-first answer needs several times more."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_name(cls, value: Any) -> Any:
-        return {"rubric": value} if isinstance(value, str) else value
+def _section_model(study: Any) -> type[StudyConfig]:
+    """The config section model of a study name (the empty one for a name no study has: that is reported apart)."""
+    return STUDIES.get(study).config_section if isinstance(study, str) and study in STUDIES else StudyConfig
 
 
 class SweepConfig(BaseModel):
@@ -64,9 +58,7 @@ class SweepConfig(BaseModel):
     description: str = ""
     """What the sweep reproduces."""
     data: str
-    """Instances file (infilling) or tasks JSON (incremental-delivery)."""
-    constraints: str | None = None
-    """Constraints JSONL (incremental-delivery)."""
+    """The study's data file (instances, tasks...)."""
     limit: int | None = None
     """Keep only the first N instances/tasks after subsetting."""
     subset: SubsetSpec | None = None
@@ -74,24 +66,17 @@ class SweepConfig(BaseModel):
     models: list[ModelSpec]
     """Generators."""
     prompt_settings: list[str] = Field(default_factory=lambda: ["L2"])
-    """Prompt levels / paradigms (infilling) or system prompt names (incremental-delivery)."""
-    prompt_file: str | None = None
-    """Alternative prompt settings file (defaults to the packaged one)."""
+    """The study's prompt settings (prompt levels and paradigms, system prompt names...)."""
     conditions: list[str] = Field(default_factory=lambda: ["standard"])
-    """Delivery conditions (incremental-delivery); 'standard' for infilling."""
+    """The study's conditions (delivery conditions...); 'standard' where a study has one."""
     seeds: list[int] = Field(default_factory=lambda: [0])
     """Seeds run inside every cell."""
     generation: GenerationParams = GenerationParams()
     """Sampling settings."""
     judges: list[JudgeSpec] = Field(default_factory=list)
     """Judge panel."""
-    pairwise_judges: list[PairwiseJudging] = Field(default_factory=list)
-    """Pairwise rubrics every panel judge runs on each FULL/SHARDED pair, both orders, after the cells
-    (incremental-delivery); rater id '<judge id>/<rubric>'."""
-    pairwise_sample: int | None = Field(default=None, gt=0)
-    """Judge only this many pairs (the study's validation set had 30), the same ones on every run (None: all)."""
     metrics: MetricsSpec = MetricsSpec()
-    """Automatic metrics (infilling)."""
+    """Automatic metrics (of studies that score against a gold text)."""
     extra: dict[str, Any] = Field(default_factory=dict)
     """Study-specific settings passed to every cell."""
     executor: str = "local"
@@ -108,6 +93,29 @@ class SweepConfig(BaseModel):
     """Refuse to start when the cells still to run may cost more than this many dollars (None: no budget)."""
     batch: bool = False
     """Send every hosted model's and judge's requests through the provider's batch API (`options.batch: true`)."""
+    section: SerializeAsAny[StudyConfig] = Field(default_factory=StudyConfig)
+    """The study's own keys (written at the top level of the YAML), validated by its section model; dumped back
+    at the top level, so a logged config reads like the file."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_section(cls, data: Any) -> Any:
+        """Move the keys the study's section model declares from the top level into `section`."""
+        if not isinstance(data, dict) or "section" in data or not isinstance(data.get("study"), str):
+            return data
+        keys = set(_section_model(data["study"]).model_fields)
+        return {**{k: v for k, v in data.items() if k not in keys}, "section": {k: data[k] for k in keys if k in data}}
+
+    @field_validator("section", mode="wrap")
+    @classmethod
+    def _validate_section(cls, value: Any, handler: Any, info: ValidationInfo) -> StudyConfig:
+        model = _section_model(info.data.get("study"))
+        return value if isinstance(value, model) else model.model_validate(value)
+
+    @model_serializer(mode="wrap")
+    def _flatten_section(self, handler: Any) -> dict[str, Any]:
+        dumped = handler(self)
+        return {**{k: v for k, v in dumped.items() if k != "section"}, **dumped.get("section", {})}
 
     @field_validator("study")
     @classmethod
@@ -119,11 +127,7 @@ class SweepConfig(BaseModel):
         """Every name the grid uses must be registered (plugins included); all unknown names are reported at once."""
         checks = [(METRICS, name) for name in self.metrics.names or ()]
         checks += [(RUBRICS, judge.rubric) for judge in self.judges if judge.rubric]
-        checks += [(RUBRICS, entry.rubric) for entry in self.pairwise_judges]
-        if self.study == "incremental-delivery":
-            checks += [(CONDITIONS, name) for name in self.conditions]
-        elif self.prompt_file is None:
-            checks += [(PROMPT_SETTINGS, name) for name in self.prompt_settings]
+        checks += load_study(self.study).registered_names(self)
         problems = [f"unknown {registry.kind} {name!r}" for registry, name in checks if name not in registry]
         if problems:
             kinds = {registry.kind: registry for registry, _ in checks}
@@ -132,29 +136,9 @@ class SweepConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _pairwise_pairs(self) -> SweepConfig:
-        """Pairwise judges need an incremental-delivery sweep with both FULL and SHARDED, a judge panel, and
-        pairwise rubrics with the two verdicts of the human-validation files."""
-        if not self.pairwise_judges:
-            if self.pairwise_sample is not None:
-                raise ValueError("pairwise_sample chooses the pairs of pairwise_judges, and pairwise_judges is empty")
-            return self
-
-        problems = []
-        if self.study != "incremental-delivery":
-            problems.append(f"pairwise_judges belong to an incremental-delivery sweep, not {self.study}")
-        missing = [c for c in ("full", "sharded") if c not in self.conditions]
-        if missing:
-            problems.append(f"pairwise_judges compare FULL with SHARDED; conditions lack {', '.join(missing)}")
-        if not self.judges:
-            problems.append("pairwise_judges are run by the judge panel, and judges is empty")
-        for entry in self.pairwise_judges:
-            rubric = load_rubric(entry.rubric)
-            if rubric.kind != "pairwise" or rubric.keys != PAIRWISE_DIMENSIONS:
-                problems.append(f"pairwise_judges: {entry.rubric!r} is a {rubric.kind} rubric with dimensions "
-                                f"{list(rubric.keys)}; one needs kind pairwise and {list(PAIRWISE_DIMENSIONS)}")
-        if len({entry.rubric for entry in self.pairwise_judges}) != len(self.pairwise_judges):
-            problems.append("pairwise_judges names a rubric twice")
+    def _study_checks(self) -> SweepConfig:
+        """What the study itself asks of its configs (every problem at once)."""
+        problems = load_study(self.study).check_config(self)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -226,7 +210,7 @@ class SweepConfig(BaseModel):
     def data_key(self) -> str:
         """Short digest of the input files: two sweeps of one name on different data get different report folders."""
         digest = hashlib.sha256()
-        for name in (self.data, self.constraints):
+        for name in (self.data, *self.section.input_files()):
             if name and Path(name).is_file():
                 digest.update(hashlib.sha256(Path(name).read_bytes()).digest())
         return digest.hexdigest()[:8]
@@ -366,6 +350,12 @@ def _read_raw(path: Path, overrides: list[str]) -> tuple[str, dict[str, Any]]:
     return text, apply_overrides(raw, overrides)
 
 
+def _flat_problems(error: ValidationError) -> list[tuple[tuple, str]]:
+    """config_problems with the study section's keys located where the YAML has them: at the top level."""
+    return [(loc[1:], message.replace("section.", "", 1)) if loc[:1] == ("section",) else (loc, message)
+            for loc, message in config_problems(error, SweepConfig)]
+
+
 def load_config(
     path: str | Path,
     overrides: list[str] | None = None,
@@ -401,7 +391,7 @@ def load_config(
         config = SweepConfig.model_validate(raw)
     except ValidationError as error:
         reported = {loc for loc, _ in problems}  # an unknown name is not also "not a valid ModelSpec"
-        problems.extend((loc, message) for loc, message in config_problems(error, SweepConfig) if loc[:2] not in reported)
+        problems.extend((loc, message) for loc, message in _flat_problems(error) if loc[:2] not in reported)
         config = None
     if problems:
         raise UserError([locate(path, text, loc, message, overrides or [], flags) for loc, message in problems])

@@ -1,23 +1,31 @@
-"""What a study plugs into the sweep: the Study interface and its registry, what a cell gets from its surroundings
-(Runtime) and what it gives back (CellResult). The studies themselves live in `studies/`."""
+"""What a study plugs into the sweep: the Study interface and its registry, its config section (StudyConfig), its
+report commands (ReportCommand), what a cell gets from its surroundings (Runtime) and what it gives back
+(CellResult). The studies themselves live in `studies/`, one package each; generic code (the sweep, config
+loading, the report command, tracing, the app's Runs tab) reaches a study only through this interface."""
 
 from __future__ import annotations
 
+import argparse
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from narrative_eval.backends.cache import CachedBackend
+from narrative_eval.judges.rubric import load_rubric
 from narrative_eval.records import CellSpec, ModelSpec
 from narrative_eval.registry import Registry
+from narrative_eval.tracing import CellEvaluation, CellRecords
 
 ProgressFactory = Callable[[Iterable[Any], str, int | None], Iterable[Any]]
 
 STUDIES: Registry[type[Study]] = Registry(
     "study", modules=("narrative_eval.studies.infilling", "narrative_eval.studies.incremental")
 )
+# The built-in studies' packages, loaded by name; a plugin's study registers itself the same way.
 """Study name -> Study class; entries carry the MLflow `experiment` the study logs to."""
 
 
@@ -41,6 +49,63 @@ def load_study(name: str) -> Study:
 def experiment_of(name: str) -> str:
     """The MLflow experiment of a study name or alias."""
     return STUDIES.entry(name).meta["experiment"]
+
+
+def all_studies() -> list[Study]:
+    """An instance of every registered study (plugins included), in registry order."""
+    return [entry.target() for entry in STUDIES.entries()]
+
+
+def study_of_experiment(experiment: str) -> Study | None:
+    """The study whose runs go to MLflow experiment `experiment` (None for an experiment no study owns)."""
+    return next((study for study in all_studies() if study.experiment == experiment), None)
+
+
+class StudyConfig(BaseModel):
+    """A study's own section of a sweep config. Its keys are written at the top level of the YAML beside the
+    generic ones (`constraints:`, `pairwise_judges:` ...); SweepConfig validates them with the section model
+    of the config's study."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def cell_extra(self) -> dict[str, Any]:
+        """What every cell's spec carries in `extra` from this section (part of the spec hash)."""
+        return {}
+
+    def input_files(self) -> list[str]:
+        """Files besides `data` whose contents key the sweep's report folder (with the data file's)."""
+        return []
+
+    def required_files(self) -> dict[str, str | None]:
+        """What each file this section names is -> its path (None: not given); the sweep checks they exist."""
+        return {}
+
+
+@dataclass(frozen=True)
+class ReportCommand:
+    """One subcommand of `python -m experiments.report`: its name, its arguments and what it writes."""
+
+    name: str
+    """Subcommand name."""
+    help: str
+    """One line for --help."""
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    """Adds the subcommand's own arguments."""
+    run: Callable[[argparse.Namespace, str | None], dict[str, str]]
+    """Writes the tables from the parsed arguments and the --data file's sha256 (None when not given); returns
+    title -> markdown."""
+    aliases: tuple[str, ...] = ()
+    """Other names of the subcommand."""
+    files: tuple[tuple[str, str], ...] = ()
+    """(argument dest, what it is) of every input file it names, checked to exist before it runs."""
+
+
+def sweep_arguments(parser: argparse.ArgumentParser, study_name: str) -> None:
+    """--sweep, --out and --data, the arguments every report of a sweep takes."""
+    parser.add_argument("--sweep", required=True, help="sweep name (the parent run)")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--data", help=f"report only the cells run on this data file (when the {study_name} sweep "
+                                       "name was reused on other data)")
 
 
 def no_progress(items: Iterable[Any], description: str = "", total: int | None = None) -> Iterable[Any]:
@@ -73,13 +138,35 @@ class CellResult:
     """Requests this cell actually sent to engines (cache misses), generators and judges together."""
 
 
+AfterSweepRequests = list[tuple[ModelSpec, int, int]]
+"""(model, requests, token limit of each) that a study's after-sweep steps may send: dry-run counts and costs."""
+
+
 class Study(ABC):
-    """A study: its MLflow experiment, its cell runner, its request counts and its sweep summary."""
+    """A study: its MLflow experiment, its config section, its cell runner and request counts, its cells' MLflow
+    records (traces, prompt versions, headline metrics), its after-sweep steps and its reports."""
 
     name: str
     """Registry name (set by @study)."""
     experiment: str
     """MLflow experiment its runs go to (set by @study)."""
+    config_section: type[StudyConfig] = StudyConfig
+    """The model of its own config keys (none by default)."""
+    published_reference: tuple[str, str] | None = None
+    """(reference name under data/reference/, source) of published rows the Runs tab can show beside its runs."""
+
+    # ------------------------------------------------------------------ the config
+
+    # `config` below is the sweep's SweepConfig (config.py sits above this module, so it is not named here).
+
+    def registered_names(self, config: Any) -> list[tuple[Registry, str]]:
+        """(registry, name) of every name the config uses that this study looks up (conditions, prompt settings,
+        rubrics of its section); unknown ones are reported together with the generic ones."""
+        return []
+
+    def check_config(self, config: Any) -> list[str]:
+        """What is wrong with a config of this study beyond its schema and names (empty when nothing)."""
+        return []
 
     @abstractmethod
     def count_requests(self, cell: CellSpec) -> int:
@@ -93,12 +180,56 @@ class Study(ABC):
     def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
         """Run one cell: generate, score, judge; return what its MLflow run logs."""
 
-    def count_pairs(self, cells: Sequence[CellSpec]) -> int:
-        """Pairs of cells' outputs the sweep's end-of-sweep pairwise judges (`pairwise_judges:`) can compare, for dry
-        runs and cost estimates; 0 for a study without them."""
-        return 0
+    # ------------------------------------------------------------------ what a cell logs beside its metrics
+
+    def headline_metrics(self, judges: Sequence[str]) -> list[str]:
+        """Names of the metrics its cells log that the Runs tab and run descriptions show first, in order, for a
+        sweep judged by `judges` (ids)."""
+        return []
+
+    def evaluation(self, cell: CellSpec, result: CellResult) -> CellEvaluation:
+        """What tracing writes for a finished cell beside its metrics: records, prompts, headline metrics."""
+        return CellEvaluation(self.cell_records(cell, result), self.used_templates(cell, result),
+                              self.headline_metrics([judge.id for judge in cell.judges]))
+
+    def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords | None:
+        """A finished cell's traces and dataset input (None: it logs none)."""
+        return None
+
+    def used_templates(self, cell: CellSpec, result: CellResult) -> dict[str, str | list[dict[str, str]]]:
+        """Prompt-registry name -> template of every prompt and rubric the cell used; by default its judges' rubrics
+        and those its result names in the `rubric` param."""
+        names = {j.rubric for j in cell.judges if j.rubric} | {
+            name for name in str(result.params.get("rubric", "")).split(",") if name}
+        templates: dict[str, str | list[dict[str, str]]] = {}
+        for name in sorted(names):
+            rubric = load_rubric(name)
+            templates[f"rubric.{Path(rubric.name).stem}"] = [{"role": "system", "content": rubric.system},
+                                                             {"role": "user", "content": rubric.user}]
+        return templates
+
+    # ------------------------------------------------------------------ after the cells
+
+    def after_sweep_requests(self, config: Any, cells: Sequence[CellSpec]) -> AfterSweepRequests:
+        """What its after-sweep steps may send, for dry runs, cost estimates and the budget (an upper bound)."""
+        return []
+
+    def after_sweep(self, config: Any, out_dir: Path, data_sha256: str,
+                    backend_for: Callable[[ModelSpec], Any]) -> dict[str, str]:
+        """Steps that need every cell finished (pairwise judging across cells), run after `summarise`, with the
+        sweep's config and the backends behind its request cache; title -> markdown of what they wrote."""
+        return {}
 
     @abstractmethod
     def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
         """Write the sweep's tables/figures to out_dir from its cells on `data_sha256` (all, when None); return
         title -> markdown table for the terminal."""
+
+    def report_commands(self) -> list[ReportCommand]:
+        """Its subcommands of `python -m experiments.report`; by default one, named after the study, that runs
+        `summarise` for --sweep NAME --out DIR [--data FILE]."""
+        return [ReportCommand(
+            name=self.name, help=f"tables and figures of a {self.name} sweep, from MLflow",
+            add_arguments=lambda parser: sweep_arguments(parser, self.name),
+            run=lambda args, data_sha256: self.summarise(args.sweep, Path(args.out), data_sha256=data_sha256),
+            files=(("data", "data file"),))]

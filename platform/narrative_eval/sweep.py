@@ -14,7 +14,7 @@ from narrative_eval.backends.accounting import Prices, usd
 from narrative_eval.backends.batch import batch_enabled, collect_open
 from narrative_eval.backends.cache import RequestCache
 from narrative_eval.backends.registry import get_backend
-from narrative_eval.cells import CellOutcome
+from narrative_eval.cells import BackendPool, CellOutcome
 from narrative_eval.config import SweepConfig
 from narrative_eval.data.infilling import file_sha256
 from narrative_eval.errors import UserError
@@ -32,13 +32,7 @@ def expand_grid(config: SweepConfig) -> list[CellSpec]:
     data_sha = file_sha256(config.data)
     # Fix the metric list now, so a cell's spec (and hash) names exactly the metrics it computes.
     metrics = config.metrics.model_copy(update={"names": metric_names(config.metrics)})
-    extra = dict(config.extra)
-    if config.constraints:
-        extra["constraints"] = config.constraints
-        extra["constraints_sha256"] = file_sha256(config.constraints)
-    if config.prompt_file:
-        extra["prompt_file"] = config.prompt_file
-        extra["prompt_file_sha256"] = file_sha256(config.prompt_file)
+    extra = {**config.extra, **config.section.cell_extra()}
     return [
         CellSpec(
             study=config.study,
@@ -106,12 +100,22 @@ def run_sweep(
         out_dir = config.resolved_report_dir()
         # This sweep's data only: the same name run on other data keeps its own report folder and tables.
         outcome.tables = study.summarise(config.sweep, out_dir, data_sha256=cells[0].data_sha256)
+        outcome.tables.update(_after_sweep(study, config, out_dir, cells[0].data_sha256))
         outcome.report_dir = out_dir
         totals = write_cost_table(outcomes, out_dir, outcome.tables)
         tracking.log_sweep_outputs(parent, outcome.tables, sorted(p for p in out_dir.glob("*") if p.is_file()),
                                    metrics={f"cost/{k}": v for k, v in totals.items()})
     tracking.end_run(parent, "FAILED" if outcome.count("failed") else "FINISHED")
     return outcome
+
+
+def _after_sweep(study: Study, config: SweepConfig, out_dir: Path, data_sha256: str) -> dict[str, str]:
+    """The study's steps that need every cell finished, served by the sweep's backends behind its request cache."""
+    pool = BackendPool(config.cache)
+    try:
+        return study.after_sweep(config, out_dir, data_sha256, pool)
+    finally:
+        pool.cache.close()
 
 
 def collect_batches(config: SweepConfig) -> list[str]:
@@ -150,28 +154,28 @@ def describe_grid(config: SweepConfig, cells: list[CellSpec] | None = None) -> d
         judge_calls += judged * len(config.judges)
         per_cell.append(add([(cell.model, units, config.generation.max_new_tokens)]
                             + [(judge.model, judged, judge.max_new_tokens) for judge in config.judges]))
-    pairwise = _pairwise_requests(config, study, cells)
-    pairwise_calls = sum(requests for _, requests, _ in pairwise)
-    pairwise_cost = add(pairwise)
+    after = study.after_sweep_requests(config, cells)
+    after_calls = sum(requests for _, requests, _ in after)
+    after_cost = add(after)
     return {
         "cells": [(c.model.id, c.prompt_setting, c.condition, c.spec_hash) for c in cells],
         "generations": generations,
-        "judge_calls": judge_calls + pairwise_calls,
-        "pairwise_calls": pairwise_calls,
+        "judge_calls": judge_calls + after_calls,
+        "after_sweep_calls": after_calls,
         "estimated_cost_usd": sync,
         "estimated_batch_cost_usd": batch,
-        "estimated_run_cost_usd": sum(per_cell) + pairwise_cost,
+        "estimated_run_cost_usd": sum(per_cell) + after_cost,
         "cell_costs": per_cell,
-        "pairwise_cost": pairwise_cost,
+        "after_sweep_cost": after_cost,
     }
 
 
 def estimate_lines(config: SweepConfig, grid: dict[str, Any]) -> list[str]:
     """describe_grid's counts and cost estimates in words, one line each (the dry run prints them, the app's
     Launch tab shows them)."""
-    pairwise = f"; {grid['pairwise_calls']} of them pairwise, both orders" if config.pairwise_judges else ""
+    after = f"; {grid['after_sweep_calls']} of them after the cells" if grid["after_sweep_calls"] else ""
     lines = [f"generations: {grid['generations']}",
-             f"judge calls: {grid['judge_calls']} ({len(config.judges)} judge(s){pairwise})",
+             f"judge calls: {grid['judge_calls']} ({len(config.judges)} judge(s){after})",
              f"estimated cost of hosted models (upper bound, every reply at its token limit): "
              f"synchronous {usd(grid['estimated_cost_usd'])}, batch {usd(grid['estimated_batch_cost_usd'])}, "
              f"as configured {usd(grid['estimated_run_cost_usd'])}; local models cost nothing"]
@@ -180,19 +184,6 @@ def estimate_lines(config: SweepConfig, grid: dict[str, Any]) -> list[str]:
         lines.append(f"budget (max_cost_usd): {usd(config.max_cost_usd)}"
                      + (f"; over it by {usd(over)}, so the sweep refuses to start" if over > 0 else ""))
     return lines
-
-
-def _pairwise_requests(config: SweepConfig, study: Study, cells: list[CellSpec]) -> list[tuple[ModelSpec, int, int]]:
-    """(judge model, requests, token limit) of the end-of-sweep pairwise judges: every pair of the grid, up to
-    `pairwise_sample`, judged in both orders by every panel judge under every pairwise rubric. Judgments an
-    earlier run made are reused, so this is an upper bound."""
-    if not config.pairwise_judges:
-        return []
-    pairs = study.count_pairs(cells)
-    if config.pairwise_sample is not None:
-        pairs = min(pairs, config.pairwise_sample)
-    return [(judge.model, 2 * pairs, entry.max_new_tokens or judge.max_new_tokens)
-            for judge in config.judges for entry in config.pairwise_judges]
 
 
 def _price(model: ModelSpec, requests: int, max_new_tokens: int, batch: bool = False) -> float:
@@ -210,8 +201,8 @@ def check_budget(config: SweepConfig, cells: list[CellSpec]) -> None:
     costs = grid["cell_costs"]
     todo = [cost for cell, cost in zip(cells, costs, strict=True)
             if (found := tracking.find_cell_run(experiment, cell)) is None or found[1] != "FINISHED"]
-    # Pairwise judgments made earlier are reused, but which are missing is only known at the end: count them all.
-    estimate = sum(todo) + grid["pairwise_cost"]
+    # After-sweep requests made earlier are reused, but which are missing is only known at the end: count them all.
+    estimate = sum(todo) + grid["after_sweep_cost"]
     if estimate > config.max_cost_usd:
         raise UserError(
             f"sweep {config.sweep!r}: the {len(todo)} cell(s) still to run may cost up to {usd(estimate)} "

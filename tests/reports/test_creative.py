@@ -7,7 +7,7 @@ import csv
 import numpy as np
 import pytest
 from narrative_eval.records import ScoreRecord
-from narrative_eval.reports.creative import DIAGNOSTIC_TITLES, write_creative_report
+from narrative_eval.studies.incremental.report import DIAGNOSTIC_TITLES, write_creative_report
 from narrative_eval.stats.score_records import load_score_records, save_score_records
 
 REPORT_FILES = {

@@ -13,8 +13,8 @@ import pytest
 from narrative_eval.data.infilling import file_sha256
 from narrative_eval.data.tasks import load_tasks
 from narrative_eval.records import Constraint, ScoreRecord, WritingTask
-from narrative_eval.reports.creative import DIAGNOSTIC_TITLES, write_creative_report
-from narrative_eval.reports.creative_diagnostics import (
+from narrative_eval.studies.incremental.report import DIAGNOSTIC_TITLES, write_creative_report
+from narrative_eval.studies.incremental.report_diagnostics import (
     COMPOSITION_COLUMNS,
     LENGTH_COLUMNS,
     RECORDS_LENGTH_NOTE,
@@ -251,7 +251,7 @@ def test_lengths_of_real_conversations(tmp_path, smollm2, smollm2_spec, monkeypa
     from narrative_eval import tracking
     from narrative_eval.backends.cache import CachedBackend
     from narrative_eval.records import CellSpec, GenerationParams
-    from narrative_eval.reports.creative import creative_report_from_sweep
+    from narrative_eval.studies.incremental.report import creative_report_from_sweep
     from narrative_eval.study import Runtime, experiment_of
     from narrative_eval.studies.incremental import IncrementalDeliveryStudy
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from narrative_eval.reports.infilling_samples import high_quality_fills, high_quality_tables
+from narrative_eval.studies.infilling.report_samples import high_quality_fills, high_quality_tables
 
 
 def gens() -> pd.DataFrame:

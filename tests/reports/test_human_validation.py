@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from experiments.report import main as report_main
 from narrative_eval.errors import UserError, cli_main
-from narrative_eval.reports.human_validation import write_human_validation_report
-from narrative_eval.stats.human_records import (
+from narrative_eval.studies.incremental.report_human import write_human_validation_report
+from narrative_eval.studies.incremental.human_records import (
     EvidenceStatus,
     PairCase,
     save_pair_cases,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from narrative_eval.reports.infilling import breakdown, kendall_table, main_table, metric_breakdown, pivot, seed_table
+from narrative_eval.studies.infilling.report import breakdown, kendall_table, main_table, metric_breakdown, pivot, seed_table
 
 METRICS = ("bertscore", "rouge1", "meteor", "chrf", "semf1")
 
@@ -87,7 +87,7 @@ def test_human_agreement_table_against_hand_values():
     """Raters a and b share outputs 1-4; a alone rated output 5. kappa uses the shared outputs only
     (quadratic weights (i-j)^2/16: observed 1/32, expected 3/16, kappa = 1 - 1/6); each rho uses
     every output its rater scored (a: sum d^2 = 2 over 5 -> 0.9; b: ties, rho = 3 / sqrt(22.5))."""
-    from narrative_eval.reports.infilling import human_agreement_table
+    from narrative_eval.studies.infilling.report import human_agreement_table
 
     a, b, judge = [1, 2, 3, 4, 5], [2, 2, 3, 5, None], [1, 3, 2, 4, 5]
     ratings = pd.DataFrame(
@@ -109,7 +109,7 @@ def test_human_agreement_table_against_hand_values():
 
 
 def test_main_table_carries_intervals_and_folds_them_for_markdown(tmp_path):
-    from narrative_eval.reports.infilling import _write, fold_intervals
+    from narrative_eval.studies.infilling.report import _write, fold_intervals
 
     runs = _runs()
     runs["metrics.at_avg_lo"], runs["metrics.at_avg_hi"] = [0.10, 0.25, 0.15], [0.14, 0.40, 0.30]
@@ -129,7 +129,7 @@ def test_main_table_carries_intervals_and_folds_them_for_markdown(tmp_path):
 
 
 def test_seed_table_adds_the_interval_to_mean_and_sd():
-    from narrative_eval.reports.infilling import fold_intervals
+    from narrative_eval.studies.infilling.report import fold_intervals
 
     runs = _runs()
     runs["metrics.judge/j/qavg_lo"], runs["metrics.judge/j/qavg_hi"] = [2.5, 3.5, 3.0], [3.5, 4.5, 4.0]
@@ -139,7 +139,7 @@ def test_seed_table_adds_the_interval_to_mean_and_sd():
 
 
 def test_comparison_tables_write_paired_and_mde_files(tmp_path):
-    from narrative_eval.reports.infilling import comparison_tables
+    from narrative_eval.studies.infilling.report import comparison_tables
     from narrative_eval.stats.mde import mde_summary
 
     rows = []
@@ -188,7 +188,7 @@ def test_published_rows_beside_the_sweep(tmp_path):
 
 
 def test_interval_columns_are_not_taken_for_judge_dimensions():
-    from narrative_eval.reports.infilling import _dimensions
+    from narrative_eval.studies.infilling.report import _dimensions
 
     runs = _runs().assign(**{"metrics.judge/j/fluency_lo": 3.0, "metrics.judge/j/fluency_hi": 4.0})
     assert _dimensions(runs, "j") == ["coherence", "fluency"]
@@ -213,7 +213,7 @@ def test_position_and_domain_tables_carry_passage_bootstrap_intervals():
 
 
 def test_two_judges_get_a_paired_judges_table(tmp_path):
-    from narrative_eval.reports.infilling import comparison_tables
+    from narrative_eval.studies.infilling.report import comparison_tables
 
     rows = [{"model": "m1", "setting": "L2", "instance_id": f"d/p{i}/0/1", "seed": 0, **{m: 0.2 for m in METRICS},
              "judge/j/status": "ok", "judge/j/qavg": 4.0, "judge/k/status": "ok", "judge/k/qavg": 3.0 + (i % 2)}

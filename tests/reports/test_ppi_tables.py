@@ -9,10 +9,10 @@ import pytest
 
 from narrative_eval import tracking
 from narrative_eval.records import ScoreRecord
-from narrative_eval.reports.human_validation import write_human_validation_report
-from narrative_eval.reports.infilling import write_infilling_report
-from narrative_eval.study import experiment_of
-from narrative_eval.stats.human_records import PointwiseRating, save_pointwise_ratings
+from narrative_eval.studies.incremental.report_human import write_human_validation_report
+from narrative_eval.studies.infilling.report import write_infilling_report
+from narrative_eval.studies.infilling.vocabulary import NAME as EXPERIMENT
+from narrative_eval.studies.incremental.human_records import PointwiseRating, save_pointwise_ratings
 from narrative_eval.stats.ppi import human_anchored_mean
 from narrative_eval.stats.score_records import QUALITY_FIELDS, save_score_records
 from narrative_eval.tracking.store import TAG_KIND, TAG_SWEEP
@@ -36,7 +36,7 @@ def log_infilling_cells(sweep: str) -> None:
     """Two finished cells (m x L1, L2) as a sweep logs them, without running a model: judge j scores fluency and
     coherence of 8 passages x 2 seeds; its judgment of passage 7, seed 1 in L2 failed."""
     mlflow.set_tracking_uri(tracking.tracking_uri())
-    experiment = mlflow.set_experiment(experiment_of("infilling"))
+    experiment = mlflow.set_experiment(EXPERIMENT)
     for setting in ("L1", "L2"):
         rows = []
         for passage in range(PASSAGES):

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pandas as pd
 from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
-from narrative_eval.stats.effects import DIMENSIONS, paired_effects
+from narrative_eval.studies.incremental.effects import DIMENSIONS, paired_effects
 
 
 def test_rows_of_one_task_always_share_their_weight():

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from narrative_eval.records import ScoreRecord
-from narrative_eval.stats.effects import (
+from narrative_eval.studies.incremental.effects import (
     creative_integrity,
     d_av,
     equal_adherence,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from narrative_eval.errors import DataErrors
-from narrative_eval.stats.human_records import (
+from narrative_eval.studies.incremental.human_records import (
     LEVEL_SCORE,
     EvidenceStatus,
     PairCase,

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 from narrative_eval.records import ScoreRecord
-from narrative_eval.stats.human_records import EvidenceStatus, PairwiseVerdict, PointwiseRating
-from narrative_eval.stats.human_validation import (
+from narrative_eval.studies.incremental.human_records import EvidenceStatus, PairwiseVerdict, PointwiseRating
+from narrative_eval.studies.incremental.human_stats import (
     _resampled_spearman,
     agreement_row,
     human_aggregation,

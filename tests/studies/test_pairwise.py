@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from experiments.report import main as report_main
 from narrative_eval.errors import UserError, cli_main
-from narrative_eval.stats.human_records import (
+from narrative_eval.studies.incremental.human_records import (
     ORDERS,
     PairwiseVerdict,
     load_pair_cases,
@@ -90,8 +90,8 @@ def test_sweep_pairwise_judges_write_verdicts_resume_and_report(tmp_path, repo_r
     from narrative_eval import tracking
     from narrative_eval.config import load_config
     from narrative_eval.data.infilling import file_sha256
-    from narrative_eval.reports.pairwise_files import artifact_dir
-    from narrative_eval.studies.pairwise import run_pairwise_judges
+    from narrative_eval.studies.incremental.pairwise_files import artifact_dir
+    from narrative_eval.studies.incremental.pairwise import run_pairwise_judges
     from narrative_eval.sweep import run_sweep
 
     sweep = f"pairwise-{tmp_path.name}"
@@ -135,7 +135,7 @@ def test_sweep_pairwise_judges_write_verdicts_resume_and_report(tmp_path, repo_r
     metrics = tracking.client().get_run(again.parent_run_id).data.metrics
     assert (metrics["pairwise/judged"], metrics["pairwise/reused"]) == (0, 2)
     asked = []
-    run_pairwise_judges(sweep, tmp_path / "third", backend_for=asked.append)
+    run_pairwise_judges(config, tmp_path / "third", asked.append)
     assert asked == []  # nothing left to judge: no judge model was even asked for
 
     # The report on the sweep picks the judges' files up; with judges alone agreement is skipped with a note.
@@ -164,7 +164,7 @@ def test_config_option_is_checked(tmp_path, repo_root):
 
     catalog = repo_root / "experiments/configs/models.yaml"
     config = load_config(tiny_config(tmp_path, "checked"), catalog=catalog)
-    assert [(e.rubric, e.max_new_tokens) for e in config.pairwise_judges] == [("pairwise", None),
+    assert [(e.rubric, e.max_new_tokens) for e in config.section.pairwise_judges] == [("pairwise", None),
                                                                                ("pairwise_evidence", 320)]
     with pytest.raises(UserError) as caught:
         load_config(tiny_config(tmp_path, "bad", pairwise="[creative_quality, pairwise, pairwise]",
@@ -182,7 +182,7 @@ def test_pairwise_sample_needs_pairwise_judges(tmp_path, repo_root):
     catalog = repo_root / "experiments/configs/models.yaml"
     path = tiny_config(tmp_path, "sampled")
     path.write_text(path.read_text() + "pairwise_sample: 30\n")
-    assert load_config(path, catalog=catalog).pairwise_sample == 30
+    assert load_config(path, catalog=catalog).section.pairwise_sample == 30
     path.write_text(path.read_text().replace("pairwise_judges: [pairwise, {rubric: pairwise_evidence, "
                                              "max_new_tokens: 320}]", "pairwise_judges: []"))
     with pytest.raises(UserError, match="pairwise_sample chooses the pairs of pairwise_judges"):
@@ -191,8 +191,8 @@ def test_pairwise_sample_needs_pairwise_judges(tmp_path, repo_root):
 
 def test_sample_of_pairs_is_fixed_and_kept_when_the_sweep_grows():
     from narrative_eval.records import stable_hash
-    from narrative_eval.stats.human_records import PairCase
-    from narrative_eval.studies.pairwise import Pair, sample_pairs
+    from narrative_eval.studies.incremental.human_records import PairCase
+    from narrative_eval.studies.incremental.pairwise import Pair, sample_pairs
 
     def pairs(models):
         return [Pair(PairCase(f"{m}/story_{k:03d}/seed0", f"{m}-full-{k}", f"{m}-sharded-{k}"), {})
@@ -220,7 +220,7 @@ def test_dry_run_counts_and_prices_pairwise_calls(tmp_path, repo_root):
     config = load_config(path, catalog=catalog)
     with_pairs, without = describe_grid(config), describe_grid(plain)
     # One task, one seed, one model: one pair, two orders, one judge, two rubrics.
-    assert with_pairs["pairwise_calls"] == 4 and without["pairwise_calls"] == 0
+    assert with_pairs["after_sweep_calls"] == 4 and without["after_sweep_calls"] == 0
     assert with_pairs["judge_calls"] == without["judge_calls"] + 4
 
     # A priced judge: each pairwise call is priced at its rubric's token limit.
@@ -230,10 +230,10 @@ def test_dry_run_counts_and_prices_pairwise_calls(tmp_path, repo_root):
         "options: {prices: {input_per_mtok: 1.0, output_per_mtok: 10.0}}}, max_new_tokens: 160}"))
     priced = describe_grid(load_config(path, catalog=catalog))
     # Two orders at the simple rubric's limit (the judge's 160) and two at the evidence-first one's 320.
-    assert priced["pairwise_calls"] == 4
-    assert priced["pairwise_cost"] == pytest.approx(
+    assert priced["after_sweep_calls"] == 4
+    assert priced["after_sweep_cost"] == pytest.approx(
         sum(_dollars(160) for _ in range(2)) + sum(_dollars(320) for _ in range(2)))
-    assert priced["estimated_run_cost_usd"] == pytest.approx(sum(priced["cell_costs"]) + priced["pairwise_cost"])
+    assert priced["estimated_run_cost_usd"] == pytest.approx(sum(priced["cell_costs"]) + priced["after_sweep_cost"])
 
 
 def _dollars(max_new_tokens: int) -> float:

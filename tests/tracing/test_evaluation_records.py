@@ -111,7 +111,7 @@ def test_logging_a_cell_again_replaces_its_traces_and_reuses_prompt_versions(jud
     before = {t.info.tags["narrative_eval.trace_key"]: len(t.info.assessments) for t in cell_traces(run_id)}
     versions = tracking.client().get_run(run_id).data.tags["narrative_eval.prompt_versions"]
     result = load_study(cell.study).run_cell(cell, Runtime(backend_for=BackendPool()))  # all from the request cache
-    log_cell_records(tracking.client(), run_id, cell, result)
+    log_cell_records(tracking.client(), run_id, cell, result, load_study(cell.study).evaluation(cell, result))
     after = {t.info.tags["narrative_eval.trace_key"]: len(t.info.assessments) for t in cell_traces(run_id)}
     assert after == before
     assert tracking.client().get_run(run_id).data.tags["narrative_eval.prompt_versions"] == versions

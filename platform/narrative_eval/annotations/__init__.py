@@ -1,8 +1,7 @@
 """Human ratings behind the app's Annotate tab: blinded items and ratings in SQLite, their agreement with an
-LLM judge and between raters, ratings as rows for a sweep's report or export, and story ratings in the
-incremental-delivery study's human-validation formats.
+LLM judge and between raters, and ratings as rows for a sweep's report or export.
 
-Four modules (store, agreement, ratings, stories); import them from here.
+Three modules (store, agreement, ratings); import them from here.
 """
 
 from narrative_eval.annotations.agreement import (
@@ -13,19 +12,6 @@ from narrative_eval.annotations.agreement import (
     rater_agreement,
 )
 from narrative_eval.annotations.ratings import RATING_KEYS, ratings_frame_rows, read_ratings_csv, sweep_ratings
-from narrative_eval.annotations.stories import (
-    EXPORT_FILES,
-    PAIR_CONDITIONS,
-    RECORDS,
-    StoryExport,
-    response_record_ids,
-    save_story_exports,
-    seen_verdicts,
-    story_exports,
-    story_judges,
-    story_pairwise_rating,
-    sweep_story_items,
-)
 from narrative_eval.annotations.store import (
     DEFAULT_PATH,
     ENV_PATH,
@@ -41,15 +27,11 @@ from narrative_eval.annotations.store import (
 __all__ = [
     "DEFAULT_PATH",
     "ENV_PATH",
-    "EXPORT_FILES",
-    "PAIR_CONDITIONS",
-    "RECORDS",
     "RATING_KEYS",
     "AnnotationItem",
     "AnnotationStore",
     "Kind",
     "Rating",
-    "StoryExport",
     "canonical_preference",
     "default_path",
     "item_key",
@@ -60,12 +42,5 @@ __all__ = [
     "rater_agreement",
     "ratings_frame_rows",
     "read_ratings_csv",
-    "response_record_ids",
-    "save_story_exports",
-    "seen_verdicts",
-    "story_exports",
-    "story_judges",
-    "story_pairwise_rating",
     "sweep_ratings",
-    "sweep_story_items",
 ]

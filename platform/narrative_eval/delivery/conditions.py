@@ -1,12 +1,8 @@
 """Delivery conditions: how a creative-writing brief is split into user turns.
 
-Each condition is one function `(task, templates) -> user turns`, registered with `@condition(name)`.
-'full' is the reference every other condition is compared with (ICIR, paired effects).
-
-- full: one user turn holding the full instruction.
-- sharded: one user turn per shard, in order; every reply stays in the history.
-- recap: sharded, then one more turn restating every shard and asking for the final story.
-- snowball: like sharded, but each turn repeats every earlier shard before the new one.
+Each condition is one function `(task, templates) -> user turns`, registered with `@condition(name)`. The
+incremental-delivery study defines its conditions in its own package (`studies/incremental/conditions.py`,
+loaded by name when the registry is first read); plugins add theirs the same way.
 """
 
 from __future__ import annotations
@@ -24,12 +20,9 @@ from narrative_eval.records import WritingTask
 from narrative_eval.registry import Registry
 
 CONDITIONS: Registry[Callable[[WritingTask, "TurnTemplates"], list[str]]] = Registry(
-    "condition", modules=("narrative_eval.delivery.conditions",)
+    "condition", modules=("narrative_eval.studies.incremental.conditions",)
 )
 """Condition name -> function building its user turns; `replanning=True` marks the recap-like ones."""
-
-REFERENCE_CONDITION = "full"
-"""The condition every other one is compared with."""
 
 CREATIVE_PROMPTS_DIR = PROMPTS_DIR / "creative"
 """Where the study's prompt files live."""
@@ -85,27 +78,3 @@ def conversation_turns(task: WritingTask, name: str, templates: TurnTemplates | 
 def replanning_conditions() -> tuple[str, ...]:
     """Conditions registered as replanning variants of sharded delivery."""
     return tuple(entry.name for entry in CONDITIONS.entries() if entry.meta.get("replanning"))
-
-
-@condition("full")
-def full(task: WritingTask, templates: TurnTemplates) -> list[str]:
-    return [task.full_instruction]
-
-
-@condition("sharded")
-def sharded(task: WritingTask, templates: TurnTemplates) -> list[str]:
-    return list(task.shards)
-
-
-@condition("recap", replanning=True)
-def recap(task: WritingTask, templates: TurnTemplates) -> list[str]:
-    shards = list(task.shards)
-    return shards + [fill(templates.recap, {"requirements": listing(shards, templates)})]
-
-
-@condition("snowball", replanning=True)
-def snowball(task: WritingTask, templates: TurnTemplates) -> list[str]:
-    shards = list(task.shards)
-    return [shards[0]] + [
-        fill(templates.snowball, {"previous": listing(shards[:k], templates), "current": shards[k]}) for k in range(1, len(shards))
-    ]

@@ -16,7 +16,7 @@ import yaml
 
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.delivery.conditions import DEFAULT_SYSTEM_PROMPTS_FILE, TurnTemplates, conversation_turns
-from narrative_eval.prompts.render import PROMPT_SETTINGS
+from narrative_eval.prompts.render import PROMPT_SETTINGS, SYSTEM_PROMPT
 from narrative_eval.records import GenerationParams, Message, Reply, Trajectory, Turn, WritingTask, derived_seed
 
 class GeneratesReplies(Protocol):
@@ -33,8 +33,8 @@ def load_system_prompt(name: str = "default", path: str | Path = DEFAULT_SYSTEM_
         return candidate.read_text(encoding="utf-8").strip()
     if Path(path) == DEFAULT_SYSTEM_PROMPTS_FILE:
         entry = PROMPT_SETTINGS.entry(name)
-        if entry.meta.get("study") != "incremental-delivery":
-            raise KeyError(f"{name!r} is a prompt setting of the {entry.meta.get('study')} study, not a system prompt")
+        if entry.meta.get("template") != SYSTEM_PROMPT:
+            raise KeyError(f"{name!r} is a {entry.meta.get('template')}, not a {SYSTEM_PROMPT}")
         return entry.target
     prompts = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     if name not in prompts:

@@ -81,13 +81,18 @@ def load_prompt_file(path: str | Path = DEFAULT_INFILLING_FILE) -> PromptSetting
 
 CREATIVE_SYSTEM_PROMPTS_FILE = PROMPTS_DIR / "creative" / "system_prompts.yaml"
 
+FILL_TEMPLATE = "fill-the-blank template"
+"""What a prompt setting of a settings file is (registry meta `template`): system and user templates of one fill."""
+SYSTEM_PROMPT = "system prompt"
+"""What a named system prompt is (registry meta `template`): the system message of a creative-writing conversation."""
+
 
 def register_prompt_file(path: str | Path, registry: Registry | None = None) -> list[str]:
     """Register every setting of an infilling prompt file (target: the loaded file); returns their names."""
     prompts = load_prompt_file(Path(path))
     target = registry or PROMPT_SETTINGS
     for name, setting in prompts.settings.items():
-        target.add(name, prompts, origin=str(path), study="infilling", kind=setting.get("kind", ""))
+        target.add(name, prompts, origin=str(path), template=FILL_TEMPLATE, kind=setting.get("kind", ""))
     return list(prompts.settings)
 
 
@@ -96,7 +101,7 @@ def register_system_prompts(path: str | Path, registry: Registry | None = None) 
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     target = registry or PROMPT_SETTINGS
     for name, text in data.items():
-        target.add(name, str(text or ""), origin=str(path), study="incremental-delivery", kind="system")
+        target.add(name, str(text or ""), origin=str(path), template=SYSTEM_PROMPT, kind="system")
     return list(data)
 
 
@@ -117,8 +122,8 @@ def prompt_file_for(setting: str, prompt_file: str | Path | None = None) -> Prom
             raise ValueError(f"unknown prompt setting {setting!r}; {prompts.path} defines {', '.join(prompts.settings)}")
         return prompts
     entry = PROMPT_SETTINGS.entry(setting)
-    if entry.meta.get("study") != "infilling":
-        raise ValueError(f"prompt setting {setting!r} belongs to the {entry.meta.get('study')} study, not infilling")
+    if entry.meta.get("template") != FILL_TEMPLATE:
+        raise ValueError(f"prompt setting {setting!r} is a {entry.meta.get('template')}, not a {FILL_TEMPLATE}")
     return entry.target
 
 

@@ -26,8 +26,7 @@ related to people to help is visible there.
 
 The reports' tables (`ppi_<judge>.csv`, columns in docs/formats.md) hold one row per cell and dimension:
 `infilling_ppi_table` from a sweep's generations and the Annotate tab's or a CSV's ratings (outputs clustered
-by passage), `pointwise_ppi_table` from the incremental study's score records and pointwise ratings (clustered by
-story).
+by passage); a study's own tables (the incremental study's pointwise ratings) build on `human_anchored_table`.
 """
 
 from __future__ import annotations
@@ -40,11 +39,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from narrative_eval.records import ScoreRecord
 from narrative_eval.stats.cell_scores import passage_of, row_scores
-from narrative_eval.stats.human_records import PointwiseRating
-from narrative_eval.stats.human_validation import response_scores
-from narrative_eval.stats.score_records import QUALITY_FIELDS
 
 DEFAULT_LEVEL = 0.95
 """Coverage of every interval."""
@@ -191,31 +186,5 @@ def infilling_ppi_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, d
     return human_anchored_table(outputs, ["model", "setting"], dimensions, "passage")
 
 
-def response_of(record: ScoreRecord) -> str:
-    """The response a score record judged: its id without the judge (ScoreRecord.make_id ends in /<judge>), so a
-    judge panel's records of one reply share it; a record id of another form is its own response."""
-    suffix = f"/{record.judge}"
-    return record.record_id[: -len(suffix)] if record.record_id.endswith(suffix) else record.record_id
-
-
-def pointwise_ppi_table(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str) -> pd.DataFrame:
-    """The human-validation report's `ppi_<judge>`: per model, condition and quality dimension, the judge's score
-    records against the pointwise ratings (several raters of one response averaged, N/A left out), whichever
-    judge's record id a rating names. Outputs are clustered by story, like the study's bootstrap."""
-    response_by_id = {r.record_id: response_of(r) for r in records}
-    human = response_scores(ratings)
-    human["response"] = human["record_id"].map(response_by_id)
-    human = human.groupby("response")[list(QUALITY_FIELDS)].mean().add_prefix("human/").reset_index()
-    judged = [r for r in records if r.judge == judge]
-    outputs = pd.DataFrame({
-        "model": [r.model for r in judged], "condition": [r.condition for r in judged],
-        "story_id": [r.story_id for r in judged], "response": [response_of(r) for r in judged],
-        **{f"judge/{d}": [np.nan if r.quality.get(d) is None else float(r.quality[d]) for r in judged]
-           for d in QUALITY_FIELDS},
-    })
-    outputs = outputs.merge(human, on="response", how="left")
-    return human_anchored_table(outputs, ["model", "condition"], list(QUALITY_FIELDS), "story_id")
-
-
 __all__ = ["DEFAULT_LEVEL", "ESTIMATES", "HumanAnchoredMean", "MeanInterval", "human_anchored_mean",
-           "human_anchored_table", "infilling_ppi_table", "pointwise_ppi_table", "response_of"]
+           "human_anchored_table", "infilling_ppi_table"]

@@ -2,6 +2,8 @@
 dataset, one trace per generation with gold, metric and judge assessments, the prompt versions used, and a
 run description. `mlflow ui` then shows what each model wrote, not only its averages.
 
+What is specific to a study (its traces and dataset, the prompts it used, its headline metrics) comes from the
+study (`Study.cell_records`, `Study.used_templates`, `Study.headline_metrics`); this package writes it.
 Every part is best effort: a store that refuses one (an older server) costs a warning, never the run.
 """
 
@@ -13,8 +15,8 @@ from typing import Any
 from mlflow import MlflowClient
 
 from narrative_eval.records import CellSpec, finite_number
-from narrative_eval.tracing.base import CELL_BUILDERS, CellRecords, cell_builder
-from narrative_eval.tracing.prompts import register_prompts, used_templates
+from narrative_eval.tracing.base import CellEvaluation, CellRecords, generation_attributes
+from narrative_eval.tracing.prompts import register_prompts
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord, TurnRecord
 from narrative_eval.tracing.traces import (
     TRACES_ENV,
@@ -27,26 +29,26 @@ from narrative_eval.tracing.traces import (
 DESCRIPTION_TAG = "mlflow.note.content"
 """The run tag MLflow shows as a run's description."""
 
-HEADLINE = ("at_avg", "adherence", "creative_integrity")
-"""Cell metrics a description names first, where the cell has them."""
 
 
-def log_cell_records(client: MlflowClient, run_id: str, cell: CellSpec, result: Any) -> dict[str, str]:
-    """Dataset, traces, prompt versions and description of a finished cell; adds `trace_id` to the rows of
-    its table. Returns record key -> trace id."""
-    if cell.study not in CELL_BUILDERS:
-        return {}
-    records: CellRecords = CELL_BUILDERS.get(cell.study)(cell, result)
-    experiment_id = client.get_run(run_id).info.experiment_id
-    _log_dataset(client, run_id, cell, records)
-    trace_ids = write_traces(client, run_id, experiment_id, records.traces)
-    rows = result.tables.get(records.table, [])
-    for trace in records.traces:
-        for index in trace.rows:
-            if trace.key in trace_ids:
-                rows[index]["trace_id"] = trace_ids[trace.key]
-    _register_prompts(client, run_id, cell, result)
-    client.set_tag(run_id, DESCRIPTION_TAG, describe_cell(cell, result.metrics, len(records.traces)))
+def log_cell_records(client: MlflowClient, run_id: str, cell: CellSpec, result: Any,
+                     evaluation: CellEvaluation) -> dict[str, str]:
+    """Dataset, traces, prompt versions and description of a finished cell, as its study gave them; adds
+    `trace_id` to the rows of its table. Returns record key -> trace id."""
+    records = evaluation.records
+    trace_ids: dict[str, str] = {}
+    if records is not None:
+        experiment_id = client.get_run(run_id).info.experiment_id
+        _log_dataset(client, run_id, cell, records)
+        trace_ids = write_traces(client, run_id, experiment_id, records.traces)
+        rows = result.tables.get(records.table, [])
+        for trace in records.traces:
+            for index in trace.rows:
+                if trace.key in trace_ids:
+                    rows[index]["trace_id"] = trace_ids[trace.key]
+    _register_prompts(client, run_id, evaluation.templates)
+    generations = len(records.traces) if records is not None else 0
+    client.set_tag(run_id, DESCRIPTION_TAG, describe_cell(cell, result.metrics, generations, evaluation.headline))
     return trace_ids
 
 
@@ -65,9 +67,9 @@ def _log_dataset(client: MlflowClient, run_id: str, cell: CellSpec, records: Cel
         warn_once("dataset inputs", error)
 
 
-def _register_prompts(client: MlflowClient, run_id: str, cell: CellSpec, result: Any) -> None:
+def _register_prompts(client: MlflowClient, run_id: str, templates: dict[str, Any]) -> None:
     try:
-        versions = register_prompts(client, run_id, used_templates(cell, result))
+        versions = register_prompts(client, run_id, templates)
     except Exception as error:
         warn_once("prompt registry", error)
         return
@@ -75,17 +77,22 @@ def _register_prompts(client: MlflowClient, run_id: str, cell: CellSpec, result:
         client.set_tag(run_id, "narrative_eval.prompt_versions", ",".join(f"{n}/{v}" for n, v in versions.items()))
 
 
-def describe_cell(cell: CellSpec, metrics: dict[str, float], generations: int) -> str:
-    """A cell run's description (markdown): what ran, on what, and its headline numbers."""
+def describe_cell(cell: CellSpec, metrics: dict[str, float], generations: int, headline: list[str]) -> str:
+    """A cell run's description (markdown): what ran, on what, and its study's headline numbers."""
     lines = [f"**{cell.model.id} · {cell.prompt_setting} · {cell.condition}** — {cell.study}, "
              f"{generations} generations ({len(cell.seeds)} seed(s)) on `{Path(cell.data_path).name}`, "
              f"model `{cell.model.weights}` via {cell.model.backend}."]
-    shown = [f"{name} {metrics[name]:.3f}" for name in HEADLINE if finite_number(metrics.get(name)) is not None]
-    shown += [f"{key.split('/')[1]} QAvg {value:.2f}" for key, value in metrics.items()
-              if key.startswith("judge/") and key.endswith("/qavg") and key.count("/") == 2 and finite_number(value) is not None]
+    shown = [f"{_headline_label(name)} {metrics[name]:.3f}" for name in headline
+             if finite_number(metrics.get(name)) is not None]
     if shown:
         lines.append("Headline: " + ", ".join(shown) + ".")
     return "\n\n".join(lines)
+
+
+def _headline_label(name: str) -> str:
+    """'judge/<id>/<metric>' -> '<id> <metric>'; other names as they are."""
+    parts = name.split("/")
+    return f"{parts[1]} {parts[2]}" if len(parts) == 3 and parts[0] == "judge" else name
 
 
 def describe_sweep(tables: dict[str, str]) -> str:
@@ -97,14 +104,14 @@ def describe_sweep(tables: dict[str, str]) -> str:
 
 
 __all__ = [
-    "CELL_BUILDERS",
+    "CellEvaluation",
     "DESCRIPTION_TAG",
     "TRACES_ENV",
     "AssessmentRecord",
     "CellRecords",
     "TraceRecord",
     "TurnRecord",
-    "cell_builder",
+    "generation_attributes",
     "describe_cell",
     "describe_sweep",
     "log_cell_records",

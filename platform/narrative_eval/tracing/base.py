@@ -1,15 +1,14 @@
-"""The per-study builders that turn a finished cell into MLflow records, and what they share."""
+"""What a study gives tracing for one finished cell (CellEvaluation: its records, prompts and headline metrics),
+and what the studies' trace builders share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from narrative_eval.records import CellSpec
-from narrative_eval.registry import Registry
 from narrative_eval.tracing.records import TraceRecord
 
 
@@ -25,14 +24,16 @@ class CellRecords:
     """The inputs the cell used, one row per instance or task (logged as the run's dataset)."""
 
 
-CellBuilder = Callable[[CellSpec, Any], CellRecords]
+@dataclass
+class CellEvaluation:
+    """Everything study-specific tracing writes for one cell (Study.cell_records, used_templates, headline_metrics)."""
 
-CELL_BUILDERS: Registry[CellBuilder] = Registry(
-    "trace builder", modules=("narrative_eval.tracing.infilling", "narrative_eval.tracing.incremental"))
-"""Study name -> the function that builds its cells' records (a study without one logs no traces)."""
-
-cell_builder = CELL_BUILDERS
-"""Decorator: `@cell_builder("infilling")` above a study's builder."""
+    records: CellRecords | None = None
+    """Traces and dataset input (None: the study logs none)."""
+    templates: dict[str, Any] = field(default_factory=dict)
+    """Prompt-registry name -> template of every prompt and rubric the cell used."""
+    headline: list[str] = field(default_factory=list)
+    """Metric names its description shows first, where the cell logged them."""
 
 
 def generation_attributes(cell: CellSpec, seed: int) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
 
 from narrative_eval.records import CellSpec, finite_number
-from narrative_eval.tracing import DESCRIPTION_TAG, describe_sweep, log_cell_records
+from narrative_eval.tracing import DESCRIPTION_TAG, CellEvaluation, describe_sweep, log_cell_records
 from narrative_eval.tracing.traces import warn_once
 from narrative_eval.tracking.read import (
     all_sweeps,
@@ -215,8 +215,9 @@ def cell_params(cell: CellSpec) -> dict[str, str]:
     return {k: _param_text(redact(v)) for k, v in params.items()}
 
 
-def log_cell(run_id: str, cell: CellSpec, result: Any) -> None:
-    """Log a finished cell's params, metrics, tables, artifacts and figures, then mark it FINISHED."""
+def log_cell(run_id: str, cell: CellSpec, result: Any, evaluation: Callable[[], CellEvaluation] | None = None) -> None:
+    """Log a finished cell's params, metrics, tables, artifacts and figures, then mark it FINISHED; `evaluation`
+    gives its study's evaluation records (traces, dataset, prompts, headline metrics; none when not given)."""
     c = client()
     params = cell_params(cell)
     params.update({k: _param_text(redact(v)) for k, v in result.params.items()})
@@ -231,7 +232,7 @@ def log_cell(run_id: str, cell: CellSpec, result: Any) -> None:
     for start in range(0, len(metrics), 1000):
         c.log_batch(run_id, metrics=metrics[start : start + 1000])
     c.log_dict(run_id, redact(cell.model_dump(mode="json")), "cell_spec.json")
-    _log_evaluation_records(c, run_id, cell, result)  # first: it adds each row's trace_id to the tables
+    _log_evaluation_records(c, run_id, cell, result, evaluation)  # first: it adds each row's trace_id to the tables
     for name, rows in result.tables.items():
         c.log_table(run_id, data=_table_frame(rows), artifact_file=name)
     for name, payload in result.artifacts.items():
@@ -244,11 +245,12 @@ def log_cell(run_id: str, cell: CellSpec, result: Any) -> None:
     _open_runs.pop(run_id, None)
 
 
-def _log_evaluation_records(c: MlflowClient, run_id: str, cell: CellSpec, result: Any) -> None:
+def _log_evaluation_records(c: MlflowClient, run_id: str, cell: CellSpec, result: Any,
+                            evaluation: Callable[[], CellEvaluation] | None) -> None:
     """Dataset, traces with assessments, prompt versions, description (narrative_eval.tracing); a failure there
     is a warning, never a failed cell."""
     try:
-        log_cell_records(c, run_id, cell, result)
+        log_cell_records(c, run_id, cell, result, evaluation() if evaluation is not None else CellEvaluation())
     except Exception as error:
         warn_once("evaluation records", error)
 

@@ -19,12 +19,13 @@ from narrative_eval.judges.agreement import cohen_kappa, spearman
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records import finite_number
-from narrative_eval.reports.infilling_samples import high_quality_tables
+from narrative_eval.studies.infilling.report_samples import high_quality_tables
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
 from narrative_eval.stats.paired import model_groups, paired_judges, paired_models, paired_settings
 from narrative_eval.stats.ppi import infilling_ppi_table
 from narrative_eval.stats.reference import beside_reference, load_reference
+from narrative_eval.studies.infilling.vocabulary import NAME
 from narrative_eval.study import experiment_of
 
 HUMAN_RUBRIC = "infilling_narrative"
@@ -346,7 +347,7 @@ def write_infilling_report(
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    runs = tracking.report_cell_runs(experiment_of("infilling"), sweep, data_sha256)
+    runs = tracking.report_cell_runs(experiment_of(NAME), sweep, data_sha256)
     judges = _judges(runs)
     tables: dict[str, str] = {}
     main = main_table(runs)

@@ -29,18 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval import tracking
-from narrative_eval.cells import BackendPool
-from narrative_eval.config import PairwiseJudging
 from narrative_eval.data.cell_tasks import select_tasks, tasks_of_cell
 from narrative_eval.errors import UserError
 from narrative_eval.judges import judge_pairwise_orders, load_rubric
 from narrative_eval.records import CellSpec, JudgeSpec, Trajectory, WritingTask, stable_hash
-from narrative_eval.reports.creative import write_table
-from narrative_eval.reports.pairwise_files import ARTIFACT_DIR, FILES, JUDGMENTS_FILE, artifact_dir, logged_files
-from narrative_eval.stats.human_records import (
-    LEVEL_SCORE,
-    ORDERS,
-    PAIRWISE_DIMENSIONS,
+from narrative_eval.studies.incremental.report import write_table
+from narrative_eval.studies.incremental.pairwise_files import ARTIFACT_DIR, FILES, JUDGMENTS_FILE, artifact_dir, logged_files
+from narrative_eval.studies.incremental.human_records import (
     EvidenceStatus,
     PairCase,
     PairwiseVerdict,
@@ -50,14 +45,21 @@ from narrative_eval.stats.human_records import (
     save_pairwise_evidence,
     save_pairwise_verdicts,
 )
-from narrative_eval.stats.human_validation import order_consistency, status_stability
+from narrative_eval.studies.incremental.human_stats import order_consistency, status_stability
 from narrative_eval.stats.score_records import model_label, record_id
 from narrative_eval.studies.base import chunks
+from narrative_eval.studies.incremental.config import IncrementalConfig
+from narrative_eval.studies.incremental.vocabulary import (
+    NAME,
+    ORDERS,
+    PAIR_CONDITIONS,
+    PAIRWISE_DIMENSIONS,
+    SCORE_LEVEL,
+    shown_as,
+)
 from narrative_eval.study import experiment_of
 
 log = logging.getLogger(__name__)
-
-SCORE_LEVEL: dict[int, str] = {score: level for level, score in LEVEL_SCORE.items()}
 
 
 @dataclass(frozen=True)
@@ -113,24 +115,25 @@ def _model_pairs(full_run: str, sharded_run: str) -> list[Pair]:
 
 def sweep_pairs(sweep: str, data_sha256: str | None = None) -> tuple[str, list[Pair]]:
     """The tasks file's sha256 the sweep's cells ran on, and every FULL/SHARDED pair of its finished cells."""
-    runs = tracking.report_cell_runs(experiment_of("incremental-delivery"), sweep, data_sha256)
+    runs = tracking.report_cell_runs(experiment_of(NAME), sweep, data_sha256)
     cells: dict[tuple[str, str], dict[str, str]] = {}
     for _, run in runs.iterrows():  # newest first: a cell run again under a new spec replaces the older one
         cells.setdefault((run["params.model_id"], run["params.prompt_setting"]), {}).setdefault(
             run["params.condition"], run["run_id"])
     pairs = []
     for key in sorted(cells):
-        if {"full", "sharded"} <= set(cells[key]):
-            pairs.extend(_model_pairs(cells[key]["full"], cells[key]["sharded"]))
+        if set(PAIR_CONDITIONS) <= set(cells[key]):
+            pairs.extend(_model_pairs(*(cells[key][condition] for condition in PAIR_CONDITIONS)))
     return data_sha256 or str(runs["params.data_sha256"].iloc[0]), pairs
 
 
 def count_pairs(cells: Sequence[CellSpec]) -> int:
     """How many pairs a grid can give, before any is generated: a story and seed of each FULL cell whose SHARDED
     twin (same model and system prompt) is in the grid."""
-    sharded = {(cell.model.id, cell.prompt_setting) for cell in cells if cell.condition == "sharded"}
+    shown_as_a, shown_as_b = PAIR_CONDITIONS
+    twins = {(cell.model.id, cell.prompt_setting) for cell in cells if cell.condition == shown_as_b}
     return sum(len(select_tasks(cell)) * len(cell.seeds) for cell in cells
-               if cell.condition == "full" and (cell.model.id, cell.prompt_setting) in sharded)
+               if cell.condition == shown_as_a and (cell.model.id, cell.prompt_setting) in twins)
 
 
 def sample_pairs(pairs: Sequence[Pair], size: int | None) -> list[Pair]:
@@ -185,9 +188,7 @@ def _verdict(row: dict) -> PairwiseVerdict:
 
 def _evidence(row: dict, case: PairCase) -> list[EvidenceStatus]:
     """The requirement statuses of a valid evidence-first judgment, each named by the response it is about."""
-    shown = {"A": case.record_a, "B": case.record_b}
-    if row["order"] == "reversed":
-        shown = {"A": case.record_b, "B": case.record_a}
+    shown = shown_as(row["order"], case.record_a, case.record_b)
     return [EvidenceStatus(row["case_id"], row["rater"], row["order"], side, shown[side], e["constraint_id"],
                            e["status"], e["quote"])
             for side, entries in row["details"].get("evidence", {}).items() for e in entries]
@@ -212,17 +213,6 @@ def write_pairwise_files(rows: Sequence[dict], cases: Sequence[PairCase], folder
 # --------------------------------------------------------------------------- the sweep's step
 
 
-def _settings(parent: str) -> tuple[list[JudgeSpec], list[Any], int | None, str | None] | None:
-    """The judge panel, the pairwise rubrics, the pair sample size and the request cache of the sweep's config as
-    its parent run logged it at the start of this invocation; None when it asks for no pairwise judges."""
-    config = tracking.load_json_artifact(parent, "sweep_config.json")
-    entries = [PairwiseJudging.model_validate(entry) for entry in config.get("pairwise_judges") or []]
-    if not entries:
-        return None
-    return ([JudgeSpec.model_validate(judge) for judge in config.get("judges") or []], entries,
-            config.get("pairwise_sample"), config.get("cache"))
-
-
 def _previous(parent: str, folder: str) -> dict[tuple, dict]:
     """The judgments an earlier invocation logged, by (case_id, rater, order)."""
     if JUDGMENTS_FILE not in logged_files(parent, folder):
@@ -231,19 +221,19 @@ def _previous(parent: str, folder: str) -> dict[tuple, dict]:
     return {(row["case_id"], row["rater"], row["order"]): row for row in rows}
 
 
-def run_pairwise_judges(sweep: str, out_dir: str | Path, data_sha256: str | None = None,
-                        backend_for: Callable[[Any], Any] | None = None) -> dict[str, str]:
-    """Judge the sweep's FULL/SHARDED pairs with every panel judge under every rubric of its `pairwise_judges`,
-    resuming what an earlier invocation judged; log the files and metrics on its parent run and write the
-    order-consistency and status-stability tables to out_dir. Title -> markdown; {} when none are asked for.
-    `backend_for` serves a judge's model (default: the sweep's backends behind its request cache)."""
-    parent = tracking.find_sweep_run(experiment_of("incremental-delivery"), sweep)
-    settings = _settings(parent) if parent is not None else None
-    if settings is None:
+def run_pairwise_judges(config: Any, out_dir: str | Path, backend_for: Callable[[Any], Any],
+                        data_sha256: str | None = None) -> dict[str, str]:
+    """Judge the FULL/SHARDED pairs of the sweep of `config` (its SweepConfig) with every panel judge under every
+    rubric of its `pairwise_judges`, resuming what an earlier invocation judged; log the files and metrics on its
+    parent run and write the order-consistency and status-stability tables to out_dir. Title -> markdown; {} when
+    none are asked for. `backend_for` serves a judge's model (the sweep's backends behind its request cache)."""
+    section: IncrementalConfig = config.section
+    sweep, judges, entries = config.sweep, list(config.judges), list(section.pairwise_judges)
+    parent = tracking.find_sweep_run(experiment_of(NAME), sweep)
+    if parent is None or not entries:
         return {}
-    judges, entries, sample, cache = settings
     data_sha256, pairs = sweep_pairs(sweep, data_sha256)
-    pairs = sample_pairs(pairs, sample)
+    pairs = sample_pairs(pairs, section.pairwise_sample)
     folder = artifact_dir(data_sha256)
     raters = {rater_id(judge.id, entry.rubric) for judge in judges for entry in entries}
     case_ids = {pair.case.case_id for pair in pairs}
@@ -256,15 +246,7 @@ def run_pairwise_judges(sweep: str, out_dir: str | Path, data_sha256: str | None
         tracking.client().log_artifacts(parent, str(local), folder)
         return written
 
-    pool = None
-    if backend_for is None:
-        pool = backend_for = BackendPool(cache)
-    try:
-        judged = sum(_judge_rubric(judge, entry, pairs, state, backend_for, publish)
-                     for judge in judges for entry in entries)
-    finally:
-        if pool is not None:
-            pool.cache.close()
+    judged = sum(_judge_rubric(judge, entry, pairs, state, backend_for, publish) for judge in judges for entry in entries)
     files = publish()
     log.info("pairwise judges of %s: %d pair judgments made now, %d reused", sweep, judged,
              len(pairs) * len(raters) - judged)

@@ -31,8 +31,10 @@ import pandas as pd
 from narrative_eval.judges.agreement import cohen_kappa, krippendorff_alpha, spearman
 from narrative_eval.records import ScoreRecord
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
-from narrative_eval.stats.effects import pair_frame, responses_frame
-from narrative_eval.stats.human_records import PAIRWISE_DIMENSIONS, EvidenceStatus, PairwiseVerdict, PointwiseRating
+from narrative_eval.studies.incremental.effects import pair_frame, responses_frame
+from narrative_eval.studies.incremental.vocabulary import COMPARISON, PRIMARY, REVERSED
+from narrative_eval.studies.incremental.human_records import PAIRWISE_DIMENSIONS, EvidenceStatus, PairwiseVerdict, PointwiseRating
+from narrative_eval.stats.ppi import human_anchored_table
 from narrative_eval.stats.score_records import QUALITY_FIELDS
 
 AGGREGATIONS: tuple[str, ...] = ("mean", "median", "centered")
@@ -103,7 +105,7 @@ def response_scores(ratings: Iterable[PointwiseRating], aggregation: str = "mean
     return frame.groupby("record_id", as_index=False)[list(QUALITY_FIELDS)].agg(how)
 
 
-def human_pairs(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], comparison: str = "sharded",
+def human_pairs(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], comparison: str = COMPARISON,
                 aggregation: str = "mean") -> pd.DataFrame:
     """Matched FULL/comparison pairs of rated responses (story_id, model): '<dim>_full', '<dim>_x' hold the
     human aggregate and 'auto_<dim>_full', 'auto_<dim>_x' the automated score of the same responses."""
@@ -140,7 +142,7 @@ def _paired_delta(pairs: pd.DataFrame, dimension: str, boot: ClusterBootstrap, l
             "reason": "one pair: no interval" if valid.sum() < 2 else ""}
 
 
-def human_paired_effects(pairs: pd.DataFrame, comparison: str = "sharded", n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
+def human_paired_effects(pairs: pd.DataFrame, comparison: str = COMPARISON, n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
                          level: float = DEFAULT_LEVEL) -> pd.DataFrame:
     """Per dimension: n_pairs, full, <comparison>, delta, lo, hi, n_full_better, n_tied, n_<comparison>_better,
     automated_delta (same pairs), reason."""
@@ -266,7 +268,7 @@ def agreement_row(reference: Sequence[int], other: Sequence[int]) -> dict:
 
 def _primary(entry: dict[str, dict[str, int]]) -> dict[str, int]:
     """A rater's verdict on a case in the primary orientation: the primary one, else the order-restored reversed one."""
-    return entry.get("primary") or entry["reversed"]
+    return entry.get(PRIMARY) or entry[REVERSED]
 
 
 def pairwise_agreement(verdicts: Sequence[PairwiseVerdict], reference: str) -> pd.DataFrame:
@@ -295,7 +297,7 @@ def order_consistency(verdicts: Sequence[PairwiseVerdict]) -> pd.DataFrame:
         if not both:
             continue
         for dimension in PAIRWISE_DIMENSIONS:
-            same = sum(np.sign(e["primary"][dimension]) == np.sign(e["reversed"][dimension]) for e in both)
+            same = sum(np.sign(e[PRIMARY][dimension]) == np.sign(e[REVERSED][dimension]) for e in both)
             rows.append({"judge": rater, "dimension": dimension, "n": len(both), "n_consistent": int(same),
                          "order_restored_consistency": same / len(both), "reason": ""})
     return pd.DataFrame(rows, columns=["judge", "dimension", "n", "n_consistent", "order_restored_consistency", "reason"])
@@ -310,8 +312,34 @@ def status_stability(evidence: Iterable[EvidenceStatus]) -> pd.DataFrame:
     rows = []
     for rater in sorted({key[0] for key in statuses}):
         both = [seen for key, seen in statuses.items() if key[0] == rater and len(seen) == 2]
-        stable = sum(seen["primary"] == seen["reversed"] for seen in both)
+        stable = sum(seen[PRIMARY] == seen[REVERSED] for seen in both)
         rows.append({"judge": rater, "n_items": len(both), "n_stable": stable,
                      "status_stability": stable / len(both) if both else math.nan,
                      "reason": "" if both else "no requirement with a status in both orders"})
     return pd.DataFrame(rows, columns=["judge", "n_items", "n_stable", "status_stability", "reason"])
+
+
+def response_of(record: ScoreRecord) -> str:
+    """The response a score record judged: its id without the judge (ScoreRecord.make_id ends in /<judge>), so a
+    judge panel's records of one reply share it; a record id of another form is its own response."""
+    suffix = f"/{record.judge}"
+    return record.record_id[: -len(suffix)] if record.record_id.endswith(suffix) else record.record_id
+
+
+def pointwise_ppi_table(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str) -> pd.DataFrame:
+    """The human-validation report's `ppi_<judge>`: per model, condition and quality dimension, the judge's score
+    records against the pointwise ratings (several raters of one response averaged, N/A left out), whichever
+    judge's record id a rating names. Outputs are clustered by story, like the study's bootstrap."""
+    response_by_id = {r.record_id: response_of(r) for r in records}
+    human = response_scores(ratings)
+    human["response"] = human["record_id"].map(response_by_id)
+    human = human.groupby("response")[list(QUALITY_FIELDS)].mean().add_prefix("human/").reset_index()
+    judged = [r for r in records if r.judge == judge]
+    outputs = pd.DataFrame({
+        "model": [r.model for r in judged], "condition": [r.condition for r in judged],
+        "story_id": [r.story_id for r in judged], "response": [response_of(r) for r in judged],
+        **{f"judge/{d}": [np.nan if r.quality.get(d) is None else float(r.quality[d]) for r in judged]
+           for d in QUALITY_FIELDS},
+    })
+    outputs = outputs.merge(human, on="response", how="left")
+    return human_anchored_table(outputs, ["model", "condition"], list(QUALITY_FIELDS), "story_id")

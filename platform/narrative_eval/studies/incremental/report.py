@@ -35,7 +35,7 @@ import pandas as pd
 from narrative_eval import tracking
 from narrative_eval.delivery.conditions import replanning_conditions
 from narrative_eval.records import ScoreRecord
-from narrative_eval.reports.creative_diagnostics import (
+from narrative_eval.studies.incremental.report_diagnostics import (
     DiagnosticInputs,
     draw_length_diagnostics,
     length_diagnostics,
@@ -44,7 +44,7 @@ from narrative_eval.reports.creative_diagnostics import (
     task_composition,
 )
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
-from narrative_eval.stats.effects import (
+from narrative_eval.studies.incremental.effects import (
     DIMENSIONS,
     icir_table,
     judges_per_response,
@@ -56,9 +56,10 @@ from narrative_eval.stats.effects import (
     responses_frame,
     same_judge,
 )
-from narrative_eval.stats.effects import equal_adherence as equal_adherence_table
-from narrative_eval.stats.effects import equal_genre as equal_genre_table
+from narrative_eval.studies.incremental.effects import equal_adherence as equal_adherence_table
+from narrative_eval.studies.incremental.effects import equal_genre as equal_genre_table
 from narrative_eval.stats.score_records import load_score_records, save_score_records
+from narrative_eval.studies.incremental.vocabulary import COMPARISON, NAME, REFERENCE
 from narrative_eval.study import experiment_of
 
 FLOAT_DIGITS = 6
@@ -189,7 +190,7 @@ def _write_set(
 def icir_by_condition(responses: pd.DataFrame, judge: str | None, n_boot: int, seed: int) -> pd.DataFrame:
     """ICIR of every non-full condition against FULL, per model and pooled."""
     frames = []
-    for condition in sorted(set(responses["condition"]) - {"full"}):
+    for condition in sorted(set(responses["condition"]) - {REFERENCE}):
         pairs = pair_frame(responses, condition, judge)
         if pairs.empty:
             continue
@@ -204,7 +205,7 @@ def write_creative_report(
     out_dir: str | Path,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
-    comparison: str = "sharded",
+    comparison: str = COMPARISON,
     judge: str | None = None,
     diagnostics: DiagnosticInputs | None = None,
 ) -> dict[str, str]:
@@ -214,7 +215,7 @@ def write_creative_report(
     records = list(records)
     responses = responses_frame(records)
     present = set(responses["condition"])
-    for needed in ("full", comparison):
+    for needed in (REFERENCE, comparison):
         if needed not in present:
             raise ValueError(f"no '{needed}' records to compare (conditions present: {', '.join(sorted(present)) or 'none'})")
     judges = sorted(responses["judge"].unique())
@@ -247,7 +248,7 @@ def creative_report_from_scores(path: str | Path, out_dir: str | Path, n_boot: i
 def export_sweep_records(sweep: str, out_dir: str | Path, data_sha256: str | None = None) -> list[ScoreRecord]:
     """The score records of an incremental-delivery sweep's finished cell runs in MLflow (those on `data_sha256`
     when given), exported to out_dir/score_records.jsonl so the analysis can be rerun or shared without MLflow."""
-    runs = tracking.report_cell_runs(experiment_of("incremental-delivery"), sweep, data_sha256)
+    runs = tracking.report_cell_runs(experiment_of(NAME), sweep, data_sha256)
     records: list[ScoreRecord] = []
     for run_id in runs["run_id"]:
         records.extend(ScoreRecord(**payload) for payload in tracking.load_json_artifact(run_id, "score_records.json"))

@@ -1,4 +1,4 @@
-"""The narrative-infilling study: generate fills, extract answers, score with metrics and judges."""
+"""One infilling cell: its instances, fills generated and extracted, scored by the metrics and judged."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from narrative_eval.records import (
     Reply,
     derived_seed,
 )
-from narrative_eval.reports.infilling import write_infilling_report
 from narrative_eval.stats.cell_scores import cell_intervals
 from narrative_eval.studies.base import aggregate_seeds, chunks, judge_metrics, mean_or_nan
-from narrative_eval.study import CellResult, Runtime, Study, study
+from narrative_eval.study import CellResult, Runtime
+from narrative_eval.studies.infilling.vocabulary import EXTRACTED, STATUSES
 
 
 def select_instances(cell: CellSpec) -> list[InfillingInstance]:
@@ -79,8 +79,8 @@ def _seed_summary(samples: list[InfillingSample], cell: CellSpec) -> dict[str, f
     if scored and set(at_avg_names()) <= set(names):
         summary["at_avg"] = at_avg(summary)
     total = len(samples) or 1
-    summary["extraction_success_rate"] = sum(s.extraction_status in ("tag", "echo") for s in samples) / total
-    for status in ("tag", "echo", "fallback", "none"):
+    summary["extraction_success_rate"] = sum(s.extraction_status in EXTRACTED for s in samples) / total
+    for status in STATUSES:
         summary[f"extraction_{status}_rate"] = sum(s.extraction_status == status for s in samples) / total
     summary["request_failure_rate"] = sum(s.error is not None for s in samples) / total
     summary["prompt_tokens"] = float(sum(s.prompt_tokens for s in samples))
@@ -111,75 +111,69 @@ def _row(sample: InfillingSample, instance: InfillingInstance, dimensions: dict[
     return row
 
 
-@study("infilling")
-class InfillingStudy(Study):
-    def count_requests(self, cell: CellSpec) -> int:
-        return len(select_instances(cell))
+def run_cell(cell: CellSpec, runtime: Runtime) -> CellResult:
+    """Run one infilling cell: generate every instance under every seed, score, judge; what its run logs."""
+    instances = select_instances(cell)
+    prompts = prompt_file_for(cell.prompt_setting, cell.extra.get("prompt_file"))
+    samples = _generate(cell, runtime, instances, prompts.example_answers)
+    _score_metrics(cell, samples)
+    _judge(cell, runtime, instances, samples)
+    per_seed = {seed: [s for s in samples if s.seed == seed] for seed in cell.seeds}
+    return _result(cell, instances, per_seed, prompts.sha256)
 
-    def count_judged(self, cell: CellSpec) -> int:
-        return len(select_instances(cell))
 
-    def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
-        instances = select_instances(cell)
-        prompts = prompt_file_for(cell.prompt_setting, cell.extra.get("prompt_file"))
-        samples = self._generate(cell, runtime, instances, prompts.example_answers)
-        self._score_metrics(cell, samples)
-        self._judge(cell, runtime, instances, samples)
-        per_seed = {seed: [s for s in samples if s.seed == seed] for seed in cell.seeds}
-        return self._result(cell, instances, per_seed, prompts.sha256)
+def _generate(
+    cell: CellSpec, runtime: Runtime, instances: list[InfillingInstance], example_answers: tuple[str, ...]
+) -> list[InfillingSample]:
+    """Every instance under every seed, sent in chunks of the backend's batch size (each chunk cached as it returns)."""
+    generator = runtime.backend_for(cell.model)
+    conversations = {i.instance_id: render_infilling(cell.prompt_setting, i, cell.extra.get("prompt_file")) for i in instances}
+    requests = [(seed, inst) for seed in cell.seeds for inst in instances]
+    batches = chunks(requests, generator.batch_size)
+    samples: list[InfillingSample] = []
+    for batch in runtime.progress(batches, f"{cell.run_name}: generate", len(batches)):
+        params = [cell.generation.model_copy(update={"seed": derived_seed(seed, inst.instance_id)}) for seed, inst in batch]
+        replies = generator.generate([conversations[inst.instance_id] for _, inst in batch], params)
+        for (seed, inst), reply in zip(batch, replies, strict=True):
+            samples.append(make_sample(inst, seed, conversations[inst.instance_id], reply, example_answers))
+    return samples
 
-    def _generate(
-        self, cell: CellSpec, runtime: Runtime, instances: list[InfillingInstance], example_answers: tuple[str, ...]
-    ) -> list[InfillingSample]:
-        """Every instance under every seed, sent in chunks of the backend's batch size (each chunk cached as it returns)."""
-        generator = runtime.backend_for(cell.model)
-        conversations = {i.instance_id: render_infilling(cell.prompt_setting, i, cell.extra.get("prompt_file")) for i in instances}
-        requests = [(seed, inst) for seed in cell.seeds for inst in instances]
-        batches = chunks(requests, generator.batch_size)
-        samples: list[InfillingSample] = []
-        for batch in runtime.progress(batches, f"{cell.run_name}: generate", len(batches)):
-            params = [cell.generation.model_copy(update={"seed": derived_seed(seed, inst.instance_id)}) for seed, inst in batch]
-            replies = generator.generate([conversations[inst.instance_id] for _, inst in batch], params)
-            for (seed, inst), reply in zip(batch, replies, strict=True):
-                samples.append(make_sample(inst, seed, conversations[inst.instance_id], reply, example_answers))
-        return samples
 
-    def _score_metrics(self, cell: CellSpec, samples: list[InfillingSample]) -> None:
-        scored = [s for s in samples if s.answer is not None]
-        if not scored:
-            return
-        scores = score_all([s.answer for s in scored], [s.gold for s in scored], cell.metrics)
-        for index, sample in enumerate(scored):
-            sample.metrics = {name: values[index] for name, values in scores.items()}
+def _score_metrics(cell: CellSpec, samples: list[InfillingSample]) -> None:
+    scored = [s for s in samples if s.answer is not None]
+    if not scored:
+        return
+    scores = score_all([s.answer for s in scored], [s.gold for s in scored], cell.metrics)
+    for index, sample in enumerate(scored):
+        sample.metrics = {name: values[index] for name, values in scores.items()}
 
-    def _judge(self, cell: CellSpec, runtime: Runtime, instances: list[InfillingInstance], samples: list[InfillingSample]) -> None:
-        by_id = {inst.instance_id: inst for inst in instances}
-        scored = [s for s in samples if s.answer is not None]
-        for judge in cell.judges:
-            backend = runtime.backend_for(judge.model)
-            batches = chunks(scored, backend.batch_size)
-            for batch in runtime.progress(batches, f"{cell.run_name}: judge {judge.id}", len(batches)):
-                # Blinding: the judge sees only the passage with its blank and the candidate fill.
-                items = [{"problem": by_id[s.instance_id].problem, "candidate": s.answer} for s in batch]
-                for sample, result in zip(batch, judge_infills(backend, judge, items), strict=True):
-                    sample.judges[judge.id] = result
 
-    def _result(
-        self, cell: CellSpec, instances: list[InfillingInstance], per_seed: dict[int, list[InfillingSample]], prompt_sha256: str
-    ) -> CellResult:
-        metrics = aggregate_seeds({seed: _seed_summary(samples, cell) for seed, samples in per_seed.items()})
-        metrics["n_instances"] = float(len(instances))
-        metrics["n_seeds"] = float(len(per_seed))
-        by_id = {inst.instance_id: inst for inst in instances}
-        rubrics = {judge.id: load_rubric(judge_rubric(judge.rubric)) for judge in cell.judges}
-        dimensions = {judge_id: rubric.keys for judge_id, rubric in rubrics.items()}
-        rows = [_row(s, by_id[s.instance_id], dimensions) for samples in per_seed.values() for s in samples]
-        metrics.update(cell_intervals(rows, wanted=set(metrics)))
-        params: dict[str, Any] = {"prompt_file_sha256": prompt_sha256, "n_instances": len(instances)}
-        if rubrics:
-            params["rubric"] = ",".join(sorted({rubric.name for rubric in rubrics.values()}))
-            params["rubric_sha256"] = ",".join(sorted({rubric.hash for rubric in rubrics.values()}))
-        return CellResult(metrics=metrics, params=params, tables={"generations.json": rows})
+def _judge(cell: CellSpec, runtime: Runtime, instances: list[InfillingInstance], samples: list[InfillingSample]) -> None:
+    by_id = {inst.instance_id: inst for inst in instances}
+    scored = [s for s in samples if s.answer is not None]
+    for judge in cell.judges:
+        backend = runtime.backend_for(judge.model)
+        batches = chunks(scored, backend.batch_size)
+        for batch in runtime.progress(batches, f"{cell.run_name}: judge {judge.id}", len(batches)):
+            # Blinding: the judge sees only the passage with its blank and the candidate fill.
+            items = [{"problem": by_id[s.instance_id].problem, "candidate": s.answer} for s in batch]
+            for sample, result in zip(batch, judge_infills(backend, judge, items), strict=True):
+                sample.judges[judge.id] = result
 
-    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
-        return write_infilling_report(sweep, out_dir, data_sha256=data_sha256)
+
+def _result(
+    cell: CellSpec, instances: list[InfillingInstance], per_seed: dict[int, list[InfillingSample]], prompt_sha256: str
+) -> CellResult:
+    metrics = aggregate_seeds({seed: _seed_summary(samples, cell) for seed, samples in per_seed.items()})
+    metrics["n_instances"] = float(len(instances))
+    metrics["n_seeds"] = float(len(per_seed))
+    by_id = {inst.instance_id: inst for inst in instances}
+    rubrics = {judge.id: load_rubric(judge_rubric(judge.rubric)) for judge in cell.judges}
+    dimensions = {judge_id: rubric.keys for judge_id, rubric in rubrics.items()}
+    rows = [_row(s, by_id[s.instance_id], dimensions) for samples in per_seed.values() for s in samples]
+    metrics.update(cell_intervals(rows, wanted=set(metrics)))
+    params: dict[str, Any] = {"prompt_file_sha256": prompt_sha256, "n_instances": len(instances)}
+    if rubrics:
+        params["rubric"] = ",".join(sorted({rubric.name for rubric in rubrics.values()}))
+        params["rubric_sha256"] = ",".join(sorted({rubric.hash for rubric in rubrics.values()}))
+    return CellResult(metrics=metrics, params=params, tables={"generations.json": rows})

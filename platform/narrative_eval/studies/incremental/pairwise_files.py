@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from narrative_eval import tracking
+from narrative_eval.studies.incremental.vocabulary import NAME
 from narrative_eval.study import experiment_of
 
 ARTIFACT_DIR = "pairwise"
@@ -32,7 +33,7 @@ def export_pairwise_files(sweep: str, out_dir: str | Path, data_sha256: str | No
     """The sweep's pairwise verdicts, cases and evidence copied from its parent run into out_dir as
     pairwise_verdicts.jsonl, pairwise_cases.jsonl and pairwise_evidence.jsonl; report input name -> path, {} when
     the sweep ran no pairwise judges on that tasks file (default: the one its finished cells ran on)."""
-    experiment = experiment_of("incremental-delivery")
+    experiment = experiment_of(NAME)
     parent = tracking.find_sweep_run(experiment, sweep)
     if parent is None:
         return {}

@@ -10,14 +10,15 @@ import pandas as pd
 
 from narrative_eval.records import CellSpec
 from narrative_eval.stats.score_records import QUALITY_FIELDS
-from narrative_eval.tracing.base import CellRecords, cell_builder, generation_attributes
+from narrative_eval.tracing import CellRecords, generation_attributes
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord, TurnRecord
 
 TABLE = "conversations.json"
+"""A cell's table: one row per task, seed and turn."""
 
 
-@cell_builder("incremental-delivery")
 def conversation_records(cell: CellSpec, result: Any) -> CellRecords:
+    """One trace per conversation of a finished cell (a span per turn), and its tasks as the dataset input."""
     rows = result.tables.get(TABLE, [])
     records = _records_by_conversation(result.artifacts.get("score_records.json", []))
     judge_models = {judge.id: judge.model.id for judge in cell.judges}

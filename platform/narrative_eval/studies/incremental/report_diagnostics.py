@@ -26,6 +26,7 @@ from narrative_eval.data.tasks import GENRES
 from narrative_eval.delivery.conditions import CONDITIONS
 from narrative_eval.records import CellSpec, ScoreRecord, WritingTask
 from narrative_eval.stats.score_records import model_label
+from narrative_eval.studies.incremental.vocabulary import FULL, NAME, REFERENCE, SHARDED
 from narrative_eval.study import experiment_of
 
 COMPOSITION_COLUMNS: tuple[str, ...] = (
@@ -101,8 +102,8 @@ def _ordered(values: Iterable[str], order: Sequence[str]) -> list[str]:
 
 def _composition_row(genre: str, tasks: pd.DataFrame, responses: pd.DataFrame, note: str) -> dict:
     shards = tasks["n_shards"].astype(float)
-    full = responses[responses["condition"] == "full"][["model", "story_id"]].drop_duplicates()
-    others = responses[responses["condition"] != "full"][["model", "story_id", "condition"]].drop_duplicates()
+    full = responses[responses["condition"] == REFERENCE][["model", "story_id"]].drop_duplicates()
+    others = responses[responses["condition"] != REFERENCE][["model", "story_id", "condition"]].drop_duplicates()
     n_tasks = len(tasks)
     n_constraints = int(tasks["n_constraints"].sum())
     return {
@@ -170,7 +171,7 @@ def length_diagnostics(finals: pd.DataFrame, note: str = "") -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(LENGTH_COLUMNS))
 
 
-CONDITION_COLOURS = {"full": "#2166ac", "sharded": "#e66101"}
+CONDITION_COLOURS = {FULL: "#2166ac", SHARDED: "#e66101"}
 """Bar colours of the two main conditions (as in the d_av heatmap); others take the default cycle."""
 
 
@@ -222,7 +223,7 @@ def sweep_inputs(sweep: str, records: Sequence[ScoreRecord], data_sha256: str | 
     from mlflow.exceptions import MlflowException
     from pydantic import ValidationError
 
-    runs = tracking.report_cell_runs(experiment_of("incremental-delivery"), sweep, data_sha256)
+    runs = tracking.report_cell_runs(experiment_of(NAME), sweep, data_sha256)
     tasks: list[WritingTask] = []
     responses: list[dict] = []
     finals: list[pd.DataFrame] = []

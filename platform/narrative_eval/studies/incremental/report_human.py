@@ -37,10 +37,10 @@ from typing import Any
 from narrative_eval import tracking
 from narrative_eval.errors import UserError
 from narrative_eval.records import ScoreRecord
-from narrative_eval.reports.creative import _slug, export_sweep_records, write_table
-from narrative_eval.reports.pairwise_files import export_pairwise_files
+from narrative_eval.studies.incremental.report import _slug, export_sweep_records, write_table
+from narrative_eval.studies.incremental.pairwise_files import export_pairwise_files
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
-from narrative_eval.stats.human_records import (
+from narrative_eval.studies.incremental.human_records import (
     EvidenceStatus,
     PairCase,
     PairwiseVerdict,
@@ -50,7 +50,7 @@ from narrative_eval.stats.human_records import (
     load_pairwise_verdicts,
     load_pointwise_ratings,
 )
-from narrative_eval.stats.human_validation import (
+from narrative_eval.studies.incremental.human_stats import (
     human_aggregation,
     human_paired_effects,
     human_pairs,
@@ -58,11 +58,12 @@ from narrative_eval.stats.human_validation import (
     order_consistency,
     pairwise_agreement,
     pointwise_alignment,
+    pointwise_ppi_table,
     pointwise_reliability,
     status_stability,
 )
-from narrative_eval.stats.ppi import pointwise_ppi_table
 from narrative_eval.stats.score_records import load_score_records
+from narrative_eval.studies.incremental.vocabulary import COMPARISON, NAME
 from narrative_eval.study import experiment_of
 
 REPORT_FILES: tuple[str, ...] = ("pointwise_reliability", "pointwise_alignment", "human_paired_effects",
@@ -226,7 +227,7 @@ def write_human_validation_report(
     cases: Files = None,
     evidence: Files = None,
     reference: str | None = None,
-    comparison: str = "sharded",
+    comparison: str = COMPARISON,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
 ) -> dict[str, str]:
@@ -261,7 +262,7 @@ def human_validation_from_sweep(sweep: str, out_dir: str | Path, *, data_sha256:
         options = {**options, "pairwise": [embedded["pairwise"], *_paths(options.get("pairwise"))],
                    "cases": [embedded["cases"], *_paths(options.get("cases"))], "evidence": embedded.get("evidence")}
     tables = write_human_validation_report(out_dir, scores=out_dir / "score_records.jsonl", **options)
-    parent = tracking.find_sweep_run(experiment_of("incremental-delivery"), sweep)
+    parent = tracking.find_sweep_run(experiment_of(NAME), sweep)
     if parent is not None:
         written = {f"{stem}.{ext}" for stem in REPORT_FILES for ext in ("csv", "md", "tex")}
         anchored = {p for p in out_dir.glob(f"{PPI_PREFIX}*") if p.suffix in (".csv", ".md", ".tex")}

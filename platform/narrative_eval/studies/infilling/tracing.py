@@ -9,16 +9,16 @@ from typing import Any
 import pandas as pd
 
 from narrative_eval.records import CellSpec, finite_number
-from narrative_eval.tracing.base import CellRecords, cell_builder, generation_attributes
+from narrative_eval.studies.infilling.vocabulary import AT_AVG, TABLE
+from narrative_eval.tracing import CellRecords, generation_attributes
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord
 
-TABLE = "generations.json"
 JUDGE_BOOKKEEPING = ("status", "raw", "error")
 """Per-judge row fields that are not scores."""
 
 
-@cell_builder("infilling")
 def infilling_records(cell: CellSpec, result: Any) -> CellRecords:
+    """One trace per (instance, seed) of a finished cell, and its instances as the dataset input."""
     rows = result.tables.get(TABLE, [])
     metric_names = list(cell.metrics.names or ())
     traces = [
@@ -50,7 +50,7 @@ def _gold(cell: CellSpec, row: dict[str, Any]) -> AssessmentRecord:
 def _metric_scores(row: dict[str, Any], names: list[str]) -> list[AssessmentRecord]:
     why = None if row.get("answer") else f"no answer extracted ({row.get('extraction_status')})"
     return [AssessmentRecord(name, finite_number(row.get(name)), "code", "narrative_eval",
-                             error=why if finite_number(row.get(name)) is None else None) for name in [*names, "at_avg"] if name in row]
+                             error=why if finite_number(row.get(name)) is None else None) for name in [*names, AT_AVG] if name in row]
 
 
 def _judge_scores(cell: CellSpec, row: dict[str, Any]) -> list[AssessmentRecord]:

@@ -17,9 +17,7 @@ from typing import Any
 
 from narrative_eval.annotations.store import AnnotationItem, AnnotationStore, Rating, canonical_preference
 from narrative_eval.records import ScoreRecord
-from narrative_eval.stats.human_records import (
-    LEVEL_SCORE,
-    PAIRWISE_DIMENSIONS,
+from narrative_eval.studies.incremental.human_records import (
     PairCase,
     PairwiseVerdict,
     PointwiseRating,
@@ -28,12 +26,17 @@ from narrative_eval.stats.human_records import (
     save_pointwise_ratings,
 )
 from narrative_eval.stats.score_records import QUALITY_FIELDS
+from narrative_eval.studies.incremental.vocabulary import (
+    LEVEL_SCORE,
+    NAME,
+    PAIR_CONDITIONS,
+    PAIRWISE_DIMENSIONS,
+    SCORE_LEVEL,
+    shown_order,
+)
 
-STUDY = "incremental-delivery"
+STUDY = NAME
 """The study whose stories are rated."""
-
-PAIR_CONDITIONS: tuple[str, str] = ("full", "sharded")
-"""The conditions of a pairwise story item, in its canonical (primary) order."""
 
 RECORDS = "records"
 """Key of an output's source that maps judge id -> score-record id."""
@@ -41,9 +44,6 @@ RECORDS = "records"
 EXPORT_FILES: dict[str, str] = {"pointwise": "pointwise_ratings.jsonl", "pairwise": "pairwise_verdicts.jsonl",
                                 "cases": "pair_cases.jsonl"}
 """What an export writes: the files `human-validation` reads with --pointwise, --pairwise and --cases."""
-
-LEVEL_OF: dict[int, str] = {score: level for level, score in LEVEL_SCORE.items()}
-"""A score of A over B (+2 ... -2) as its verdict level."""
 
 
 def response_record_ids(records: Iterable[dict[str, Any]], story_id: str, seed: int) -> dict[str, str]:
@@ -67,8 +67,7 @@ def story_pairwise_rating(item_id: str, rater: str, shown_order: Sequence[int], 
 
 def seen_verdicts(rating: Rating) -> tuple[str, dict[str, str]]:
     """The presentation order of a pairwise story rating and its verdicts as the rater saw them."""
-    order = "primary" if tuple(rating.shown_order)[0] == 0 else "reversed"
-    return order, {question: LEVEL_OF[canonical_preference(int(rating.scores[question]), rating.shown_order)]
+    return shown_order(rating.shown_order), {question: SCORE_LEVEL[canonical_preference(int(rating.scores[question]), rating.shown_order)]
                    for question in PAIRWISE_DIMENSIONS}
 
 

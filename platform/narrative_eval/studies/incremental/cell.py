@@ -1,4 +1,4 @@
-"""The incremental-delivery study: the same brief delivered FULL, SHARDED, or with replanning turns.
+"""One incremental-delivery cell: the same brief delivered FULL, SHARDED, or with replanning turns.
 
 One cell = one model x system prompt x condition. For each seed, every task's conversation is
 driven turn by turn (delivery.deliver); trajectories that hit the length/context limit are
@@ -31,15 +31,11 @@ from narrative_eval.delivery import (
 )
 from narrative_eval.judges import CHECKLIST_RUBRIC, QUALITY_RUBRIC, judge_checklist, judge_quality, rubric_hash
 from narrative_eval.records import CellSpec, JudgeResult, Reply, ScoreRecord, Trajectory, WritingTask
-from narrative_eval.reports.creative import creative_report_from_sweep
-from narrative_eval.stats.effects import creative_integrity
+from narrative_eval.studies.incremental.effects import creative_integrity
 from narrative_eval.stats.score_records import QUALITY_FIELDS, model_label, record_id
 from narrative_eval.studies.base import aggregate_seeds, chunks, mean_or_nan
-from narrative_eval.studies.pairwise import count_pairs, run_pairwise_judges
-from narrative_eval.study import CellResult, Runtime, Study, study
-
-SCORE_DIMENSIONS: tuple[str, ...] = ("adherence", *QUALITY_FIELDS, "ci")
-"""Per-judge dimensions logged as metrics (ci = Creative Integrity)."""
+from narrative_eval.studies.incremental.vocabulary import SCORE_DIMENSIONS
+from narrative_eval.study import CellResult, Runtime
 
 DEFAULT_MAX_REGENERATIONS = 1
 """Fresh attempts given to a truncated trajectory before it is left unscored."""
@@ -74,21 +70,9 @@ class SecondsCounter:
         self.total += reply.seconds
 
 
-@study("incremental-delivery", aliases=("incremental", "creative", "creative-integrity"))
-class IncrementalDeliveryStudy(Study):
-
-    def count_requests(self, cell: CellSpec) -> int:
-        """Generation requests of one seed (one per user turn, regenerations not counted)."""
-        templates = load_turn_templates(cell.extra.get("turns_file", DEFAULT_TURNS_FILE))
-        return sum(len(conversation_turns(task, cell.condition, templates)) for task in select_tasks(cell))
-
-    def count_judged(self, cell: CellSpec) -> int:
-        """Judge requests of one seed and judge (checklist and quality per task)."""
-        return 2 * len(select_tasks(cell))
-
-    def count_pairs(self, cells: Sequence[CellSpec]) -> int:
-        """Pairs the pairwise judges can compare (studies.pairwise.count_pairs)."""
-        return count_pairs(cells)
+class DeliveryCell:
+    """Running one incremental-delivery cell (the study's `run_cell`): delivery with regeneration, judging, score
+    records and what the cell's run logs."""
 
     # ------------------------------------------------------------------ running a cell
 
@@ -325,15 +309,6 @@ class IncrementalDeliveryStudy(Study):
                 rows.append(row)
         return rows
 
-    # ------------------------------------------------------------------ the sweep's report
-
-    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
-        """Export the sweep's score records and write the creative-integrity report from MLflow; then, when the
-        sweep config asks for `pairwise_judges`, judge its FULL/SHARDED pairs (studies.pairwise)."""
-        tables = creative_report_from_sweep(sweep, out_dir, data_sha256=data_sha256)
-        tables.update(run_pairwise_judges(sweep, out_dir, data_sha256=data_sha256))
-        return tables
-
 
 def is_scoreable(trajectory: Trajectory, score_truncated: bool = False) -> bool:
     """Whether a trajectory's final reply may be judged: complete, or (opted in) cut only by the token limit."""
@@ -355,4 +330,4 @@ def _record_value(record: ScoreRecord, dim: str) -> float | None:
     return float(value) if value is not None else None
 
 
-__all__ = ["IncrementalDeliveryStudy", "is_scoreable", "score_record"]
+__all__ = ["DeliveryCell", "is_scoreable", "score_record"]

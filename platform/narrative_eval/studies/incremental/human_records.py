@@ -6,7 +6,7 @@ Three JSONL formats (docs/formats.md):
   ``{record_id, rater, craft, structure_coherence, originality, genre_effectiveness, characterization}``,
   each dimension an integer 1-5 or null (N/A); ``record_id`` names a score record;
 - pairwise verdicts, one line per (case, rater, order):
-  ``{case_id, rater, order: "primary"|"reversed", constraint_following, creative_quality}``, each verdict one of
+  ``{case_id, rater, order, constraint_following, creative_quality}`` (order: one of vocabulary.ORDERS), each verdict one of
   the five LEVELS as the rater saw A and B in that order (in ``reversed`` the primary B is shown as A);
 - pairwise cases (optional), ``{case_id, record_a, record_b}`` in the primary order;
 - pairwise evidence (what an evidence-first judge recorded before its verdicts), one line per (case, rater, order,
@@ -30,26 +30,20 @@ from typing import Any
 from narrative_eval.data.errors import DataError, DataErrors
 from narrative_eval.data.jsonl import checked_jsonl
 from narrative_eval.stats.score_records import QUALITY_FIELDS
-
-LEVELS: tuple[str, ...] = ("A clearly better", "A slightly better", "Tie", "B slightly better", "B clearly better")
-"""The five pairwise verdict levels, from most A-favouring to most B-favouring."""
-
-LEVEL_SCORE: dict[str, int] = dict(zip(LEVELS, (2, 1, 0, -1, -2), strict=True))
-"""A verdict as a score of A over B."""
-
-PAIRWISE_DIMENSIONS: tuple[str, ...] = ("constraint_following", "creative_quality")
-"""The two questions of a pairwise verdict."""
-
-ORDERS: tuple[str, ...] = ("primary", "reversed")
-"""Presentation orders of a pairwise case."""
+from narrative_eval.studies.incremental.vocabulary import (
+    LEVEL_SCORE,
+    LEVELS,
+    ORDERS,
+    PAIRWISE_DIMENSIONS,
+    PRIMARY,
+    SIDES,
+)
 
 POINTWISE_FIELDS: tuple[str, ...] = ("record_id", "rater", *QUALITY_FIELDS)
 VERDICT_FIELDS: tuple[str, ...] = ("case_id", "rater", "order", *PAIRWISE_DIMENSIONS)
 CASE_FIELDS: tuple[str, ...] = ("case_id", "record_a", "record_b")
 EVIDENCE_FIELDS: tuple[str, ...] = ("case_id", "rater", "order", "shown_as", "record_id", "constraint_id", "status",
                                     "quote")
-SIDES: tuple[str, ...] = ("A", "B")
-"""Where a response was shown in one presentation order."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +70,7 @@ class PairwiseVerdict:
 
     def restored(self, dimension: str) -> int:
         """The verdict in the primary order: a reversed verdict negated."""
-        return self.score(dimension) if self.order == "primary" else -self.score(dimension)
+        return self.score(dimension) if self.order == PRIMARY else -self.score(dimension)
 
 
 @dataclass(frozen=True)
@@ -140,7 +134,7 @@ def verdict_problems(data: dict[str, Any]) -> list[str]:
     """Everything wrong with one pairwise verdict line."""
     problems = _field_problems(data, VERDICT_FIELDS, ("case_id", "rater"))
     if "order" in data and data["order"] not in ORDERS:
-        problems.append(f"order {data['order']!r} is not 'primary' or 'reversed'")
+        problems.append(f"order {data['order']!r} is not {' or '.join(map(repr, ORDERS))}")
     for key in PAIRWISE_DIMENSIONS:
         if key in data and data[key] not in LEVELS:
             problems.append(f"{key} {data[key]!r} is not one of the five levels ({', '.join(map(repr, LEVELS))})")
@@ -159,7 +153,7 @@ def evidence_problems(data: dict[str, Any]) -> list[str]:
     """Everything wrong with one pairwise evidence line."""
     problems = _field_problems(data, EVIDENCE_FIELDS, ("case_id", "rater", "record_id", "constraint_id", "status"))
     if "order" in data and data["order"] not in ORDERS:
-        problems.append(f"order {data['order']!r} is not 'primary' or 'reversed'")
+        problems.append(f"order {data['order']!r} is not {' or '.join(map(repr, ORDERS))}")
     if "shown_as" in data and data["shown_as"] not in SIDES:
         problems.append(f"shown_as {data['shown_as']!r} is not 'A' or 'B'")
     if "quote" in data and not isinstance(data["quote"], str):

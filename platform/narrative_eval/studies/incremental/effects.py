@@ -27,6 +27,7 @@ import pandas as pd
 from narrative_eval.records import ScoreRecord
 from narrative_eval.stats.score_records import QUALITY_FIELDS
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
+from narrative_eval.studies.incremental.vocabulary import COMPARISON, REFERENCE
 
 QUALITY_DIMENSIONS: tuple[str, ...] = QUALITY_FIELDS
 """The five 1-5 writing-quality dimensions."""
@@ -114,20 +115,20 @@ def primary_judge(responses: pd.DataFrame) -> str:
     return min(counts[counts == best].index)
 
 
-def pair_frame(responses: pd.DataFrame, comparison: str = "sharded", judge: str | None = None) -> pd.DataFrame:
+def pair_frame(responses: pd.DataFrame, comparison: str = COMPARISON, judge: str | None = None) -> pd.DataFrame:
     """Matched FULL/comparison pairs on (story_id, model).
 
     Columns: story_id, genre, model, judge_full, judge_x, and for each dimension and ci
     '<dim>_full' and '<dim>_x'. Replicate records of one response are averaged first.
     """
-    frame = responses[responses["condition"].isin(["full", comparison])]
+    frame = responses[responses["condition"].isin([REFERENCE, comparison])]
     if judge is not None:
         frame = frame[frame["judge"] == judge]
     if judges_per_response(frame) > 1:
         raise ValueError("several judges scored the same response; choose one with judge= (scores are never averaged across judges)")
     values = [*DIMENSIONS, "ci"]
     collapsed = frame.groupby(list(RESPONSE_KEY), as_index=False, dropna=False)[values].mean()
-    full = collapsed[collapsed["condition"] == "full"].drop(columns="condition")
+    full = collapsed[collapsed["condition"] == REFERENCE].drop(columns="condition")
     other = collapsed[collapsed["condition"] == comparison].drop(columns="condition")
     pairs = full.merge(other, on=list(PAIR_KEY), suffixes=("_full", "_x"))
     pairs = pairs.rename(columns={"genre_full": "genre"}).drop(columns="genre_x")

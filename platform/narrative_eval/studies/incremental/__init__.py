@@ -1,0 +1,11 @@
+"""The incremental-delivery study: one creative-writing brief delivered FULL, SHARDED or with replanning turns,
+judged by a requirement checklist and quality dimensions, compared in pairs and validated by people. One package:
+its words (`vocabulary`), conditions, config keys (`config`), cell (`cell`), MLflow records (`tracing`), statistics
+(`effects`, `human_records`, `human_stats`), pairwise judges (`pairwise`, `pairwise_files`), reports (`report*`),
+story ratings for the app (`stories`) and its registration (`study`)."""
+
+from narrative_eval.studies.incremental.cell import DeliveryCell, is_scoreable, score_record
+from narrative_eval.studies.incremental.study import IncrementalDeliveryStudy
+from narrative_eval.studies.incremental.vocabulary import NAME
+
+__all__ = ["NAME", "DeliveryCell", "IncrementalDeliveryStudy", "is_scoreable", "score_record"]

@@ -1,0 +1,140 @@
+"""The incremental-delivery study as the sweep sees it: its config, cells, MLflow records, the pairwise judges after
+its cells, and its report commands (creative-integrity, human-validation)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from narrative_eval.data.cell_tasks import select_tasks
+from narrative_eval.delivery import CONDITIONS, DEFAULT_TURNS_FILE, conversation_turns, load_turn_templates
+from narrative_eval.prompts.render import PROMPT_SETTINGS
+from narrative_eval.records import CellSpec, ModelSpec
+from narrative_eval.registry import Registry
+from narrative_eval.studies.incremental.cell import DeliveryCell
+from narrative_eval.studies.incremental.config import IncrementalConfig, pairwise_names, pairwise_problems
+from narrative_eval.studies.incremental.pairwise import count_pairs, run_pairwise_judges
+from narrative_eval.studies.incremental.report import creative_report_from_scores, creative_report_from_sweep
+from narrative_eval.studies.incremental.report_human import human_validation_from_sweep, write_human_validation_report
+from narrative_eval.studies.incremental.tracing import conversation_records
+from narrative_eval.studies.incremental.vocabulary import ALIASES, HEADLINES, NAME, RUBRICS
+from narrative_eval.study import AfterSweepRequests, CellResult, ReportCommand, Runtime, Study, study
+from narrative_eval.tracing import CellRecords
+
+REPORT = "creative-integrity"
+"""The study's main report subcommand (its other names: the study's)."""
+HUMAN_REPORT = "human-validation"
+"""The subcommand of its human-validation tables."""
+
+
+def creative_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--sweep", help=f"{NAME} sweep name, read from MLflow")
+    source.add_argument("--scores", help="score records JSONL (format: docs/formats.md)")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--data", help="with --sweep: report only the cells run on this task file")
+    parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+
+
+def creative_report(args: argparse.Namespace, data_sha256: str | None) -> dict[str, str]:
+    if args.scores:
+        return creative_report_from_scores(args.scores, args.out, n_boot=args.resamples, seed=args.seed)
+    return creative_report_from_sweep(args.sweep, args.out, n_boot=args.resamples, seed=args.seed,
+                                      data_sha256=data_sha256)
+
+
+def human_arguments(parser: argparse.ArgumentParser) -> None:
+    records = parser.add_mutually_exclusive_group()
+    records.add_argument("--scores", help="score records JSONL: the responses the pointwise ratings name (record_id)")
+    records.add_argument("--sweep", help=f"{NAME} sweep whose score records the ratings name; the tables "
+                                         "are attached to its parent run")
+    parser.add_argument("--data", help="with --sweep: only the cells run on this task file")
+    parser.add_argument("--pointwise", help="pointwise human ratings JSONL (record_id, rater, five 1-5 dimensions)")
+    parser.add_argument("--pairwise", help="pairwise verdicts JSONL (case_id, rater, order, two five-level verdicts)")
+    parser.add_argument("--cases", help="with --pairwise: pairwise cases JSONL (case_id, record_a, record_b)")
+    parser.add_argument("--reference", dest="reference_rater", metavar="RATER",
+                        help="the rater every other is compared with in pairwise_agreement (default: the only non-judge)")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+
+
+def human_report(args: argparse.Namespace, data_sha256: str | None) -> dict[str, str]:
+    options = {"pointwise": args.pointwise, "pairwise": args.pairwise, "cases": args.cases,
+               "reference": args.reference_rater, "n_boot": args.resamples, "seed": args.seed}
+    if args.sweep:
+        return human_validation_from_sweep(args.sweep, args.out, data_sha256=data_sha256, **options)
+    return write_human_validation_report(args.out, scores=args.scores, **options)
+
+
+@study(NAME, aliases=ALIASES)
+class IncrementalDeliveryStudy(Study):
+    config_section = IncrementalConfig
+
+    def registered_names(self, config: Any) -> list[tuple[Registry, str]]:
+        """The delivery conditions and the pairwise rubrics."""
+        return [(CONDITIONS, name) for name in config.conditions] + pairwise_names(config.section)
+
+    def check_config(self, config: Any) -> list[str]:
+        return pairwise_problems(config)
+
+    def count_requests(self, cell: CellSpec) -> int:
+        """Generation requests of one seed (one per user turn, regenerations not counted)."""
+        templates = load_turn_templates(cell.extra.get("turns_file", DEFAULT_TURNS_FILE))
+        return sum(len(conversation_turns(task, cell.condition, templates)) for task in select_tasks(cell))
+
+    def count_judged(self, cell: CellSpec) -> int:
+        """Judge requests of one seed and judge (one per rubric of the panel, per task)."""
+        return len(RUBRICS) * len(select_tasks(cell))
+
+    def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
+        return DeliveryCell().run_cell(cell, runtime)
+
+    def headline_metrics(self, judges: Sequence[str]) -> list[str]:
+        """Each judge's Creative Integrity and adherence."""
+        return [f"judge/{judge}/{name}" for judge in judges for name in HEADLINES]
+
+    def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
+        return conversation_records(cell, result)
+
+    def used_templates(self, cell: CellSpec, result: CellResult) -> dict[str, Any]:
+        """The system prompt (when it is a registered one), then the rubrics."""
+        templates: dict[str, Any] = {}
+        if cell.prompt_setting in PROMPT_SETTINGS and isinstance(PROMPT_SETTINGS.get(cell.prompt_setting), str):
+            templates[f"{cell.study}.{cell.prompt_setting}"] = PROMPT_SETTINGS.get(cell.prompt_setting)
+        return {**templates, **super().used_templates(cell, result)}
+
+    def after_sweep_requests(self, config: Any, cells: Sequence[CellSpec]) -> AfterSweepRequests:
+        """The pairwise judges: every pair of the grid, up to `pairwise_sample`, judged in both orders by every panel
+        judge under every pairwise rubric (judgments an earlier run made are reused, so an upper bound)."""
+        section: IncrementalConfig = config.section
+        if not section.pairwise_judges:
+            return []
+        pairs = count_pairs(cells)
+        if section.pairwise_sample is not None:
+            pairs = min(pairs, section.pairwise_sample)
+        return [(judge.model, 2 * pairs, entry.max_new_tokens or judge.max_new_tokens)
+                for judge in config.judges for entry in section.pairwise_judges]
+
+    def after_sweep(self, config: Any, out_dir: Path, data_sha256: str,
+                    backend_for: Callable[[ModelSpec], Any]) -> dict[str, str]:
+        """The pairwise judges of `pairwise_judges` on the sweep's FULL/SHARDED pairs (studies.incremental.pairwise)."""
+        return run_pairwise_judges(config, out_dir, backend_for, data_sha256=data_sha256)
+
+    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
+        """Export the sweep's score records and write the creative-integrity report from MLflow."""
+        return creative_report_from_sweep(sweep, out_dir, data_sha256=data_sha256)
+
+    def report_commands(self) -> list[ReportCommand]:
+        return [
+            ReportCommand(REPORT, "tables and figures of a FULL/SHARDED study", creative_arguments, creative_report,
+                          aliases=(NAME, *(alias for alias in ALIASES if alias != REPORT)),
+                          files=(("scores", "score file"), ("data", "data file"))),
+            ReportCommand(HUMAN_REPORT, "human validation of a FULL/SHARDED study: pointwise ratings and pairwise "
+                                        "verdicts (formats: docs/formats.md)", human_arguments, human_report,
+                          files=(("scores", "score file"), ("data", "data file"), ("pointwise", "pointwise file"),
+                                 ("pairwise", "pairwise file"), ("cases", "cases file"))),
+        ]
