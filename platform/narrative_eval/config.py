@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from narrative_eval.backends.batch import BATCHABLE
+from narrative_eval.backends.batch import batchable
 from narrative_eval.config_errors import config_problems, locate, yaml_error
 from narrative_eval.delivery.conditions import CONDITIONS
 from narrative_eval.errors import UserError, read_text
@@ -166,7 +166,7 @@ class SweepConfig(BaseModel):
             return self
 
         def batched(spec: ModelSpec) -> ModelSpec:
-            if spec.backend not in BATCHABLE or spec.options.get("batch"):
+            if not batchable(spec.backend) or spec.options.get("batch"):
                 return spec
             return spec.model_copy(update={"options": {**spec.options, "batch": True}})
 
