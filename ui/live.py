@@ -158,7 +158,7 @@ def unload(app: AppSettings, model: str | None) -> str:
         return f"⚠ {problem}"
     if not _pool().release(spec):
         return f"**{esc(model)}** is not loaded."
-    return f"Unloaded **{esc(model)}**: its memory is freed and its engine processes stopped."
+    return f"Unloaded **{esc(model)}**: its memory is freed, and any engine process it started has stopped."
 
 
 def prompt_tokens(backend, messages) -> tuple[int, bool]:
@@ -303,7 +303,9 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     # Fills and unloads take turns: a model is never closed under a fill that is using it.
     go.click(on_fill, [passage, gold, n, model, setting, temperature, max_tokens, warned],
              [view, raw, metrics, status, message, warned], concurrency_limit=1, concurrency_id="live-engine")
-    unload_button.click(lambda name: unload(app, name), [model], [message], concurrency_limit=1,
-                        concurrency_id="live-engine")
+    def on_unload(name: str | None) -> str:
+        return unload(app, name)
+
+    unload_button.click(on_unload, [model], [message], concurrency_limit=1, concurrency_id="live-engine")
     demo.load(on_source, [source], [picked])
     return {"passage": passage, "view": view, "go": go}
