@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,3 +26,10 @@ def made_model_key(*inputs: str, sources: tuple[str, ...] = (), libraries: tuple
     for library in libraries:
         digest.update(importlib.metadata.version(library).encode() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def converted_models() -> str:
+    """Where the vLLM tests keep the embedded GGUF models converted to Hugging Face format (each converted once):
+    NARRATIVE_EVAL_MODEL_CACHE where the machine sets it, else a folder keyed by the converter and its libraries."""
+    key = made_model_key(sources=("weights/convert.py",), libraries=("transformers", "safetensors", "gguf"))
+    return os.environ.get("NARRATIVE_EVAL_MODEL_CACHE") or str(MADE_MODELS / f"hf-models-{key}")

@@ -2,14 +2,18 @@
 
 It binds 127.0.0.1 unless told otherwise; use --host 0.0.0.0 together with --auth to share it.
 The password can also come from NARRATIVE_EVAL_UI_AUTH (user:pass), which keeps it out of the process list.
+SIGTERM and Ctrl-C stop it cleanly: every engine process its models started (vLLM's engine core) stops with it;
+sweeps it launched keep running.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 from pathlib import Path
 
+from narrative_eval.backends import stop_engines
 from narrative_eval.errors import UserError, add_debug_flag, cli_main
 from ui.common import REPO, AppSettings
 
@@ -68,7 +72,22 @@ def _check_port(host: str, port: int) -> None:
             raise UserError(f"cannot serve on {host}:{port}: {error.strerror or error}; pass another --port") from None
 
 
+def _interrupt(signum: int, _frame) -> None:
+    """SIGTERM as Ctrl-C: the server closes, then the engines stop (the default action would end the app at once
+    and leave its engine processes running)."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return serve(argv)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the engines' stop short
+        stop_engines()
+
+
+def serve(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     auth = _auth(args.auth)
     _check_port(args.host, args.port)

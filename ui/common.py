@@ -19,7 +19,9 @@ import pandas as pd
 import yaml
 
 from narrative_eval import tracking
+from narrative_eval.config import CATALOG_NAME, load_catalog
 from narrative_eval.data.infilling import BLANK_RE
+from narrative_eval.metrics import at_avg, at_avg_names
 from narrative_eval.study import STUDIES as STUDY_REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,12 +70,11 @@ def texts() -> dict[str, str]:
 # --------------------------------------------------------------------------- catalog and data
 
 
-def load_catalog(settings: AppSettings) -> dict[str, dict[str, Any]]:
-    """The model catalog (experiments/configs/models.yaml): name -> spec fields."""
-    path = settings.configs_dir / "models.yaml"
-    if not path.exists():
-        return {}
-    return (yaml.safe_load(path.read_text()) or {}).get("models", {}) or {}
+def model_catalog(settings: AppSettings) -> dict[str, Any]:
+    """The model catalog (experiments/configs/models.yaml) as sweep configs read it: its models, its judges and its
+    path (names resolve with config.resolve_model and config.resolve_judge)."""
+    path = settings.configs_dir / CATALOG_NAME
+    return {**load_catalog(path), "path": str(path)}
 
 
 def data_files(settings: AppSettings, suffixes: tuple[str, ...] = (".csv", ".jsonl")) -> list[str]:
@@ -86,7 +87,8 @@ def data_files(settings: AppSettings, suffixes: tuple[str, ...] = (".csv", ".jso
 
 
 def config_files(settings: AppSettings) -> list[str]:
-    return [str(p.relative_to(settings.repo)) for p in sorted(settings.configs_dir.glob("*.yaml")) if p.name != "models.yaml"]
+    return [str(p.relative_to(settings.repo)) for p in sorted(settings.configs_dir.glob("*.yaml"))
+            if p.name != CATALOG_NAME]
 
 
 _instances_lock = threading.Lock()
@@ -308,17 +310,12 @@ def problem_from_messages(messages: Any) -> str:
 
 def at_avg_metrics() -> tuple[str, ...]:
     """The automatic metrics averaged into AtAvg (from the metrics registry, plugins included)."""
-    from narrative_eval.metrics import at_avg_names
-
     return at_avg_names()
 
 
 def at_avg_of(row: pd.Series | dict[str, Any]) -> float:
-    values = []
-    for name in at_avg_metrics():
-        try:
-            value = float(row.get(name))
-        except (TypeError, ValueError):
-            return math.nan
-        values.append(value)
-    return sum(values) / len(values) if values else math.nan
+    """A generations row's AtAvg, as the study computes it; NaN when the row lacks one of its metrics."""
+    try:
+        return at_avg(row)
+    except (KeyError, TypeError, ValueError):  # a metric missing from the row, or not a number
+        return math.nan

@@ -14,8 +14,9 @@ import pandas as pd
 import yaml
 
 from narrative_eval import tracking
+from narrative_eval.config import resolve_judge, resolve_model
 from ui import jobs
-from ui.common import AppSettings, config_files, data_files, esc, load_catalog, texts, user_error
+from ui.common import AppSettings, config_files, data_files, esc, model_catalog, texts, user_error
 
 FROM_CONFIG = "a config file"
 FROM_FORM = "a grid built here"
@@ -35,7 +36,7 @@ def _seeds(text: str) -> list[int]:
 def grid_config(app: AppSettings, sweep: str, models: list[str], levels: list[str], data: str, limit: int | None,
                 seeds: list[int], judge: str, max_tokens: int, temperature: float) -> dict[str, Any]:
     """A self-contained sweep config: catalog names resolved to full specs, so it runs from any folder."""
-    catalog = load_catalog(app)
+    catalog = model_catalog(app)
     if not models:
         raise user_error("Pick at least one model.")
     if not levels:
@@ -45,7 +46,7 @@ def grid_config(app: AppSettings, sweep: str, models: list[str], levels: list[st
         "sweep": sweep,
         "description": "Launched from the app.",
         "data": data,
-        "models": [{"id": name, **catalog[name]} for name in models],
+        "models": [resolve_model(name, catalog) for name in models],
         "prompt_settings": list(levels),
         "seeds": seeds,
         "generation": {"temperature": float(temperature), "max_new_tokens": int(max_tokens)},
@@ -54,8 +55,21 @@ def grid_config(app: AppSettings, sweep: str, models: list[str], levels: list[st
     if limit:
         config["limit"] = int(limit)
     if judge and judge != NO_JUDGE:
-        config["judges"] = [{"id": f"{judge}-judge", "model": {"id": judge, **catalog[judge]}, "temperature": 0.0, "seed": 0}]
+        config["judges"] = [resolve_judge(judge_entry(judge, catalog), catalog)]
     return config
+
+
+def judge_entry(name: str, catalog: dict[str, Any]) -> str | dict[str, Any]:
+    """A judge picked in the form: the catalog's judge of that name, or a catalog model judging greedily."""
+    if name in catalog["judges"]:
+        return name
+    return {"id": f"{name}-judge", "model": name, "temperature": 0.0, "seed": 0}
+
+
+def judge_names(catalog: dict[str, Any]) -> list[str]:
+    """The judges the form offers: the catalog's judges, then every model none of them judges with."""
+    judging = {str(entry.get("model", name)) for name, entry in catalog["judges"].items() if isinstance(entry, dict)}
+    return [*catalog["judges"], *(name for name in catalog["models"] if name not in judging)]
 
 
 def _check_room(app: AppSettings) -> None:
@@ -242,7 +256,8 @@ def follow(app: AppSettings, job_id: str | None, progress=gr.Progress()):
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
     gr.Markdown(texts()["launch"])
-    catalog = list(load_catalog(app))
+    catalog = model_catalog(app)
+    models_ = list(catalog["models"])
     files = data_files(app)
     configs = config_files(app)
     from ui.live import prompt_settings
@@ -254,10 +269,11 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         config_file = gr.Dropdown(configs, value=configs[0] if configs else None, label="Config file")
     with gr.Group(visible=True) as form_group:
         with gr.Row():
-            models = gr.Dropdown(catalog, value=catalog[:1], multiselect=True, label="Models", elem_id="launch-models")
+            models = gr.Dropdown(models_, value=models_[:1], multiselect=True, label="Models", elem_id="launch-models")
             levels = gr.Dropdown(prompt_settings(), value=["L2"], multiselect=True, label="Levels / paradigms",
                                  elem_id="launch-levels")
-            judge = gr.Dropdown([NO_JUDGE, *catalog], value=NO_JUDGE, label="Judge", elem_id="launch-judge")
+            judge = gr.Dropdown([NO_JUDGE, *judge_names(catalog)], value=NO_JUDGE, label="Judge",
+                                elem_id="launch-judge")
         with gr.Row():
             data = gr.Dropdown(files, value=files[0] if files else None, label="Data", elem_id="launch-data")
             seeds = gr.Textbox("0", label="Seeds", elem_id="launch-seeds")

@@ -9,16 +9,25 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import Future
+from contextlib import suppress
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import pandas as pd
+from pydantic import ValidationError
 
+from narrative_eval.backends import CachedBackend, missing, slow_start
+from narrative_eval.cells import BackendPool
+from narrative_eval.config import resolve_model
 from narrative_eval.data.infilling import BLANK_RE
-from ui.common import AppSettings, data_files, esc, instances_by_id, load_catalog, passage_html, texts
+from narrative_eval.errors import UserError
+from narrative_eval.metrics import at_avg, score_all
+from narrative_eval.records import ModelSpec
+from ui.common import AppSettings, data_files, esc, instances_by_id, model_catalog, passage_html, texts
 
 TAGS = re.compile(r"<\s*/?\s*answer\s*>", re.IGNORECASE)
 # llama.cpp models are not safe to call from two threads at once; live fills take turns.
@@ -48,33 +57,32 @@ def long_passage_chars() -> int:
     return int(value) if value.isdigit() else LONG_PASSAGE_CHARS
 
 
-def missing(entry: dict[str, Any]) -> str | None:
-    """What a catalog model lacks to run from this app ('needs OPENAI_API_KEY', ...); None when it runs as is."""
-    from narrative_eval.backends import anthropic_backend, openai_backend
-
-    backend, options = entry.get("backend"), entry.get("options") or {}
-    # The hosted backends read a fixed variable; openai_compatible names its own (none for a local server).
-    hosted = {"openai": openai_backend.API_KEY_ENV, "anthropic": anthropic_backend.API_KEY_ENV}
-    key = hosted.get(backend) or options.get("api_key_env")
-    if key:
-        return None if os.environ.get(key) else f"needs {key}"
-    if backend == "openai_compatible":
-        return "needs a server"  # a local server without a key: nothing tells whether it is up
-    weights = str(entry.get("weights", ""))
-    if weights.startswith("embedded:") or Path(weights).expanduser().exists():
-        return None
-    try:  # hub weights run offline once they are in the local Hugging Face cache
-        from huggingface_hub import try_to_load_from_cache
-
-        return None if isinstance(try_to_load_from_cache(weights, "config.json"), str) else "needs a download"
-    except ValueError:  # not a hub id either (e.g. a local path that is gone)
-        return "needs a download"
+def catalog_spec(catalog: dict[str, Any], name: str) -> ModelSpec:
+    """A catalog model's spec, resolved as a sweep config resolves it; Refused when the catalog cannot give one."""
+    try:
+        return ModelSpec.model_validate(resolve_model(name, catalog))
+    except UserError:
+        raise Refused(f"Unknown model {esc(name)}: pick one from the list.") from None
+    except ValidationError as error:
+        raise Refused(f"The catalog entry of **{esc(name)}** is not a valid model spec: "
+                      f"{esc(error.errors()[0]['msg'])}.") from None
 
 
 def model_choices(app: AppSettings) -> list[tuple[str, str]]:
-    """(label, name) per catalog model, those that run here first; the others say what they need."""
-    marked = [(name, missing(entry)) for name, entry in load_catalog(app).items()]
-    return [(f"{name} — {need}" if need else name, name) for name, need in sorted(marked, key=lambda m: m[1] is not None)]
+    """(label, name) per catalog model, those that run here first; the others say what they need, and a model slow
+    to start says how slow."""
+    catalog = model_catalog(app)
+    marked = []
+    for name in catalog["models"]:
+        try:
+            spec = catalog_spec(catalog, name)
+        except Refused:
+            marked.append((name, "is not a valid catalog entry", True))
+            continue
+        need = missing(spec)
+        start = None if need else slow_start(spec)
+        marked.append((name, need or (start.note if start else None), need is not None))
+    return [(f"{name} — {note}" if note else name, name) for name, note, _ in sorted(marked, key=lambda m: m[2])]
 
 
 def instance_choices(path: str | None) -> list[tuple[str, str]]:
@@ -97,20 +105,60 @@ def _no_metrics() -> pd.DataFrame:
 
 
 def _metrics_frame(answer: str, gold: str) -> pd.DataFrame:
-    from narrative_eval.metrics import at_avg, at_avg_names, score_all
-
     scores = {name: values[0] for name, values in score_all([answer], [gold]).items()}
-    if all(name in scores for name in at_avg_names()):
+    with suppress(KeyError):  # AtAvg needs every one of its metrics
         scores["at_avg"] = at_avg(scores)
     return pd.DataFrame({"metric": list(scores), "score": [round(float(v), 4) for v in scores.values()]})
 
 
 @cache
-def _pool():
+def _pool() -> BackendPool:
     """The app's backends behind the shared request cache (a repeated live fill is served from it)."""
-    from narrative_eval.cells import BackendPool
-
     return BackendPool()
+
+
+def loading_status(spec: ModelSpec, seconds: float) -> str:
+    """The status line while a model loads: the seconds so far against its backend's estimate, when it has one."""
+    start = slow_start(spec)
+    if start is None:
+        return f"loading {esc(spec.id)}… {seconds:.0f} s"
+    filled = round(10 * min(seconds / start.seconds, 1.0))
+    return (f"loading {esc(spec.id)}… {'▰' * filled}{'▱' * (10 - filled)} {seconds:.0f} s of about "
+            f"{start.seconds:.0f} s ({esc(start.note)})")
+
+
+def load_with_progress(spec: ModelSpec, show: Callable[[str], tuple],
+                       interval: float = 1.0) -> Generator[tuple, None, CachedBackend]:
+    """Load the model in a thread; while it loads, yield show(status line) every `interval` s; return the backend."""
+    loaded: Future = Future()
+
+    def load() -> None:
+        try:
+            loaded.set_result(_pool()(spec))
+        except BaseException as error:  # raised again in the page's generator, where the fill reports it
+            loaded.set_exception(error)
+
+    started = time.monotonic()
+    threading.Thread(target=load, daemon=True, name=f"load-{spec.id}").start()
+    while True:
+        yield show(loading_status(spec, time.monotonic() - started))
+        try:
+            return loaded.result(timeout=interval)
+        except TimeoutError:
+            continue
+
+
+def unload(app: AppSettings, model: str | None) -> str:
+    """Unload a model the tab loaded: its memory is freed and its engine processes stop."""
+    if not model:
+        return ""
+    try:
+        spec = catalog_spec(model_catalog(app), model)
+    except Refused as problem:
+        return f"⚠ {problem}"
+    if not _pool().release(spec):
+        return f"**{esc(model)}** is not loaded."
+    return f"Unloaded **{esc(model)}**: its memory is freed, and any engine process it started has stopped."
 
 
 def prompt_tokens(backend, messages) -> tuple[int, bool]:
@@ -122,8 +170,8 @@ def prompt_tokens(backend, messages) -> tuple[int, bool]:
     return sum(counts) + overhead, True
 
 
-def check_inputs(app: AppSettings, passage: str, model: str | None, setting: str | None) -> dict[str, Any]:
-    """The model's catalog entry, once the passage, model and setting can make a fill; else Refused."""
+def check_inputs(app: AppSettings, passage: str, model: str | None, setting: str | None) -> ModelSpec:
+    """The model's spec from the catalog, once the passage, model and setting can make a fill; else Refused."""
     if not passage:
         raise Refused("The passage is empty: paste one with a blank (`______`), or pick one from the data.")
     blanks = len(BLANK_RE.findall(passage))
@@ -131,18 +179,16 @@ def check_inputs(app: AppSettings, passage: str, model: str | None, setting: str
         found = "no blank" if not blanks else f"{blanks} blanks"
         raise Refused(f"The passage has {found}; it needs exactly one: six underscores `______` where the missing "
                       "text goes.")
-    catalog = load_catalog(app)
     if not model:
         raise Refused("Pick a model.")
-    if model not in catalog:
-        raise Refused(f"Unknown model {esc(model)}: pick one from the list.")
-    need = missing(catalog[model])
+    spec = catalog_spec(model_catalog(app), model)
+    need = missing(spec)
     if need:
         raise Refused(f"**{esc(model)}** {need} to run from here; pick a model without a note (the embedded ones "
                       "run offline), or set what it needs before starting the app.")
     if not setting:
         raise Refused("Pick a prompt level or paradigm.")
-    return catalog[model]
+    return spec
 
 
 def check_length(passage: str, model: str, tokens: int, counted: bool, window: int | None, max_tokens: int,
@@ -174,10 +220,10 @@ def live_fill(app: AppSettings, passage: str, gold: str, n: float, model: str, s
 def _fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setting: str, temperature: float,
           max_tokens: int, warned: str | None) -> Iterator[tuple]:
     from narrative_eval.prompts.render import render_infilling
-    from narrative_eval.records import GenerationParams, InfillingInstance, ModelSpec
+    from narrative_eval.records import GenerationParams, InfillingInstance
     from narrative_eval.studies.infilling import stream_fill
 
-    spec = ModelSpec(id=model, **check_inputs(app, passage, model, setting))
+    spec = check_inputs(app, passage, model, setting)
     instance = InfillingInstance(dataset="custom", ref_id="live", source_text=passage, problem=passage,
                                  gold_answer=gold, n=int(n or 1), unit_idx=0)
     params = GenerationParams(temperature=float(temperature), max_new_tokens=max_tokens, seed=0)
@@ -186,8 +232,7 @@ def _fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setti
     def frame(view: str, status: str, raw: str = "", metrics: pd.DataFrame | None = None) -> tuple:
         return view, raw, _no_metrics() if metrics is None else metrics, status, "", warned
 
-    yield frame(pending, f"loading {esc(model)}…")
-    engine = _pool()(spec)
+    engine = yield from load_with_progress(spec, lambda status: frame(pending, status))
     tokens, counted = prompt_tokens(engine.backend, render_infilling(setting, instance))
     check_length(passage, model, tokens, counted, engine.backend.context_window, max_tokens, warned)
     yield frame(pending, f"reading the prompt ({tokens:,} tokens)" if counted
@@ -228,7 +273,9 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
             n = gr.Number(1, minimum=1, maximum=3, precision=0, label="Missing sentences (n)")
             temperature = gr.Slider(0.0, 1.5, value=0.3, step=0.05, label="Temperature")
             max_tokens = gr.Slider(8, 512, value=96, step=8, label="Max new tokens", elem_id="live-max-tokens")
-            go = gr.Button("Fill the blank", variant="primary", elem_id="live-go")
+            with gr.Row():
+                go = gr.Button("Fill the blank", variant="primary", elem_id="live-go")
+                unload_button = gr.Button("Unload model", scale=0, elem_id="live-unload")
             message = gr.Markdown(elem_id="live-message")
     status = gr.Markdown(elem_id="live-status")
     view = gr.HTML(passage_html(EXAMPLE_PASSAGE, None), elem_id="live-view")
@@ -253,7 +300,12 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     def on_fill(*values):
         yield from live_fill(app, *values)
 
+    # Fills and unloads take turns: a model is never closed under a fill that is using it.
     go.click(on_fill, [passage, gold, n, model, setting, temperature, max_tokens, warned],
-             [view, raw, metrics, status, message, warned], concurrency_limit=1)
+             [view, raw, metrics, status, message, warned], concurrency_limit=1, concurrency_id="live-engine")
+    def on_unload(name: str | None) -> str:
+        return unload(app, name)
+
+    unload_button.click(on_unload, [model], [message], concurrency_limit=1, concurrency_id="live-engine")
     demo.load(on_source, [source], [picked])
     return {"passage": passage, "view": view, "go": go}

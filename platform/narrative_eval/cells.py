@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from narrative_eval import tracking
 from narrative_eval.backends.accounting import add_figures
 from narrative_eval.backends.cache import CachedBackend, RequestCache
-from narrative_eval.backends.registry import get_backend
+from narrative_eval.backends.registry import get_backend, release
 from narrative_eval.config import SweepConfig
 from narrative_eval.records import CellSpec, ModelSpec
 from narrative_eval.study import CellResult, Runtime, load_study
@@ -37,6 +37,13 @@ class BackendPool:
                 wrapped.batch.on_submit = lambda batch_id, n: self.on_batch_submit and self.on_batch_submit(batch_id, n)
             self._wrapped[key] = wrapped
         return self._wrapped[key]
+
+    def release(self, spec: ModelSpec) -> bool:
+        """Unload a model this pool serves: its backend closes and its engine processes stop. False when not loaded."""
+        if self._wrapped.pop(spec.digest(), None) is None:
+            return False
+        release(spec)
+        return True
 
     @property
     def generated(self) -> int:

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from narrative_eval.backends.batch import BATCHABLE
+from narrative_eval.backends.batch import batchable
 from narrative_eval.config_errors import config_problems, locate, yaml_error
 from narrative_eval.errors import UserError, read_text
 from narrative_eval.judges.rubric import RUBRICS
@@ -150,7 +150,7 @@ class SweepConfig(BaseModel):
             return self
 
         def batched(spec: ModelSpec) -> ModelSpec:
-            if spec.backend not in BATCHABLE or spec.options.get("batch"):
+            if not batchable(spec.backend) or spec.options.get("batch"):
                 return spec
             return spec.model_copy(update={"options": {**spec.options, "batch": True}})
 
@@ -299,7 +299,7 @@ def _unknown(kind: str, name: str, catalog: dict[str, Any]) -> UserError:
     return UserError(f"{kind} {name!r} is not in the model catalog ({where}); known: {known}")
 
 
-def _resolve_model(entry: Any, catalog: dict[str, Any]) -> dict[str, Any]:
+def resolve_model(entry: Any, catalog: dict[str, Any]) -> dict[str, Any]:
     if isinstance(entry, str):
         if entry not in catalog["models"]:
             raise _unknown("model", entry, catalog)
@@ -309,7 +309,7 @@ def _resolve_model(entry: Any, catalog: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def _resolve_judge(entry: Any, catalog: dict[str, Any]) -> dict[str, Any]:
+def resolve_judge(entry: Any, catalog: dict[str, Any]) -> dict[str, Any]:
     if isinstance(entry, str):
         if entry in catalog["judges"]:
             entry = {"id": entry, **catalog["judges"][entry]}
@@ -320,7 +320,7 @@ def _resolve_judge(entry: Any, catalog: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(entry, dict) or "id" not in entry:
         return entry  # the schema check reports it
     entry = dict(entry)
-    entry["model"] = _resolve_model(entry.get("model", entry["id"]), catalog)
+    entry["model"] = resolve_model(entry.get("model", entry["id"]), catalog)
     return entry
 
 
@@ -383,8 +383,8 @@ def load_config(
         raise UserError(f"{catalog_path}: model catalog not found")
     catalog_data = {**load_catalog(catalog_path), "path": str(catalog_path) if catalog_path else None}
     problems: list[tuple] = []
-    _resolve_all(raw, "models", _resolve_model, catalog_data, problems)
-    _resolve_all(raw, "judges", _resolve_judge, catalog_data, problems)
+    _resolve_all(raw, "models", resolve_model, catalog_data, problems)
+    _resolve_all(raw, "judges", resolve_judge, catalog_data, problems)
     if raw.get("judges") is None:
         raw["judges"] = []
     try:

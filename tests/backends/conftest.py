@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from narrative_eval.records import Message, ModelSpec  # noqa: E402
 from narrative_eval.weights import resolve_weights  # noqa: E402
-from tests.made_models import MADE_MODELS, made_model_key  # noqa: E402
+from tests.made_models import converted_models  # noqa: E402
 
 SMOLLM = "embedded:smollm2-135m-instruct"
 DATA = Path(__file__).parent / "data"
@@ -28,8 +28,7 @@ def model_cache():
     A machine that already sets NARRATIVE_EVAL_MODEL_CACHE keeps it (and its converted models).
     """
     saved = os.environ.get("NARRATIVE_EVAL_MODEL_CACHE")
-    key = made_model_key(sources=("weights/convert.py",), libraries=("transformers", "safetensors", "gguf"))
-    path = saved or str(MADE_MODELS / f"hf-models-{key}")
+    path = converted_models()
     os.environ["NARRATIVE_EVAL_MODEL_CACHE"] = path
     yield path
     if saved is None:

@@ -4,9 +4,10 @@ A backend is one file here with `@backend(name)` on its Backend subclass, plus i
 `BACKENDS` (base.py), which imports it only when a config names a backend.
 """
 
-from narrative_eval.backends.base import BACKENDS, Backend, Conversation, backend
+from narrative_eval.backends.base import BACKENDS, Backend, Conversation, SlowStart, backend
 from narrative_eval.backends.cache import CachedBackend, RequestCache, request_key
-from narrative_eval.backends.registry import backend_class, get_backend, release, release_all
+from narrative_eval.backends.registry import (backend_class, get_backend, missing, release, release_all, slow_start,
+                                              stop_engines)
 
 __all__ = [
     "BACKENDS",
@@ -14,10 +15,14 @@ __all__ = [
     "CachedBackend",
     "Conversation",
     "RequestCache",
+    "SlowStart",
     "backend",
     "backend_class",
     "get_backend",
+    "missing",
     "release",
     "release_all",
     "request_key",
+    "slow_start",
+    "stop_engines",
 ]

@@ -40,6 +40,10 @@ class AnthropicBackend(RemoteBackend):
     supports_seed = False
     supports_json_schema = True
 
+    @classmethod
+    def key_env(cls, spec: ModelSpec) -> str | None:
+        return API_KEY_ENV
+
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
         import anthropic

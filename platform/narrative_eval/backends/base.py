@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from narrative_eval.records import GenerationParams, Message, ModelSpec, Reply
 from narrative_eval.registry import Registry
@@ -37,6 +39,16 @@ def backend(name: str):
         return backend_class
 
     return register
+
+
+@dataclass(frozen=True)
+class SlowStart:
+    """How long a model takes to load, for a backend slow enough to say so before it starts."""
+
+    seconds: float
+    """Typical seconds from the start of the load to the first request."""
+    note: str
+    """Said beside the model in a list, e.g. 'vLLM on CPU: about a minute to start'."""
 
 
 def params_per_request(
@@ -74,6 +86,32 @@ class Backend(ABC):
     context_window: int | None = None
     """Tokens one request may hold (prompt and reply together), when the engine says; None when unknown."""
 
+    # Capabilities, read from the class (the registry's entry) before any model loads: configs, the Ray
+    # executor and the app ask them of a backend name, so a plugin backend declares its own.
+    hosted: bool = False
+    """True when the model runs behind an API elsewhere: loading it starts no engine here and needs no local weights."""
+
+    @classmethod
+    def key_env(cls, spec: ModelSpec) -> str | None:
+        """The environment variable that must hold an API key for this model; None when it needs none."""
+        return None
+
+    @classmethod
+    def gpus_for(cls, spec: ModelSpec) -> int:
+        """GPUs one loaded instance of this model holds (a Ray cell reserves them); 0 on CPU or behind an API."""
+        return 0
+
+    @classmethod
+    def slow_start(cls, spec: ModelSpec) -> SlowStart | None:
+        """How long loading this model takes when it is long enough to warn about; None when it loads in seconds."""
+        return None
+
+    @classmethod
+    def batchable(cls) -> bool:
+        """True when the backend has a provider batch API (it overrides `batch_api`)."""
+        return cls.batch_api is not Backend.batch_api
+
+
     def __init__(self, spec: ModelSpec):
         self.spec = spec
 
@@ -95,6 +133,10 @@ class Backend(ABC):
         """generate()'s replies in groups as they finish, each with its conversation's index (the request
         cache stores each group as it comes). An engine that batches the chunk yields it as one group."""
         yield list(enumerate(self.generate(conversations, params)))
+
+    def batch_api(self) -> Any:
+        """The provider's batch wire format (submit, status, results: batch_providers.py); batchable backends only."""
+        raise NotImplementedError(f"the {self.name} backend has no batch API")
 
     def count_tokens(self, text: str) -> int | None:
         """Tokens `text` takes in this model's tokenizer; None when the engine has no local tokenizer."""

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from narrative_eval.backends.base import Conversation
+from narrative_eval.backends.base import BACKENDS, Conversation
 from narrative_eval.backends.batch_providers import BatchStatus, failed_reply
 from narrative_eval.backends.retry import RetriesExhausted, call_with_retry
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
@@ -34,10 +34,8 @@ from narrative_eval.records import GenerationParams, ModelSpec, Reply
 log = logging.getLogger(__name__)
 
 REQUEUE_MODES = ("sync", "batch", "none")
-BATCHABLE = ("openai", "anthropic", "openai_compatible")
 STILL_IN_FLIGHT = "still in flight:"
 """Error-reply prefix of a request whose batch has not ended: never requeued (it would be paid twice)."""
-"""Backends with a batch wire format."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +74,14 @@ class BatchSettings:
         return settings
 
 
+def batchable(backend: str) -> bool:
+    """True when the backend registered under this name has a batch wire format (an unknown name has none)."""
+    return backend in BACKENDS and BACKENDS.get(backend).batchable()
+
+
 def batch_enabled(spec: ModelSpec) -> bool:
-    """True when the model's options ask for batch mode."""
-    return bool(spec.options.get("batch")) and spec.backend in BATCHABLE
+    """True when the model's options ask for batch mode and its backend has a batch API."""
+    return bool(spec.options.get("batch")) and batchable(spec.backend)
 
 
 @dataclass

@@ -10,6 +10,7 @@ import os
 
 from narrative_eval.backends.base import backend
 from narrative_eval.backends.openai_compatible import OpenAICompatibleBackend
+from narrative_eval.records import ModelSpec
 
 API_KEY_ENV = "OPENAI_API_KEY"
 
@@ -18,6 +19,10 @@ API_KEY_ENV = "OPENAI_API_KEY"
 class OpenAIBackend(OpenAICompatibleBackend):
     # OpenAI deprecated 'max_tokens' for chat completions (reasoning models refuse it).
     max_tokens_field = "max_completion_tokens"
+
+    @classmethod
+    def key_env(cls, spec: ModelSpec) -> str | None:
+        return API_KEY_ENV
 
     def _base_url(self) -> str | None:
         base_url = self.spec.options.get("base_url")

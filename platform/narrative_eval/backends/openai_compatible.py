@@ -40,6 +40,12 @@ class OpenAICompatibleBackend(RemoteBackend):
     max_tokens_field = "max_tokens"
     """Request field for the token budget; most compatible servers only know 'max_tokens'."""
 
+    @classmethod
+    def key_env(cls, spec: ModelSpec) -> str | None:
+        """`options.api_key_env` (a local server may need no key)."""
+        name = spec.options.get("api_key_env")
+        return str(name) if name else None
+
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
         import openai
@@ -65,10 +71,10 @@ class OpenAICompatibleBackend(RemoteBackend):
         return str(base_url)
 
     def _api_key(self) -> str:
-        env_name = self.spec.options.get("api_key_env")
+        env_name = self.key_env(self.spec)
         if not env_name:
             return NO_KEY
-        key = os.environ.get(str(env_name))
+        key = os.environ.get(env_name)
         if not key:
             raise ValueError(f"model {self.spec.id!r}: environment variable {env_name} (api_key_env) is not set")
         return key

@@ -249,6 +249,7 @@ class RemoteBackend(Backend):
     """
 
     per_request_params = True
+    hosted = True
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)

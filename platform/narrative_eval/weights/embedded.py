@@ -85,3 +85,16 @@ def default_chat_format(weights: str) -> str | None:
         model = EMBEDDED.get(weights.removeprefix("embedded:"))
         return model.chat_format if model else None
     return None
+
+
+def on_this_machine(weights: str) -> bool:
+    """True when the weights can be read without a download: embedded, a local path, or a hub id already in the
+    local Hugging Face cache (nothing is fetched at run time)."""
+    if weights.startswith("embedded:") or Path(weights).expanduser().exists():
+        return True
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(weights, "config.json"), str)
+    except ValueError:  # not a hub id either (a local path that is gone)
+        return False

@@ -1,0 +1,89 @@
+"""The app lays out what the library says: the catalog as sweep configs resolve it (its judges included), AtAvg as the
+study computes it, and each model's note in the live list from its backend's capabilities (no browser, no model)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from narrative_eval.backends import BACKENDS, Backend, SlowStart, backend
+from narrative_eval.config import load_config
+from narrative_eval.metrics import at_avg, at_avg_names
+from ui import launch, live
+from ui.common import AppSettings, at_avg_of
+
+CATALOG = {
+    "models": {
+        "tiny": {"backend": "llama_cpp", "weights": "embedded:smollm2-135m-instruct", "quantization": "gguf-q4_1"},
+        "tiny-vllm": {"backend": "vllm", "weights": "embedded:smollm2-135m-instruct"},
+        "keyed": {"backend": "openai_compatible", "weights": "served", "options": {"base_url": "http://127.0.0.1:9/v1",
+                                                                                    "api_key_env": "APP_TEST_KEY"}},
+        "slow-plugin": {"backend": "slow_demo", "weights": "embedded:smollm2-135m-instruct"},
+    },
+    "judges": {"tiny-strict": {"model": "tiny", "rubric": "infilling_narrative", "max_new_tokens": 77, "seed": 3}},
+}
+
+
+class SlowDemo(Backend):
+    """A backend from outside the project that says it starts slowly."""
+
+    @classmethod
+    def slow_start(cls, spec):
+        return SlowStart(120.0, "demo: two minutes to start")
+
+    def generate(self, conversations, params):
+        raise NotImplementedError
+
+
+@pytest.fixture()
+def app(tmp_path, monkeypatch) -> AppSettings:
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "models.yaml").write_text(yaml.safe_dump(CATALOG, sort_keys=False))
+    monkeypatch.delenv("APP_TEST_KEY", raising=False)
+    backend("slow_demo")(SlowDemo)
+    yield AppSettings(configs_dir=configs, jobs_dir=tmp_path / "jobs")
+    BACKENDS.remove("slow_demo")
+
+
+def test_a_grid_built_in_the_form_uses_the_catalogs_judges(app, tmp_path, repo_root):
+    assert launch.judge_names(launch.model_catalog(app)) == ["tiny-strict", "tiny-vllm", "keyed", "slow-plugin"]
+    raw = launch.grid_config(app, "form", ["tiny"], ["L2"], str(repo_root / "data/infilling/sample.jsonl"), 4, [0],
+                             "tiny-strict", 32, 0.3)
+    (tmp_path / "form.yaml").write_text(yaml.safe_dump(raw))
+    config = load_config(tmp_path / "form.yaml")
+    judge = config.judges[0]
+    assert (judge.id, judge.rubric, judge.max_new_tokens, judge.seed) == ("tiny-strict", "infilling_narrative", 77, 3)
+    assert config.models[0].quantization == "gguf-q4_1" and judge.model == config.models[0]
+    # A catalog model without a judge entry judges greedily under its own name, as the form always did.
+    raw = launch.grid_config(app, "form", ["tiny"], ["L2"], "data.jsonl", None, [0], "tiny-vllm", 32, 0.3)
+    assert raw["judges"][0]["id"] == "tiny-vllm-judge" and raw["judges"][0]["model"]["backend"] == "vllm"
+
+
+def test_the_live_model_list_says_what_each_backend_declares(app):
+    labels = dict((name, label) for label, name in live.model_choices(app))
+    assert labels["tiny"] == "tiny"
+    assert labels["keyed"] == "keyed — needs APP_TEST_KEY"
+    assert labels["slow-plugin"] == "slow-plugin — demo: two minutes to start"
+    assert labels["tiny-vllm"].startswith("tiny-vllm — vLLM")  # vLLM's own estimate, CPU or GPU build
+    assert list(labels)[-1] == "keyed"  # what cannot run here comes last
+    spec = live.check_inputs(app, "A ______ b.", "tiny", "L2")
+    assert (spec.id, spec.quantization) == ("tiny", "gguf-q4_1")
+    with pytest.raises(live.Refused, match="needs APP_TEST_KEY"):
+        live.check_inputs(app, "A ______ b.", "keyed", "L2")
+
+
+def test_loading_status_counts_against_the_backends_estimate(app):
+    spec = live.catalog_spec(live.model_catalog(app), "slow-plugin")
+    assert live.loading_status(spec, 30.4) == ("loading slow-plugin… ▰▰▰▱▱▱▱▱▱▱ 30 s of about 120 s "
+                                               "(demo: two minutes to start)")
+    assert live.loading_status(live.catalog_spec(live.model_catalog(app), "tiny"), 2.0) == "loading tiny… 2 s"
+
+
+def test_at_avg_is_the_metrics_packages():
+    row = {name: 0.1 * (index + 1) for index, name in enumerate(at_avg_names())}
+    assert at_avg_of(row) == at_avg(row)
+    assert math.isnan(at_avg_of({**row, at_avg_names()[0]: None}))
+    assert math.isnan(at_avg_of({name: value for name, value in row.items() if name != at_avg_names()[-1]}))
