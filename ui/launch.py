@@ -15,6 +15,7 @@ import yaml
 
 from narrative_eval import tracking
 from narrative_eval.config import resolve_judge, resolve_model
+from narrative_eval.studies import infilling
 from ui import jobs
 from ui.common import AppSettings, config_files, data_files, esc, model_catalog, texts, user_error
 
@@ -42,7 +43,7 @@ def grid_config(app: AppSettings, sweep: str, models: list[str], levels: list[st
     if not levels:
         raise user_error("Pick at least one prompt level or paradigm.")
     config: dict[str, Any] = {
-        "study": "infilling",
+        "study": infilling.NAME,  # the form asks for prompt levels and paradigms: an infilling sweep
         "sweep": sweep,
         "description": "Launched from the app.",
         "data": data,
