@@ -16,6 +16,7 @@ import pandas as pd
 
 from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
+from narrative_eval.tracing import log_human_feedback
 from ui.common import esc, pick_sweep, user_error
 
 FEW_ITEMS = 30
@@ -97,7 +98,6 @@ def rating_as_feedback(item: annotations.AnnotationItem, rating: annotations.Rat
     """The rating also goes onto the rated generations' MLflow traces, as feedback from a human source
     (pairwise: each output's preference from its own side, +2 clearly better ... -2 clearly worse; a story pair
     gives one per question). N/A is not logged."""
-    from narrative_eval.tracing import log_human_feedback
 
     traces = [source.get("trace_id") for source in item.sources]
     if rating.kind == "pointwise" and traces and traces[0]:

@@ -20,6 +20,7 @@ import yaml
 
 from narrative_eval import tracking
 from narrative_eval.config import CATALOG_NAME, load_catalog
+from narrative_eval.data import load_instances
 from narrative_eval.data.infilling import BLANK_RE
 from narrative_eval.metrics import at_avg, at_avg_names
 from narrative_eval.study import STUDIES as STUDY_REGISTRY
@@ -97,7 +98,6 @@ _instances_cache: dict[tuple[str, float], dict[str, Any]] = {}
 
 def instances_by_id(path: str | Path, repo: Path = REPO) -> dict[str, Any]:
     """instance_id -> InfillingInstance of a data file (cached per file version); {} when it cannot be read."""
-    from narrative_eval.data import load_instances
 
     resolved = Path(path)
     if not resolved.is_absolute():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -14,10 +15,13 @@ import pandas as pd
 import yaml
 
 from narrative_eval import tracking
-from narrative_eval.config import resolve_judge, resolve_model
+from narrative_eval.config import load_config, resolve_judge, resolve_model
+from narrative_eval.errors import UserError
 from narrative_eval.studies import infilling
+from narrative_eval.sweep import describe_grid, estimate_lines
 from ui import jobs
 from ui.common import AppSettings, config_files, data_files, esc, model_catalog, texts, user_error
+from ui.live import prompt_settings
 
 FROM_CONFIG = "a config file"
 FROM_FORM = "a grid built here"
@@ -85,7 +89,6 @@ def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, swee
                 form: tuple, jobs_dir: Path | None = None) -> tuple[Any, str, list[str], Path | None]:
     """(config, its path, the command, the file written for this job or None); the written file is removed on error.
     A grid built in the form is written into `jobs_dir` (default: the app's jobs folder)."""
-    from narrative_eval.config import load_config
 
     # No terminal bars in the log: the sweep reports its progress to the job's progress file instead.
     command = [sys.executable, "-m", "experiments.sweep", "--no-progress"]
@@ -114,10 +117,7 @@ def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, swee
 def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
              limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> str:
     """What the launch would run and cost, before anything starts: the dry run's counts and its cost estimates."""
-    import tempfile
 
-    from narrative_eval.errors import UserError
-    from narrative_eval.sweep import describe_grid, estimate_lines
 
     sweep = (sweep or "").strip() or "estimate"
     form = (models, levels, data, seeds_text, judge, max_tokens, temperature)
@@ -135,7 +135,6 @@ def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, models: 
 def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
            limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> jobs.Job:
     """Validate the form, write the job's config, and start it in the background (nothing is left behind when refused)."""
-    from narrative_eval.errors import UserError
 
     sweep = (sweep or "").strip()
     if not SWEEP_NAME.match(sweep):
@@ -261,7 +260,6 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     models_ = list(catalog["models"])
     files = data_files(app)
     configs = config_files(app)
-    from ui.live import prompt_settings
 
     with gr.Row():
         mode = gr.Radio([FROM_FORM, FROM_CONFIG], value=FROM_FORM, label="Launch from", elem_id="launch-mode")

@@ -26,7 +26,9 @@ from narrative_eval.config import resolve_model
 from narrative_eval.data.infilling import BLANK_RE
 from narrative_eval.errors import UserError
 from narrative_eval.metrics import at_avg, score_all
-from narrative_eval.records import ModelSpec
+from narrative_eval.prompts.render import PROMPT_SETTINGS, render_infilling
+from narrative_eval.records import GenerationParams, InfillingInstance, ModelSpec
+from narrative_eval.studies.infilling import stream_fill
 from ui.common import AppSettings, data_files, esc, instances_by_id, model_catalog, passage_html, texts
 
 TAGS = re.compile(r"<\s*/?\s*answer\s*>", re.IGNORECASE)
@@ -94,7 +96,6 @@ def instance_choices(path: str | None) -> list[tuple[str, str]]:
 
 def prompt_settings() -> list[tuple[str, str]]:
     """Every registered infilling prompt setting (plugins included), titled."""
-    from narrative_eval.prompts.render import PROMPT_SETTINGS
 
     entries = [e for e in PROMPT_SETTINGS.entries() if not isinstance(e.target, str)]  # str: a system prompt
     return [(f"{e.name} — {e.target.settings[e.name].get('title', '')}", e.name) for e in entries]
@@ -219,9 +220,6 @@ def live_fill(app: AppSettings, passage: str, gold: str, n: float, model: str, s
 
 def _fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setting: str, temperature: float,
           max_tokens: int, warned: str | None) -> Iterator[tuple]:
-    from narrative_eval.prompts.render import render_infilling
-    from narrative_eval.records import GenerationParams, InfillingInstance
-    from narrative_eval.studies.infilling import stream_fill
 
     spec = check_inputs(app, passage, model, setting)
     instance = InfillingInstance(dataset="custom", ref_id="live", source_text=passage, problem=passage,

@@ -14,6 +14,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
+from narrative_eval.stats.reference import load_reference, reference_wide
 from narrative_eval.study import study_of_experiment
 from ui.common import (STUDIES, AppSettings, cell_runs, column, judge_ids_of, mlflow_ui_available, pick_sweep, run_label,
                        run_link, texts)
@@ -89,8 +90,6 @@ def published_rows(table: pd.DataFrame, reference: tuple[str, str]) -> pd.DataFr
     """A study's published main-results rows (reference name and source: the infilling study's Table 3, AtAvg and
     QAvg per model x level) in the Runs table's layout, marked published; their QAvg is the study's own judge, so
     it gets its own column."""
-    from narrative_eval.stats.reference import load_reference, reference_wide
-
     name, source = reference
     wide = reference_wide(load_reference(name))
     wide = wide[wide["source"] == source]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pandas as pd
 
+from narrative_eval.studies import infilling
+from narrative_eval.study import load_study
 from ui.runs import published_rows
 
 
 def test_published_rows_carry_the_tables_numbers_marked_published():
     mine = pd.DataFrame({"run": ["smollm2 · L0"], "model": ["smollm2"], "setting": ["L0"], "condition": ["standard"],
                          "status": ["FINISHED"], "AtAvg": [0.25], "run id": ["abcd1234"]})
-    table = published_rows(mine)
+    table = published_rows(mine, load_study(infilling.NAME).published_reference)
     assert table.iloc[0]["model"] == "smollm2"  # the sweep's rows stay first
     llama = table[(table["model"] == "LLaMA-3.1-8B") & (table["setting"] == "L0")].iloc[0]
     # data/reference/published_infilling.csv, Table 3, row 1: AtAvg 0.311, QAvg 3.878

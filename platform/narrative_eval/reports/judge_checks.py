@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from narrative_eval.reports.creative import write_table
+from narrative_eval.reports.tables import write_table
 from narrative_eval.stats.judge_checks import CheckRow, judge_checks_table
 
 JUDGE_CHECKS_NAME = "judge_checks"

@@ -33,7 +33,7 @@ from narrative_eval.data.cell_tasks import select_tasks, tasks_of_cell
 from narrative_eval.errors import UserError
 from narrative_eval.judges import judge_pairwise_orders, load_rubric
 from narrative_eval.records import CellSpec, JudgeSpec, Trajectory, WritingTask, stable_hash
-from narrative_eval.studies.incremental.report import write_table
+from narrative_eval.reports.tables import write_table
 from narrative_eval.studies.incremental.pairwise_files import ARTIFACT_DIR, FILES, JUDGMENTS_FILE, artifact_dir, logged_files
 from narrative_eval.studies.incremental.human_records import (
     EvidenceStatus,

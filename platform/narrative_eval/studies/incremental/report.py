@@ -25,7 +25,6 @@ judge gets the same files under by_judge/<judge>/.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -35,6 +34,7 @@ import pandas as pd
 from narrative_eval import tracking
 from narrative_eval.delivery.conditions import replanning_conditions
 from narrative_eval.records import ScoreRecord
+from narrative_eval.reports.tables import file_slug, markdown_table, write_csv, write_table
 from narrative_eval.studies.incremental.report_diagnostics import (
     DiagnosticInputs,
     draw_length_diagnostics,
@@ -62,43 +62,11 @@ from narrative_eval.stats.score_records import load_score_records, save_score_re
 from narrative_eval.studies.incremental.vocabulary import COMPARISON, NAME, REFERENCE
 from narrative_eval.study import experiment_of
 
-FLOAT_DIGITS = 6
-"""Decimals kept in the CSV files."""
-
 DIAGNOSTIC_TITLES: dict[str, str] = {
     "task_composition": "Tasks, constraints, shards and evaluation scale per genre",
     "length_diagnostics": "Final-story words and final-turn prompt tokens",
 }
 """Title of each judge-independent diagnostic table (file stem -> title)."""
-
-
-def _markdown(table: pd.DataFrame) -> str:
-    if table.empty:
-        return "(no rows)"
-    try:
-        return table.to_markdown(index=False, floatfmt=".3f")
-    except ImportError:  # tabulate missing: a plain pipe table
-        header = "| " + " | ".join(map(str, table.columns)) + " |"
-        rule = "|" + "|".join("---" for _ in table.columns) + "|"
-        body = [
-            "| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |"
-            for row in table.itertuples(index=False)
-        ]
-        return "\n".join([header, rule, *body])
-
-
-def _write_csv(table: pd.DataFrame, path: Path) -> None:
-    table.round(FLOAT_DIGITS).to_csv(path, index=False)
-
-
-def write_table(table: pd.DataFrame, out_dir: Path, name: str) -> str:
-    """name.csv (numbers rounded), name.md and name.tex (NaN as --); returns the markdown."""
-    _write_csv(table, out_dir / f"{name}.csv")
-    markdown = _markdown(table)
-    (out_dir / f"{name}.md").write_text(markdown + "\n", encoding="utf-8")
-    (out_dir / f"{name}.tex").write_text(
-        table.to_latex(index=False, float_format="%.3f".__mod__, na_rep="--", escape=True), encoding="utf-8")
-    return markdown
 
 
 def write_diagnostics(inputs: DiagnosticInputs, out_dir: Path) -> dict[str, str]:
@@ -109,10 +77,6 @@ def write_diagnostics(inputs: DiagnosticInputs, out_dir: Path) -> dict[str, str]
     tables = {"task_composition": task_composition(inputs.tasks, inputs.responses, inputs.task_note),
               "length_diagnostics": lengths}
     return {DIAGNOSTIC_TITLES[name]: write_table(table, out_dir, name) for name, table in tables.items()}
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "judge"
 
 
 def draw_d_av_heatmap(effects: pd.DataFrame, comparison: str, path: Path) -> None:
@@ -156,34 +120,34 @@ def _write_set(
 
     model_ci = icir_table(pairs, n_boot, seed).rename(columns={"x_ci": f"{x}_ci"})
     model_ci = model_ci[["model", "full_ci", f"{x}_ci", "icir", "icir_lo", "icir_hi"]]
-    _write_csv(model_ci, out_dir / "model_ci.csv")
-    tables[f"Creative Integrity and ICIR, FULL vs {upper}{suffix}"] = _markdown(model_ci)
+    write_csv(model_ci, out_dir / "model_ci.csv")
+    tables[f"Creative Integrity and ICIR, FULL vs {upper}{suffix}"] = markdown_table(model_ci)
 
     effects = paired_effects(pairs, n_boot, seed).rename(columns={"x": x})
-    _write_csv(effects[["dimension", "n", "full", x, "delta", "lo", "hi"]], out_dir / "paired_effects.csv")
-    tables[f"Paired FULL - {upper} effects{suffix}"] = _markdown(effects)
+    write_csv(effects[["dimension", "n", "full", x, "delta", "lo", "hi"]], out_dir / "paired_effects.csv")
+    tables[f"Paired FULL - {upper} effects{suffix}"] = markdown_table(effects)
 
     by_model = paired_effects_by_model(pairs, n_boot, seed).rename(columns={"x": x})
-    _write_csv(by_model, out_dir / "paired_effects_by_model.csv")
-    tables[f"Paired FULL - {upper} effects by model{suffix}"] = _markdown(by_model)
+    write_csv(by_model, out_dir / "paired_effects_by_model.csv")
+    tables[f"Paired FULL - {upper} effects by model{suffix}"] = markdown_table(by_model)
 
     equal = equal_adherence_table(pairs)
-    _write_csv(equal, out_dir / "equal_adherence.csv")
-    tables[f"Equal-adherence pairs, FULL - {upper}{suffix}"] = _markdown(equal)
+    write_csv(equal, out_dir / "equal_adherence.csv")
+    tables[f"Equal-adherence pairs, FULL - {upper}{suffix}"] = markdown_table(equal)
 
     genre = equal_genre_table(pairs, n_boot, seed)
-    _write_csv(genre, out_dir / "equal_genre.csv")
-    tables[f"Equal-genre weighting, FULL - {upper}{suffix}"] = _markdown(genre)
+    write_csv(genre, out_dir / "equal_genre.csv")
+    tables[f"Equal-genre weighting, FULL - {upper}{suffix}"] = markdown_table(genre)
 
     same = same_judge(pairs, n_boot, seed).rename(columns={"x": x})
-    _write_csv(same, out_dir / "same_judge.csv")
-    tables[f"Pairs scored by the same judge, FULL - {upper}{suffix}"] = _markdown(same)
+    write_csv(same, out_dir / "same_judge.csv")
+    tables[f"Pairs scored by the same judge, FULL - {upper}{suffix}"] = markdown_table(same)
 
     d_av = model_d_av(pairs)
-    _write_csv(d_av, out_dir / "model_effects.csv")
+    write_csv(d_av, out_dir / "model_effects.csv")
     draw_d_av_heatmap(d_av, comparison, out_dir / "model_effects.png")
     wide = d_av.pivot(index="model", columns="dimension", values="d_av").reindex(columns=list(DIMENSIONS)).reset_index()
-    tables[f"Model-wise d_av, FULL - {upper}{suffix}"] = _markdown(wide)
+    tables[f"Model-wise d_av, FULL - {upper}{suffix}"] = markdown_table(wide)
     return tables
 
 
@@ -228,12 +192,12 @@ def write_creative_report(
     tables = _write_set(responses, out_dir, comparison, judge, n_boot, seed)
     if present & set(replanning_conditions()):
         by_condition = icir_by_condition(responses, judge, n_boot, seed)
-        _write_csv(by_condition, out_dir / "icir_by_condition.csv")
-        tables["ICIR of every condition against FULL" + (f" (judge {judge})" if judge else "")] = _markdown(by_condition)
+        write_csv(by_condition, out_dir / "icir_by_condition.csv")
+        tables["ICIR of every condition against FULL" + (f" (judge {judge})" if judge else "")] = markdown_table(by_condition)
     if panel:
         for other in judges:
             try:
-                _write_set(responses, out_dir / "by_judge" / _slug(other), comparison, other, n_boot, seed)
+                _write_set(responses, out_dir / "by_judge" / file_slug(other), comparison, other, n_boot, seed)
             except ValueError:  # this judge scored no complete pair
                 continue
     tables.update(write_diagnostics(diagnostics or records_inputs(records), out_dir))

@@ -37,7 +37,8 @@ from typing import Any
 from narrative_eval import tracking
 from narrative_eval.errors import UserError
 from narrative_eval.records import ScoreRecord
-from narrative_eval.studies.incremental.report import _slug, export_sweep_records, write_table
+from narrative_eval.reports.tables import file_slug, write_table
+from narrative_eval.studies.incremental.report import export_sweep_records
 from narrative_eval.studies.incremental.pairwise_files import export_pairwise_files
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.studies.incremental.human_records import (
@@ -173,7 +174,7 @@ def _pointwise_tables(inputs: HumanInputs, out_dir: Path, comparison: str, n_boo
         human_aggregation(pairs, n_boot, seed), out_dir, "human_aggregation")
     for judge in sorted({r.judge for r in inputs.records}):
         tables[f"Judge-only, human-only and prediction-powered means [{judge}]"] = write_table(
-            pointwise_ppi_table(inputs.ratings, inputs.records, judge), out_dir, f"{PPI_PREFIX}{_slug(judge)}")
+            pointwise_ppi_table(inputs.ratings, inputs.records, judge), out_dir, f"{PPI_PREFIX}{file_slug(judge)}")
     return tables
 
 
