@@ -131,7 +131,7 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
         order = list(runs.sort_values("start_time")["params.prompt_setting"])
         rows = {{r["params.prompt_setting"]: tracking.load_table(r["run_id"]).to_dict("records") for _, r in runs.iterrows()}}
         metrics = {{r["params.prompt_setting"]: {{k[8:]: v for k, v in r.items() if k.startswith("metrics.")}} for _, r in runs.iterrows()}}
-        columns = [metric for _, metric in metric_columns(runs, MEAN, "demo-judge")]
+        columns = [metric for _, metric in metric_columns(runs, MEAN, "demo-judge", study="infilling")]
         print(json.dumps({{"statuses": [c.status for c in outcome.cells], "metrics": metrics, "rows": rows, "order": order,
                           "columns": columns}}, default=str))
     """)
