@@ -213,3 +213,17 @@ def test_a_rubric_file_given_by_path_is_loaded_and_checked(tmp_path):
     bad.write_text(good.read_text().replace("{{candidate}}", "{{model}}"))
     with pytest.raises(RubricError, match="differ from declared inputs"):
         load_rubric(bad)
+
+
+def test_a_rubric_with_inputs_of_its_own_renders_from_them_alone(tmp_path):
+    own = tmp_path / "next_line.yaml"
+    own.write_text(
+        "name: next_line\nversion: 1\nkind: scores\ninputs: [opening, candidate]\n"
+        "dimensions: [{key: fluency}]\nscale: [1, 2, 3]\n"
+        "system: Rate fluency 1-3.\nuser: 'Opening: {{opening}} / Next: {{candidate}}'\n"
+    )
+    record = {"opening": "It rained.", "candidate": "The river rose.", "model": "smollm2", "condition": "sharded"}
+    messages = render_item(load_rubric(own), record)
+    assert [m.content for m in messages] == ["Rate fluency 1-3.", "Opening: It rained. / Next: The river rose."]
+    with pytest.raises(RubricError, match="opening"):
+        render_item(load_rubric(own), {"candidate": "The river rose."})
