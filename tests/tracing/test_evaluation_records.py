@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 import mlflow
+import pandas as pd
 import pytest
 from narrative_eval import tracking
 from narrative_eval.config import load_config
 from narrative_eval.metrics import metric_names
 from narrative_eval.sweep import run_sweep
-from narrative_eval.tracing import DESCRIPTION_TAG, log_cell_records
+from narrative_eval.tracing import DESCRIPTION_TAG, dataset_digest, log_cell_records
 
 SEEDS = (0, 1)
 LIMIT = 2
@@ -89,7 +90,8 @@ def test_dataset_prompt_versions_and_descriptions(judged_sweep):
     run = c.get_run(outcome.cells[0].run_id)
     inputs = run.inputs.dataset_inputs
     assert [d.dataset.name for d in inputs] == ["sample.jsonl"]
-    assert outcome.cells[0].cell.data_sha256.startswith(inputs[0].dataset.digest)
+    # The digest names the file, then the rows used: another limit of the same file is another dataset.
+    assert inputs[0].dataset.digest.startswith(outcome.cells[0].cell.data_sha256[:20])
     assert json.loads(inputs[0].dataset.profile)["num_rows"] == LIMIT
     versions = dict(item.split("/") for item in run.data.tags["narrative_eval.prompt_versions"].split(","))
     assert set(versions) == {"infilling.L2", "rubric.infilling_narrative"}
@@ -115,3 +117,11 @@ def test_logging_a_cell_again_replaces_its_traces_and_reuses_prompt_versions(jud
     after = {t.info.tags["narrative_eval.trace_key"]: len(t.info.assessments) for t in cell_traces(run_id)}
     assert after == before
     assert tracking.client().get_run(run_id).data.tags["narrative_eval.prompt_versions"] == versions
+
+
+def test_a_dataset_is_named_by_its_file_and_its_rows():
+    rows = pd.DataFrame({"instance_id": ["a", "b"], "gold": ["one.", "two."]})
+    digest = dataset_digest("f" * 64, rows)
+    assert digest.startswith("f" * 20) and len(digest) == 32
+    assert dataset_digest("f" * 64, rows.copy()) == digest  # the same rows, the same dataset
+    assert dataset_digest("f" * 64, rows.head(1)) != digest  # a smaller limit of the same file is another one

@@ -9,9 +9,11 @@ Every part is best effort: a store that refuses one (an older server) costs a wa
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from mlflow import MlflowClient
 
 from narrative_eval.records import CellSpec, finite_number
@@ -60,11 +62,17 @@ def _log_dataset(client: MlflowClient, run_id: str, cell: CellSpec, records: Cel
         return
     try:
         dataset = mlflow.data.from_pandas(records.dataset, source=str(cell.data_path), name=Path(cell.data_path).name,
-                                          digest=cell.data_sha256[:32])
+                                          digest=dataset_digest(cell.data_sha256, records.dataset))
         client.log_inputs(run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(),
                                                          tags=[InputTag("mlflow.data.context", "evaluation")])])
     except Exception as error:
         warn_once("dataset inputs", error)
+
+
+def dataset_digest(file_sha256: str, rows: pd.DataFrame) -> str:
+    """The file's digest (20 hex digits) then the rows' (12): MLflow keeps one dataset per name and digest, so a cell
+    that used other rows of the same file (another limit or subset) must not reuse, and show, the first one's rows."""
+    return file_sha256[:20] + hashlib.sha256(rows.to_json(orient="records").encode()).hexdigest()[:12]
 
 
 def _register_prompts(client: MlflowClient, run_id: str, templates: dict[str, Any]) -> None:
@@ -111,6 +119,7 @@ __all__ = [
     "CellRecords",
     "TraceRecord",
     "TurnRecord",
+    "dataset_digest",
     "generation_attributes",
     "describe_cell",
     "describe_sweep",
