@@ -31,6 +31,8 @@ class Item:
     """setup + call + teardown time."""
     outcome: str
     """passed, failed, error or skipped."""
+    cpu: float = 0.0
+    """CPU seconds of the item's worker and the subprocesses it waited for (tests/conftest.py), setup to teardown."""
 
 
 def read_items(path: Path) -> tuple[list[Item], float]:
@@ -44,7 +46,8 @@ def read_items(path: Path) -> tuple[list[Item], float]:
         name = case.get("name", "?").split("@")[0]
         nodeid = f"{module}.py::{name}" if module else name
         outcome = next((OUTCOMES[child.tag] for child in case if child.tag in OUTCOMES), "passed")
-        items.append(Item(nodeid, float(case.get("time") or 0.0), outcome))
+        cpu = next((float(p.get("value")) for p in case.iter("property") if p.get("name") == "cpu_s"), 0.0)
+        items.append(Item(nodeid, float(case.get("time") or 0.0), outcome, cpu))
     wall = sum(float(s.get("time") or 0.0) for s in suites)
     return items, wall
 
@@ -52,13 +55,15 @@ def read_items(path: Path) -> tuple[list[Item], float]:
 def summary(items: list[Item], wall: float, top: int, budget: float | None) -> list[str]:
     counts = {o: sum(i.outcome == o for i in items) for o in ("passed", "failed", "error", "skipped")}
     lines = [f"test time: {wall:.0f} s wall for {len(items)} items ("
-             + ", ".join(f"{n} {o}" for o, n in counts.items() if n) + f"); items add up to {sum(i.seconds for i in items):.0f} s"]
+             + ", ".join(f"{n} {o}" for o, n in counts.items() if n) + f"); items add up to {sum(i.seconds for i in items):.0f} s, "
+             f"{sum(i.cpu for i in items):.0f} CPU s"]
     if budget is not None:
         verdict = "within" if wall <= budget else "OVER"
         lines.append(f"budget: {budget:.0f} s, {verdict} ({wall / budget:.0%})")
-    lines.append(f"slowest {min(top, len(items))} items:")
+    lines.append(f"slowest {min(top, len(items))} items (wall, CPU):")
     for item in sorted(items, key=lambda i: i.seconds, reverse=True)[:top]:
-        lines.append(f"  {item.seconds:7.1f} s  {item.nodeid}" + ("" if item.outcome == "passed" else f"  [{item.outcome}]"))
+        lines.append(f"  {item.seconds:7.1f} s {item.cpu:7.1f} CPU s  {item.nodeid}"
+                     + ("" if item.outcome == "passed" else f"  [{item.outcome}]"))
     return lines
 
 

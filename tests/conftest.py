@@ -4,6 +4,7 @@ loaded once; how the suite runs on several pytest-xdist workers."""
 from __future__ import annotations
 
 import os
+import resource
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ SHARED_FIXTURES = ("app_url", "e2e_sweep")
 START_WEIGHTS = {"vllm": 8, "browser": 4, "server": 4, "slow": 2}
 ALL_CORES = pytest.StashKey[set]()  # the cores a worker was given, before it pinned itself to one
 PINNED = pytest.StashKey[set]()  # a worker's own core, while a vLLM test runs on every core
+CPU_AT_SETUP = pytest.StashKey[float]()  # the worker's CPU seconds (its own and its reaped children's) at setup
 
 
 def pytest_configure(config):
@@ -133,3 +135,23 @@ def group_for_xdist(items: list) -> None:
         weight[group] = weight.get(group, 0) + sum(w for mark, w in START_WEIGHTS.items() if item.get_closest_marker(mark))
     appearance = {group: index for index, group in enumerate(weight)}
     items.sort(key=lambda item: (-weight[group_of[id(item)]], appearance[group_of[id(item)]]))
+
+
+def cpu_seconds() -> float:
+    """User and system CPU time of this process and of the child processes it has waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[CPU_AT_SETUP] = cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each item's CPU seconds (setup to teardown, subprocesses included) go into the JUnit file as property `cpu_s`:
+    unlike wall time it hardly changes with the machine's load, so bench/test_time.py can say where the work is."""
+    outcome = yield
+    if call.when == "teardown" and CPU_AT_SETUP in item.stash:
+        outcome.get_result().user_properties.append(("cpu_s", round(cpu_seconds() - item.stash[CPU_AT_SETUP], 2)))
