@@ -41,7 +41,9 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    """A vLLM engine binds its threads to cores it counts itself: it starts with every core in view."""
+    """A vLLM engine binds its threads to cores it counts itself: it starts with every core in view. The item's CPU
+    time is counted from here (see pytest_runtest_makereport)."""
+    item.stash[CPU_AT_SETUP] = cpu_seconds()
     cores = item.config.stash.get(ALL_CORES, None)
     if cores and item.get_closest_marker("vllm"):
         item.stash[PINNED] = os.sched_getaffinity(0)
@@ -141,11 +143,6 @@ def cpu_seconds() -> float:
     """User and system CPU time of this process and of the child processes it has waited for."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    item.stash[CPU_AT_SETUP] = cpu_seconds()
 
 
 @pytest.hookimpl(hookwrapper=True)
