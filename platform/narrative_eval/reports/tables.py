@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from narrative_eval.records import finite_number
+
 FLOAT_DIGITS = 6
 """Decimals kept in the CSV files."""
 
@@ -40,6 +42,28 @@ def write_table(table: pd.DataFrame, out_dir: Path, name: str) -> str:
     (out_dir / f"{name}.tex").write_text(
         table.to_latex(index=False, float_format="%.3f".__mod__, na_rep="--", escape=True), encoding="utf-8")
     return markdown
+
+
+def interval_text(mean: object, lo: object, hi: object, digits: int = 3) -> str:
+    """`mean [lo, hi]` (`mean` alone without both bounds, `n/a` without a mean; a text mean, e.g. 'mean ± SD',
+    is kept as it is)."""
+    interval = (f" [{finite_number(lo):.{digits}f}, {finite_number(hi):.{digits}f}]"
+                if finite_number(lo) is not None and finite_number(hi) is not None else "")
+    if isinstance(mean, str):
+        return f"{mean}{interval}"
+    return f"{finite_number(mean):.{digits}f}{interval}" if finite_number(mean) is not None else "n/a"
+
+
+def fold_intervals(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """Markdown/LaTeX form: each column with `_lo`/`_hi` companions becomes text `mean [lo, hi]` (the app shows
+    report tables the same way)."""
+    folded = table.copy()
+    for name in [c for c in table.columns if f"{c}_lo" in table and f"{c}_hi" in table]:
+        if len(table):
+            folded[name] = [interval_text(m, lo, hi, digits)
+                            for m, lo, hi in zip(table[name], table[f"{name}_lo"], table[f"{name}_hi"], strict=True)]
+        folded = folded.drop(columns=[f"{name}_lo", f"{name}_hi"])
+    return folded
 
 
 def file_slug(text: str) -> str:
