@@ -28,8 +28,10 @@ from narrative_eval.study import STUDIES as STUDY_REGISTRY
 REPO = Path(__file__).resolve().parents[1]
 """The repository root (the app resolves data, reports and configs against it)."""
 
-STUDIES = tuple(entry.meta["experiment"] for entry in STUDY_REGISTRY.entries())
-"""MLflow experiments, one per registered study."""
+STUDIES = tuple(entry.meta["experiment"] for entry in sorted(STUDY_REGISTRY.entries(),
+                                                             key=lambda entry: entry.origin.startswith("plugin ")))
+"""MLflow experiments, one per registered study: the project's own first (the tabs open on the first), then the
+plugins' (a plugin loaded by an earlier registry lookup registers before the built-in studies)."""
 
 
 TEXTS_PATH = Path(__file__).with_name("texts.yaml")

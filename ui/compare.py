@@ -132,8 +132,9 @@ def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id:
 
 def _checks_line(run: pd.Series) -> str:
     """A warning under the judges' scores for each judge that failed its control checks on this run."""
-    return "".join(f"<div class='meta judge-check-failed'>⚠ judge {esc(judge)} failed checks: {esc(', '.join(checks))}"
-                   f" (read its scores with care)</div>" for judge, checks in failed_judge_checks(run).items())
+    return "".join(f"<div class='meta judge-check-failed'>⚠ judge {esc(judge)} failed checks: "
+                   f"{esc(', '.join(checks))} (read its scores with care)</div>"
+                   for judge, checks in failed_judge_checks(run).items())
 
 
 def _trace_anchor(url: str | None, run, row) -> str:

@@ -75,7 +75,8 @@ def heading(table: FoundTable) -> str:
 
 def _table_block(table: FoundTable, index: int) -> None:
     """One table: its caption, the table, and its downloads, in an accordion (open for the main table)."""
-    with gr.Accordion(heading(table), open=index == 0, elem_id=f"figures-table-{index}", elem_classes=["figures-table"]):
+    with gr.Accordion(heading(table), open=index == 0, elem_id=f"figures-table-{index}",
+                      elem_classes=["figures-table"]):
         try:
             shown = shown_table(table)
         except (OSError, ValueError, pd.errors.ParserError) as error:
@@ -89,6 +90,10 @@ def _table_block(table: FoundTable, index: int) -> None:
                               elem_classes=["figures-csv"])
             gr.DownloadButton("LaTeX", value=latex_file(table, shown), size="sm", scale=0,
                               elem_classes=["figures-tex"])
+
+
+def _gallery(images: list[tuple[str, str]]) -> None:
+    gr.Gallery(images, label="Figures", columns=2, height="auto", object_fit="contain", elem_id="figures-gallery")
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
@@ -111,10 +116,9 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
             _table_block(table, index)
             if index == 0 and images:
                 with gr.Accordion("Figures", open=True, elem_id="figures-figures"):
-                    gr.Gallery(images, label="Figures", columns=2, height="auto", object_fit="contain",
-                               elem_id="figures-gallery")
+                    _gallery(images)
         if not tables and images:
-            gr.Gallery(images, label="Figures", columns=2, height="auto", object_fit="contain", elem_id="figures-gallery")
+            _gallery(images)
 
     def on_refresh(current):
         names = report_sweeps(app)

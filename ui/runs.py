@@ -23,8 +23,8 @@ from narrative_eval.reports.labels import column_set_names, column_set_of, label
 from narrative_eval.reports.tables import interval_text
 from narrative_eval.stats.reference import load_reference, reference_wide
 from narrative_eval.study import study_of_experiment
-from ui.common import (STUDIES, AppSettings, cell_runs, column, failed_judge_checks, judge_check_note, judge_ids_of,
-                       mlflow_ui_available, pick_sweep, run_label, run_link, texts)
+from ui.common import (JUDGE_CHECK_TAG, STUDIES, AppSettings, cell_runs, column, failed_judge_checks, judge_check_note,
+                       judge_ids_of, mlflow_ui_available, pick_sweep, run_label, run_link, texts)
 
 MEAN = "mean over seeds"
 ALL_JUDGES = "all judges"
@@ -136,7 +136,8 @@ def _checks_text(row: pd.Series) -> str:
     """'⚠ <judge> failed: <check>, ...' per failing judge, 'passed' when every checked judge passed, '' unchecked."""
     failed = failed_judge_checks(row)
     if not failed:
-        return "passed" if any(k.startswith("tags.judge_check/") and isinstance(row[k], str) for k in row.index) else ""
+        checked = any(k.startswith(f"tags.{JUDGE_CHECK_TAG}") and isinstance(row[k], str) for k in row.index)
+        return "passed" if checked else ""
     return "; ".join(f"⚠ {j} failed: {', '.join(checks)}" for j, checks in failed.items())
 
 
@@ -151,7 +152,8 @@ def runs_html(table: pd.DataFrame) -> str:
     head = "".join(f"<th title='{html.escape(names.get(c, c))}'>{html.escape(str(c))}</th>" for c in table.columns)
     body = "".join(f"<tr>{''.join(_cell(c, v) for c, v in zip(table.columns, row, strict=True))}</tr>"
                    for row in table.itertuples(index=False))
-    return f"<div class='runs-scroll'><table class='runs'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+    return (f"<div class='runs-scroll'><table class='runs'><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+            "</table></div>")
 
 
 def _cell(column_name: str, value: object) -> str:
@@ -174,8 +176,8 @@ def published_rows(table: pd.DataFrame, reference: tuple[str, str]) -> pd.DataFr
     wide = wide[wide["source"] == source]
     rows = pd.DataFrame({"model": [f"{m} (published)" for m in wide["model"]], "setting": wide["setting"].values,
                          "status": source})
-    rows[label("at_avg")] = [cell_text(v, None, None, 3) for v in wide.get("at_avg", pd.Series(dtype=float))]
-    rows[f"published judge {label('qavg')}"] = [cell_text(v, None, None, 3) for v in wide.get("qavg", pd.Series(dtype=float))]
+    for name, column_name in (("at_avg", label("at_avg")), ("qavg", f"published judge {label('qavg')}")):
+        rows[column_name] = [cell_text(v, None, None) for v in wide.get(name, pd.Series(dtype=float))]
     return pd.concat([table, rows], ignore_index=True)
 
 
@@ -232,7 +234,8 @@ def csv_file(study: str, sweep: str | None, models, settings_, conditions, seed:
         return None
     folder = Path(tempfile.mkdtemp(prefix="narrative-eval-runs-"))
     path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', sweep or 'runs')}-runs.csv"
-    runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, column_set_names(), study, as_text=False).to_csv(path, index=False)
+    table = runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, column_set_names(), study, as_text=False)
+    table.to_csv(path, index=False)
     return str(path)
 
 

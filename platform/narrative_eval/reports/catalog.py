@@ -53,7 +53,8 @@ def _matches(spec: ReportTable, stems: list[str]) -> list[tuple[str, str]]:
 def study_of_report(folder: Path) -> Study | None:
     """The study whose presentation describes the most of the folder's tables (None: no study describes any)."""
     stems = _stems(folder)
-    scores = [(sum(len(_matches(spec, stems)) for spec in study.presentation().tables), study) for study in all_studies()]
+    scores = [(sum(len(_matches(spec, stems)) for spec in study.presentation().tables), study)
+              for study in all_studies()]
     best = max(scores, key=lambda pair: pair[0], default=(0, None))
     return best[1] if best[0] > 0 else None
 

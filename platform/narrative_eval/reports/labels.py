@@ -96,7 +96,8 @@ class LabelMap:
             return f"{judge} {self.judge_number(number)}"
         if slash and head in self.prefixes:
             owner, inner, number = rest.rpartition("/")
-            return " ".join(p for p in (self.prefixes[head], owner, self.judge_number(number) if inner else self(number)) if p)
+            number_label = self.judge_number(number) if inner else self(number)
+            return " ".join(p for p in (self.prefixes[head], owner, number_label) if p)
         if (ending := self._suffix(name)) is not None:
             return f"{self(name[: -len(ending)])} {self.suffixes[ending]}"
         judge, colon, number = name.partition(":")

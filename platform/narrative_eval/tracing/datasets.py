@@ -22,7 +22,8 @@ def dataset_name(cell: CellSpec) -> str:
     return f"{cell.study} · {Path(cell.data_path).name} ({cell.data_sha256[:8]})"
 
 
-def register_evaluation_dataset(client: MlflowClient, experiment_id: str, cell: CellSpec, records: CellRecords) -> str | None:
+def register_evaluation_dataset(client: MlflowClient, experiment_id: str, cell: CellSpec,
+                                records: CellRecords) -> str | None:
     """Create (or find) the cell's evaluation dataset, link it to the experiment, add the cell's inputs (records
     already there are updated, never duplicated) and tag it with the sweep; returns its id (None: no inputs)."""
     if records.dataset.empty:

@@ -22,7 +22,8 @@ MLFLOW_LINK_THREAD = "link_prompt_to_experiment_thread"
 """Name prefix of the threads MLflow starts to tag a newly registered prompt with the active experiment."""
 
 
-def register_prompts(client: MlflowClient, run_id: str, experiment_id: str, templates: dict[str, Any]) -> dict[str, int]:
+def register_prompts(client: MlflowClient, run_id: str, experiment_id: str,
+                     templates: dict[str, Any]) -> dict[str, int]:
     """Register each template (reusing the latest version when its text is unchanged), link it to the run and
     to the experiment; returns name -> version."""
     versions = {}

@@ -102,7 +102,8 @@ def _build(run_id: str, experiment_id: str, record: TraceRecord) -> tuple[Any, l
         response_preview=_get_truncated_preview(_json(record.outputs), role="assistant"),
         trace_metadata={SOURCE_RUN: run_id, TRACE_SCHEMA_VERSION_KEY: str(TRACE_SCHEMA_VERSION)},
         tags={TRACE_KEY_TAG: record.key, TraceTagKey.TRACE_NAME: record.name,
-              **{key: str(record.attributes[key]) for key in TAGGED_ATTRIBUTES if record.attributes.get(key) is not None}},
+              **{key: str(record.attributes[key]) for key in TAGGED_ATTRIBUTES
+                 if record.attributes.get(key) is not None}},
         assessments=[_entity(assessment, trace_id) for assessment in record.assessments],
     )
     return info, spans
