@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from narrative_eval.reports.labels import humanize, label, labelled_values, labels, platform_presentation
-from narrative_eval.reports.tables import fold_intervals
+from narrative_eval.reports.labels import humanize, platform_presentation
+from narrative_eval.reports.tables import fold_intervals, readable
 from narrative_eval.study import ReportTable, Study, all_studies
 
 JUDGE_SLOT = "{judge}"
@@ -88,13 +88,11 @@ def shown_table(table: FoundTable, digits: int = 3) -> pd.DataFrame:
         frame = frame.rename(columns={"lo": f"{table.interval}_lo", "hi": f"{table.interval}_hi"})
     frame = fold_intervals(frame, digits)
     for column in frame.columns:
-        if column in labelled_values():
-            frame[column] = [label(v) if isinstance(v, str) else v for v in frame[column]]
-        elif pd.api.types.is_integer_dtype(frame[column]):
+        if pd.api.types.is_integer_dtype(frame[column]):
             frame[column] = frame[column].astype(str)
         elif pd.api.types.is_float_dtype(frame[column]):
             frame[column] = [_number(v, digits) for v in frame[column]]
-    return frame.fillna("").rename(columns=labels([str(c) for c in frame.columns]))
+    return readable(frame.fillna(""))
 
 
 def _number(value: float, digits: int) -> str:

@@ -19,7 +19,7 @@ from narrative_eval.judges.agreement import cohen_kappa, spearman
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records import finite_number
-from narrative_eval.reports.tables import fold_intervals
+from narrative_eval.reports.tables import fold_intervals, latex_text
 from narrative_eval.studies.infilling.report_samples import high_quality_tables
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
@@ -60,12 +60,13 @@ def _seed_count(runs: pd.DataFrame) -> int:
 
 
 def _write(table: pd.DataFrame, out_dir: Path, name: str, float_format: str = "%.3f") -> str:
-    """CSV as is (intervals as `_lo`/`_hi` columns); markdown and LaTeX with intervals folded into `mean [lo, hi]`."""
+    """CSV as is (intervals as `_lo`/`_hi` columns); markdown and LaTeX with intervals folded into `mean [lo, hi]`,
+    LaTeX under readable names."""
     table.to_csv(out_dir / f"{name}.csv", index=False)
     shown = fold_intervals(table)
     markdown = shown.to_markdown(index=False, floatfmt=".3f") if not shown.empty else "(empty)"
     (out_dir / f"{name}.md").write_text(markdown + "\n")
-    (out_dir / f"{name}.tex").write_text(shown.to_latex(index=False, float_format=float_format.__mod__))
+    (out_dir / f"{name}.tex").write_text(latex_text(shown, float_format))
     return markdown
 
 
