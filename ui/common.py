@@ -29,7 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 """The repository root (the app resolves data, reports and configs against it)."""
 
 STUDIES = tuple(entry.meta["experiment"] for entry in STUDY_REGISTRY.entries())
-"""MLflow experiments, one per registered study."""
+"""MLflow experiments, one per registered study: the project's own first (the tabs open on the first), then the
+plugins' (the registry lists them in that order)."""
 
 
 TEXTS_PATH = Path(__file__).with_name("texts.yaml")
@@ -241,6 +242,32 @@ def judge_ids_of(columns: list[str] | pd.Index, prefix: str = "metrics.judge/") 
             if judge not in found:
                 found.append(judge)
     return found
+
+
+JUDGE_CHECK_TAG = "judge_check/"
+"""Cell-run tags `judge_check/<judge>`: `pass`, or `fail: <check>, <check>` for the control checks it failed."""
+
+
+def failed_judge_checks(row: pd.Series | dict[str, Any]) -> dict[str, list[str]]:
+    """judge -> the control checks it failed on this run (from its `judge_check/<judge>` tags; none when every
+    checked judge passed or none was checked)."""
+    prefix = f"tags.{JUDGE_CHECK_TAG}"
+    failed = {}
+    for key, value in dict(row).items():
+        if isinstance(key, str) and key.startswith(prefix) and isinstance(value, str) and value.startswith("fail"):
+            checks = [c.strip() for c in value.partition(":")[2].split(",") if c.strip()]
+            failed[key[len(prefix):]] = checks or ["unnamed check"]
+    return failed
+
+
+def judge_check_note(runs: pd.DataFrame) -> str:
+    """One warning per judge that failed its control checks on any of these runs, naming the checks."""
+    failed: dict[str, set[str]] = {}
+    for _, row in runs.iterrows():
+        for judge, checks in failed_judge_checks(row).items():
+            failed.setdefault(judge, set()).update(checks)
+    return " ".join(f"⚠ **judge {judge} failed checks: {', '.join(sorted(checks))}**: read its scores with care."
+                    for judge, checks in failed.items())
 
 
 def mlflow_ui_available(url: str) -> bool:

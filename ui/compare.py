@@ -9,11 +9,12 @@ import gradio as gr
 import pandas as pd
 
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
+from narrative_eval.reports.labels import label as metric_label
 from narrative_eval.studies import infilling
 from narrative_eval.study import experiment_of
-from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, instances_by_id, judge_ids_of,
-                       mlflow_ui_available, number, passage_html, pick_sweep, problem_from_messages, run_choices,
-                       run_label, run_table, texts, trace_link)
+from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, failed_judge_checks, instances_by_id,
+                       judge_ids_of, mlflow_ui_available, number, passage_html, pick_sweep, problem_from_messages,
+                       run_choices, run_label, run_table, texts, trace_link)
 
 STUDY = experiment_of(infilling.NAME)
 MAX_DEFAULT_RUNS = 4
@@ -112,21 +113,28 @@ def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id:
         answer = row.get("answer")
         answer = answer if isinstance(answer, str) and answer else None
         status = row.get("extraction_status") or "none"
-        metrics = " · ".join(f"{m} {number(row.get(m))}" for m in at_avg_metrics())
+        metrics = " · ".join(f"{esc(metric_label(m))} {number(row.get(m))}" for m in at_avg_metrics())
         cards.append(
             f"<div class='card run-card' data-model='{esc(run.get('params.model_id'))}'>"
             f"<div class='card-title'><span class='swatch s{index % 6}'></span>{label}</div>"
             f"{passage_html(problem, answer, f'fill fill-{index % 6}', placeholder='(no answer extracted)')}"
-            f"<div class='meta'>AtAvg <b>{number(at_avg_of(row))}</b> · {metrics}</div>"
+            f"<div class='meta'>{esc(metric_label('at_avg'))} <b>{number(at_avg_of(row))}</b> · {metrics}</div>"
             f"<div class='meta'>extraction: <span class='status-{esc(status)}'>{esc(status)}</span>"
             f" · finish: {esc(row.get('finish_reason'))} · tokens {esc(row.get('completion_tokens'))}</div>"
-            f"<div class='meta'>{_judge_line(row)}</div>"
+            f"<div class='meta'>{_judge_line(row)}</div>{_checks_line(run)}"
             f"<details><summary>raw reply</summary><pre>{esc(row.get('raw_reply'))}</pre></details>"
             f"{_trace_anchor(mlflow_ui_url, run, row)}</div>"
         )
     head = (f"<div class='card gold-card'><div class='card-title'>Passage — {meta}</div>{passage_html(problem, None)}"
             f"<div class='gold'><b>Removed text (gold):</b> {esc(gold)}</div></div>")
     return f"<div id='compare-cards'>{head}{''.join(cards)}</div>"
+
+
+def _checks_line(run: pd.Series) -> str:
+    """A warning under the judges' scores for each judge that failed its control checks on this run."""
+    return "".join(f"<div class='meta judge-check-failed'>⚠ judge {esc(judge)} failed checks: "
+                   f"{esc(', '.join(checks))} (read its scores with care)</div>"
+                   for judge, checks in failed_judge_checks(run).items())
 
 
 def _trace_anchor(url: str | None, run, row) -> str:

@@ -1,12 +1,23 @@
-"""Figures tab: the PNG figures a sweep's report wrote to reports/<sweep>/, with its markdown tables."""
+"""Figures tab: a sweep's report (reports/<sweep>/) as a paper shows it. Its tables come in the study's order
+(narrative_eval.reports.catalog: main table first and open, the rest folded), each with its title, a one-line
+caption, intervals as `mean [lo, hi]`, labelled columns, a horizontal scroll when wide, and CSV and LaTeX
+downloads; the report's figures sit under the main table."""
 
 from __future__ import annotations
 
+import html
+import tempfile
 from pathlib import Path
 
 import gradio as gr
+import pandas as pd
 
-from ui.common import AppSettings, texts, user_error
+from narrative_eval.reports.catalog import FoundTable, latex_table, report_tables, shown_table
+from narrative_eval.reports.tables import file_slug
+from ui.common import AppSettings, texts
+
+LONG_TEXT = 60
+"""Cells longer than this (passages, fills) wrap in a wide column instead of stretching the table."""
 
 
 def report_sweeps(app: AppSettings) -> list[str]:
@@ -17,38 +28,72 @@ def report_sweeps(app: AppSettings) -> list[str]:
     return [p.name for p in sorted(folders, key=lambda p: -p.stat().st_mtime)]
 
 
-def _folder(app: AppSettings, sweep: str) -> Path:
+def report_folder(app: AppSettings, sweep: str | None) -> tuple[Path | None, str]:
+    """The sweep's report folder, or None and what to say instead (no sweep, an unknown one, an empty one)."""
+    if not sweep:
+        return None, texts()["no_sweeps"]
     folder = (app.reports_dir / sweep).resolve()
     # The sweep name comes from the page: never leave the reports folder.
-    if app.reports_dir.resolve() not in folder.parents:
-        raise user_error("Unknown sweep.")
-    return folder
+    if app.reports_dir.resolve() not in folder.parents or not folder.is_dir():
+        return None, f"No report folder `{sweep}/` under `{app.reports_dir}`: pick a sweep from the list."
+    if not any(folder.glob("*.csv")) and not any(folder.glob("*.png")):
+        return None, f"No tables or figures in `{folder.name}/` yet: its sweep writes them when it ends."
+    return folder, ""
 
 
-def figures(app: AppSettings, sweep: str | None) -> tuple[list[tuple[str, str]], str]:
-    """(path, caption) per figure, and the report's markdown tables joined."""
-    if not sweep:
-        return [], texts()["no_sweeps"]
-    folder = _folder(app, sweep)
-    images = [(str(p), p.stem.replace("_", " ")) for p in sorted(folder.glob("*.png"))]
-    tables = "\n\n".join(f"#### {p.stem.replace('_', ' ')}\n{p.read_text()}" for p in sorted(folder.glob("*.md")))
-    if not images and not tables:
-        return [], f"No figures in `{folder.name}/` yet."
-    return images, tables
+def figure_files(folder: Path) -> list[tuple[str, str]]:
+    """(path, caption) of every figure of the report."""
+    return [(str(p), p.stem.replace("_", " ")) for p in sorted(folder.glob("*.png"))]
 
 
-def table_files(app: AppSettings, sweep: str | None) -> list[str] | None:
-    """The report's tables as files to download: CSV and LaTeX."""
-    if not sweep:
-        return None
-    folder = _folder(app, sweep)
-    found = [str(p) for suffix in ("*.csv", "*.tex") for p in sorted(folder.glob(suffix))]
-    return found or None
+def table_html(shown: pd.DataFrame) -> str:
+    """The table as HTML inside a horizontally scrolling box: numbers on one line, long texts wrapped."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    rows = []
+    for values in shown.itertuples(index=False):
+        cells = []
+        for value in values:
+            text = "" if value is None else str(value)
+            kind = " class='long'" if len(text) > LONG_TEXT else ""
+            cells.append(f"<td{kind}>{html.escape(text)}</td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    return (f"<div class='report-table-scroll'><table class='report-table'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>")
 
 
-def show(app: AppSettings, sweep: str | None):
-    images, tables = figures(app, sweep)
-    return images, tables, table_files(app, sweep)
+def latex_file(table: FoundTable, shown: pd.DataFrame) -> str:
+    """The shown table as a LaTeX file to download (labelled columns, intervals folded, its title as caption)."""
+    folder = Path(tempfile.mkdtemp(prefix="narrative-eval-table-"))
+    path = folder / f"{file_slug(table.name)}.tex"
+    path.write_text(latex_table(shown, table.title), encoding="utf-8")
+    return str(path)
+
+
+def heading(table: FoundTable) -> str:
+    return f"{table.title} ({table.source})" if table.source else table.title
+
+
+def _table_block(table: FoundTable, index: int) -> None:
+    """One table: its caption, the table, and its downloads, in an accordion (open for the main table)."""
+    with gr.Accordion(heading(table), open=index == 0, elem_id=f"figures-table-{index}",
+                      elem_classes=["figures-table"]):
+        try:
+            shown = shown_table(table)
+        except (OSError, ValueError, pd.errors.ParserError) as error:
+            gr.Markdown(f"`{table.path.name}` could not be read ({error}).")
+            return
+        if table.caption:
+            gr.Markdown(table.caption, elem_classes=["figures-caption"])
+        gr.HTML(table_html(shown), elem_classes=["figures-table-body"])
+        with gr.Row():
+            gr.DownloadButton(f"CSV ({table.path.name})", value=str(table.path), size="sm", scale=0,
+                              elem_classes=["figures-csv"])
+            gr.DownloadButton("LaTeX", value=latex_file(table, shown), size="sm", scale=0,
+                              elem_classes=["figures-tex"])
+
+
+def _gallery(images: list[tuple[str, str]]) -> None:
+    gr.Gallery(images, label="Figures", columns=2, height="auto", object_fit="contain", elem_id="figures-gallery")
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
@@ -56,16 +101,29 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     with gr.Row():
         sweep = gr.Dropdown([], label="Sweep", elem_id="figures-sweep", allow_custom_value=True)
         refresh = gr.Button("Refresh", scale=0)
-    gallery = gr.Gallery(label="Figures", columns=2, height="auto", object_fit="contain", elem_id="figures-gallery")
-    downloads = gr.File(label="Tables to download (CSV, LaTeX)", file_count="multiple", interactive=False,
-                        elem_id="figures-downloads")
-    tables = gr.Markdown(elem_id="figures-tables")
+
+    @gr.render(inputs=[sweep], triggers=[sweep.change, refresh.click, demo.load])
+    def report(sweep_name: str | None) -> None:
+        folder, message = report_folder(app, sweep_name)
+        if folder is None:
+            gr.Markdown(message, elem_id="figures-status")
+            return
+        tables = report_tables(folder)
+        images = figure_files(folder)
+        gr.Markdown(f"{len(tables)} tables and {len(images)} figures in `{folder.name}/`; the main table first, "
+                    "the others folded: open one to read it.", elem_id="figures-status")
+        for index, table in enumerate(tables):
+            _table_block(table, index)
+            if index == 0 and images:
+                with gr.Accordion("Figures", open=True, elem_id="figures-figures"):
+                    _gallery(images)
+        if not tables and images:
+            _gallery(images)
 
     def on_refresh(current):
         names = report_sweeps(app)
         return gr.Dropdown(choices=names, value=current if current in names else (names[0] if names else None))
 
     refresh.click(on_refresh, [sweep], [sweep])
-    sweep.change(lambda s: show(app, s), [sweep], [gallery, tables, downloads])
-    demo.load(on_refresh, [sweep], [sweep]).then(lambda s: show(app, s), [sweep], [gallery, tables, downloads])
-    return {"sweep": sweep, "gallery": gallery}
+    demo.load(on_refresh, [sweep], [sweep])
+    return {"sweep": sweep}

@@ -1,42 +1,43 @@
-"""Runs tab: a sweep's cell runs with the study's headline numbers first, a chart, a CSV download and links to MLflow.
+"""Runs tab: a sweep's cell runs with the study's headline numbers first, as `mean [lo, hi]` under readable
+labels, a chart, a CSV download and links to MLflow.
 
-The metric columns come from the metrics registry (plugins included) and the judges the runs logged:
-model, setting, condition, AtAvg, each automatic metric, then each judge's QAvg and High%. Judge
-dimensions and operational numbers (extraction, failures, tokens, seconds) sit behind a toggle.
+The metric columns come from the study's headlines (the metrics registry, plugins included, and the judges the
+runs logged); every other logged number sits in a named column set (judge dimensions, extraction, requests and
+time, cost ...) the user adds. Labels and sets come from narrative_eval.reports.labels, as in the reports. A
+judge that failed its control checks on a run is flagged beside the numbers it produced.
 """
 
 from __future__ import annotations
 
+import html
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import gradio as gr
 import pandas as pd
 
+from narrative_eval.records import finite_number
+from narrative_eval.reports.labels import column_set_names, column_set_of, label, labels
+from narrative_eval.reports.tables import interval_text
 from narrative_eval.stats.reference import load_reference, reference_wide
 from narrative_eval.study import study_of_experiment
-from ui.common import (STUDIES, AppSettings, cell_runs, column, judge_ids_of, mlflow_ui_available, pick_sweep, run_label,
-                       run_link, texts)
+from ui.common import (JUDGE_CHECK_TAG, STUDIES, AppSettings, cell_runs, column, failed_judge_checks, judge_check_note,
+                       judge_ids_of, mlflow_ui_available, pick_sweep, run_label, run_link, texts)
 
 MEAN = "mean over seeds"
 ALL_JUDGES = "all judges"
 SEED_PREFIX = re.compile(r"^seed(\d+)/")
-LABELS = {"at_avg": "AtAvg", "bertscore": "BERTScore", "rouge1": "ROUGE-1", "meteor": "METEOR", "chrf": "chrF",
-          "semf1": "Sem-F1", "ci": "Creative Integrity", "adherence": "Adherence", "icir": "ICIR",
-          "extraction_success_rate": "extraction ok", "request_failure_rate": "failed requests",
-          "prompt_tokens": "prompt tokens", "completion_tokens": "completion tokens",
-          "generation_seconds": "generation s", "qavg": "QAvg", "high_pct": "High%", "failure_rate": "judge failures"}
-"""Readable column names; a metric without one (a plugin) is shown under its registered name."""
-IDENTITY = ["run", "model", "setting", "condition", "status"]
-
-
-def label(metric: str) -> str:
-    """'judge/<id>/qavg' -> 'QAvg · <id>', 'chrf' -> 'chrF'."""
-    if metric.startswith("judge/"):
-        _, judge, name = metric.split("/", 2)
-        return f"{LABELS.get(name, name)} · {judge}"
-    return LABELS.get(metric, metric)
+BOUNDS = ("_lo", "_hi")
+"""A logged interval: `<metric>_lo`, `<metric>_hi` beside `<metric>`."""
+INTERVAL_CELL = re.compile(r"^(?P<mean>\S+) (?P<interval>\[[^\]]+\])$")
+LINK_CELL = re.compile(r"^\[(?P<text>[^\]]+)\]\((?P<url>[^)]+)\)$")
+IDENTITY = ["model", "setting", "condition", "status"]
+CHECKS = "judge checks"
+RUN_ID = "run id"
+CHART_LEGEND = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "frameon": False, "fontsize": 8}
+"""The chart's legend sits right of the axes, never over a bar."""
 
 
 def seeds_of(runs: pd.DataFrame) -> list[str]:
@@ -46,44 +47,124 @@ def seeds_of(runs: pd.DataFrame) -> list[str]:
 
 def headline_metrics(study: str, judges: list[str]) -> list[str]:
     """The headline numbers the study of MLflow experiment `study` names for these judges, in its order; an
-    experiment no study owns has none (its metrics show behind the toggle)."""
+    experiment no study owns has none (its metrics sit in the column sets)."""
     owner = study_of_experiment(study)
     return owner.headline_metrics(judges) if owner is not None else []
 
 
-def metric_columns(runs: pd.DataFrame, seed: str, judge: str, everything: bool = False,
-                   study: str = "") -> list[tuple[str, str]]:
-    """(source column, metric name) for the chosen seed (or the mean) and judge: headlines first, the rest if asked."""
-    prefix = "metrics." if seed == MEAN else f"metrics.seed{seed}/"
-    present = {}
+def _present(runs: pd.DataFrame, prefix: str, seed: str, judge: str) -> dict[str, str]:
+    """metric name -> source column of the chosen seed (or the mean) and judge, bounds of intervals left out."""
+    present: dict[str, str] = {}
     for name in runs.columns:
         metric = name[len(prefix):] if name.startswith(prefix) else None
-        if metric is None or (seed == MEAN and (SEED_PREFIX.match(metric) or metric.endswith("_sd"))):
+        if metric is None or (seed == MEAN and SEED_PREFIX.match(metric)):
             continue
         if metric.startswith("judge/") and judge != ALL_JUDGES and metric.split("/")[1] != judge:
             continue
         present[metric] = name
+    return {m: c for m, c in present.items() if not (m.endswith(BOUNDS) and m[:-3] in present)}
+
+
+def metric_columns(runs: pd.DataFrame, seed: str, judge: str, sets: Sequence[str] = (),
+                   study: str = "") -> list[tuple[str, str]]:
+    """(source column, metric name) for the chosen seed (or the mean) and judge: the headlines first, then the
+    numbers of the chosen column sets, set by set."""
+    present = _present(runs, "metrics." if seed == MEAN else f"metrics.seed{seed}/", seed, judge)
     judges = list(dict.fromkeys(m.split("/")[1] for m in present if m.startswith("judge/")))
     headlines = [m for m in headline_metrics(study, judges) if m in present]
     chosen = [(present[m], m) for m in headlines]
-    if everything:
-        chosen += [(present[m], m) for m in sorted(present) if m not in headlines]
+    for name in column_set_names():
+        if name in sets:
+            chosen += [(present[m], m) for m in sorted(present) if m not in headlines and column_set_of(m) == name]
     return chosen
 
 
-def runs_frame(runs: pd.DataFrame, seed: str, judge: str, everything: bool, study: str = "") -> pd.DataFrame:
-    """One row per run: identity columns, then the metrics under readable names, then the full run id."""
+def available_sets(runs: pd.DataFrame, study: str) -> list[str]:
+    """The column sets that hold some number of these runs beyond the headlines."""
+    everything = {m for _, m in metric_columns(runs, MEAN, ALL_JUDGES, column_set_names(), study)}
+    headlines = {m for _, m in metric_columns(runs, MEAN, ALL_JUDGES, (), study)}
+    found = {column_set_of(m) for m in everything - headlines}
+    return [name for name in column_set_names() if name in found]
+
+
+def digits_for(metric: str, values: pd.Series) -> int:
+    """Decimals a column shows: one for a percentage, none for counts in the hundreds and more, two for scores
+    on a 1-5 scale, three for scores in [0, 1]."""
+    largest = values.abs().max() if values.notna().any() else 0.0
+    if metric.endswith("_pct"):
+        return 1
+    return 0 if largest >= 100 else 2 if largest >= 1.5 else 3
+
+
+def cell_text(mean: object, lo: object, hi: object, digits: int = 3) -> str:
+    """`mean [lo, hi]` ('–' when the run did not log the number)."""
+    if finite_number(mean) is None:
+        return "–"
+    return interval_text(finite_number(mean), lo, hi, digits)
+
+
+def runs_frame(runs: pd.DataFrame, seed: str, judge: str, sets: Sequence[str] = (), study: str = "",
+               as_text: bool = True) -> pd.DataFrame:
+    """One row per run: identity, the metrics under their labels (`mean [lo, hi]` text, or with `as_text`
+    False numbers with their bounds in '<label> low'/'<label> high' columns), the judge checks, the run id."""
     table = pd.DataFrame({
-        "run": [run_label(row) for _, row in runs.iterrows()],
-        "model": column(runs, "params.model_id").fillna("").values,
+        "model": [row.get("params.model_id") if isinstance(row.get("params.model_id"), str) else run_label(row)
+                  for _, row in runs.iterrows()],
         "setting": column(runs, "params.prompt_setting").fillna("").values,
         "condition": column(runs, "params.condition").fillna("").values,
         "status": column(runs, "status").fillna("").values,
     })
-    for source, metric in metric_columns(runs, seed, judge, everything, study):
-        table[label(metric)] = pd.to_numeric(runs[source], errors="coerce").round(4).values
-    table["run id"] = column(runs, "run_id").values
+    columns = metric_columns(runs, seed, judge, sets, study)
+    named = labels([metric for _, metric in columns])
+    table.attrs["names"] = {named[metric]: metric for _, metric in columns}
+    for source, metric in columns:
+        values = pd.to_numeric(runs[source], errors="coerce")
+        lo, hi = (pd.to_numeric(column(runs, source + b, None), errors="coerce") for b in BOUNDS)
+        if as_text:
+            digits = digits_for(metric, values)
+            table[named[metric]] = [cell_text(*v, digits) for v in zip(values, lo, hi, strict=True)]
+            continue
+        table[named[metric]] = values.round(4).values
+        if lo.notna().any():
+            table[f"{named[metric]} low"], table[f"{named[metric]} high"] = lo.round(4).values, hi.round(4).values
+    table[CHECKS] = [_checks_text(row) for _, row in runs.iterrows()]
+    table[RUN_ID] = column(runs, "run_id").values
     return table
+
+
+def _checks_text(row: pd.Series) -> str:
+    """'⚠ <judge> failed: <check>, ...' per failing judge, 'passed' when every checked judge passed, '' unchecked."""
+    failed = failed_judge_checks(row)
+    if not failed:
+        checked = any(k.startswith(f"tags.{JUDGE_CHECK_TAG}") and isinstance(row[k], str) for k in row.index)
+        return "passed" if checked else ""
+    return "; ".join(f"⚠ {j} failed: {', '.join(checks)}" for j, checks in failed.items())
+
+
+def runs_html(table: pd.DataFrame) -> str:
+    """The table as HTML: a number's interval in small type under it, run ids as links, each metric header
+    carrying its logged name as a tooltip; a note instead of a table when there are no runs."""
+    if list(table.columns) == [""]:
+        message = html.escape(str(table.iloc[0, 0]))
+        message = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", re.sub(r"`(.+?)`", r"<code>\1</code>", message))
+        return f"<div class='empty'>{message}</div>"
+    names = table.attrs.get("names", {})
+    head = "".join(f"<th title='{html.escape(names.get(c, c))}'>{html.escape(str(c))}</th>" for c in table.columns)
+    body = "".join(f"<tr>{''.join(_cell(c, v) for c, v in zip(table.columns, row, strict=True))}</tr>"
+                   for row in table.itertuples(index=False))
+    return (f"<div class='runs-scroll'><table class='runs'><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+            "</table></div>")
+
+
+def _cell(column_name: str, value: object) -> str:
+    text = "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+    if (link := LINK_CELL.match(text)) is not None:
+        return f"<td><a href='{html.escape(link['url'])}' target='_blank'>{html.escape(link['text'])}</a></td>"
+    if (interval := INTERVAL_CELL.match(text)) is not None:
+        return (f"<td class='num'>{html.escape(interval['mean'])}"
+                f"<span class='ci'>{html.escape(interval['interval'])}</span></td>")
+    kind = " class='warn'" if text.startswith("⚠") else " class='num'" if finite_number(text) is not None else ""
+    return f"<td{kind}>{html.escape(text)}</td>"
 
 
 def published_rows(table: pd.DataFrame, reference: tuple[str, str]) -> pd.DataFrame:
@@ -93,13 +174,10 @@ def published_rows(table: pd.DataFrame, reference: tuple[str, str]) -> pd.DataFr
     name, source = reference
     wide = reference_wide(load_reference(name))
     wide = wide[wide["source"] == source]
-    rows = pd.DataFrame({
-        "run": [f"{m} · {s} (published)" for m, s in zip(wide["model"], wide["setting"])],
-        "model": wide["model"].values, "setting": wide["setting"].values, "condition": "",
-        "status": source,
-    })
-    rows[label("at_avg")] = wide.get("at_avg", pd.Series(dtype=float)).values
-    rows["QAvg · published judge"] = wide.get("qavg", pd.Series(dtype=float)).values
+    rows = pd.DataFrame({"model": [f"{m} (published)" for m in wide["model"]], "setting": wide["setting"].values,
+                         "status": source})
+    for name, column_name in (("at_avg", label("at_avg")), ("qavg", f"published judge {label('qavg')}")):
+        rows[column_name] = [cell_text(v, None, None) for v in wide.get(name, pd.Series(dtype=float))]
     return pd.concat([table, rows], ignore_index=True)
 
 
@@ -111,69 +189,83 @@ def filtered_runs(study: str, sweep: str | None, models: list[str], settings_: l
     return runs
 
 
+def _drop_quiet(table: pd.DataFrame) -> pd.DataFrame:
+    """Without the condition column when every run has the same one (a one-condition study), and without the
+    checks column when no judge was checked: the width goes to the numbers."""
+    quiet = [] if table["condition"].astype(str).nunique() > 1 else ["condition"]
+    if not table[CHECKS].astype(str).str.len().any():
+        quiet.append(CHECKS)
+    return table.drop(columns=quiet)
+
+
 def runs_table(study: str, sweep: str | None, models: list[str], settings_: list[str], conditions: list[str],
-               seed: str, judge: str, app: AppSettings, everything: bool = False,
+               seed: str, judge: str, app: AppSettings, sets: Sequence[str] = (),
                published: bool = False) -> tuple[pd.DataFrame, str]:
     """The table shown (run ids linked to MLflow when its UI answers, the published rows below when asked
-    for) and a note under it."""
+    for) and a note under it (judges that failed their checks first)."""
     runs = filtered_runs(study, sweep, models, settings_, conditions)
     if runs.empty:
         return pd.DataFrame({"": [texts()["no_runs"] if sweep else texts()["no_sweeps"]]}), ""
-    table = runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, everything, study)
+    table = runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, sets, study)
     linked = mlflow_ui_available(app.mlflow_ui_url)
     if linked:
-        table["run id"] = [f"[{r[:8]}]({run_link(app.mlflow_ui_url, e, r)})"
-                           for e, r in zip(column(runs, "experiment_id"), column(runs, "run_id"))]
+        table[RUN_ID] = [f"[{r[:8]}]({run_link(app.mlflow_ui_url, e, r)})"
+                         for e, r in zip(column(runs, "experiment_id"), column(runs, "run_id"))]
     else:
-        table["run id"] = [r[:8] for r in table["run id"]]
-    notes = [] if linked else [f"Run ids link to MLflow when `mlflow ui` answers at {app.mlflow_ui_url}."]
+        table[RUN_ID] = [r[:8] for r in table[RUN_ID]]
+    notes = [judge_check_note(runs)]
+    notes.append("Each number: mean over the cell's instances and seeds [95% bootstrap interval] where the run "
+                 "logged one.")
+    if not linked:
+        notes.append(f"Run ids link to MLflow when `mlflow ui` answers at {app.mlflow_ui_url}.")
     owner = study_of_experiment(study)
+    table = _drop_quiet(table)
     if published and owner is not None and owner.published_reference is not None:
         table = published_rows(table, owner.published_reference).fillna("")
         notes.append("Published rows: the study's Table 3, on its full benchmark with its own judge (GPT-4.1-mini); "
                      "compare AtAvg directly, QAvg only as a rough guide.")
-    return table, " ".join(notes)
+    return table, " ".join(n for n in notes if n)
 
 
 def csv_file(study: str, sweep: str | None, models, settings_, conditions, seed: str, judge: str) -> str | None:
-    """Every column of the filtered runs (full run ids), as a CSV file to download."""
+    """Every number of the filtered runs (intervals as low/high columns, full run ids), as a CSV file."""
     runs = filtered_runs(study, sweep, models or [], settings_ or [], conditions or [])
     if runs.empty:
         return None
     folder = Path(tempfile.mkdtemp(prefix="narrative-eval-runs-"))
     path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', sweep or 'runs')}-runs.csv"
-    runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, everything=True, study=study).to_csv(path, index=False)
+    table = runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, column_set_names(), study, as_text=False)
+    table.to_csv(path, index=False)
     return str(path)
 
 
-def chart_choices(runs: pd.DataFrame) -> list[str]:
-    """What the bar chart can show: AtAvg and each judge's QAvg, when logged."""
-    choices = ["AtAvg"] if "metrics.at_avg" in runs.columns else []
-    return choices + [f"QAvg · {j}" for j in judge_ids_of(list(runs.columns))
-                      if f"metrics.judge/{j}/qavg" in runs.columns]
+def chart_choices(runs: pd.DataFrame) -> list[tuple[str, str]]:
+    """(label, metric) the bar chart can show: AtAvg and each judge's QAvg, when logged."""
+    names = ["at_avg"] if "metrics.at_avg" in runs.columns else []
+    names += [f"judge/{j}/qavg" for j in judge_ids_of(list(runs.columns)) if f"metrics.judge/{j}/qavg" in runs.columns]
+    return [(label(n), n) for n in names]
 
 
 def chart(runs: pd.DataFrame, shown: str | None):
-    """Grouped bars: the chosen number per model, one bar per prompt setting (finished runs only)."""
+    """Grouped bars: the chosen metric per model, one bar per prompt setting (finished runs only), the legend
+    beside the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if runs.empty or not shown:
-        return None
-    source = "metrics.at_avg" if shown == "AtAvg" else f"metrics.judge/{shown.split(' · ', 1)[1]}/qavg"
+    source = f"metrics.{shown}"
     done = runs[column(runs, "status") == "FINISHED"] if "status" in runs.columns else runs
-    if source not in done.columns or done.empty:
+    if runs.empty or not shown or source not in done.columns or done.empty:
         return None
     frame = pd.DataFrame({"model": column(done, "params.model_id").values, "setting": column(done, "params.prompt_setting").values,
                           "value": pd.to_numeric(done[source], errors="coerce").values})
     pivot = frame.pivot_table(index="model", columns="setting", values="value", aggfunc="mean")
-    figure, axes = plt.subplots(figsize=(7, 3.2))
+    figure, axes = plt.subplots(figsize=(8, 3.2))
     pivot.plot.bar(ax=axes, rot=0)
-    axes.set_ylabel(shown)
+    axes.set_ylabel(label(shown))
     axes.set_xlabel("")
-    axes.legend(title="setting", fontsize=8, ncols=min(len(pivot.columns), 6))
+    axes.legend(title=label("setting"), **CHART_LEGEND)
     figure.tight_layout()
     plt.close(figure)
     return figure
@@ -192,12 +284,10 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         seed = gr.Dropdown([MEAN], value=MEAN, label="Seed")
         judge = gr.Dropdown([ALL_JUDGES], value=ALL_JUDGES, label="Judge")
     with gr.Row():
-        everything = gr.Checkbox(False, label="Show judge dimensions and operational columns (extraction, failures, "
-                                 "tokens, time)", elem_id="runs-everything")
+        sets = gr.CheckboxGroup([], value=[], label="More columns", elem_id="runs-sets", scale=4)
         published = gr.Checkbox(False, label="With the study's published rows (infilling, Table 3)",
-                                elem_id="runs-published")
-    table = gr.Dataframe(pd.DataFrame({"": ["Loading runs…"]}), interactive=False, wrap=False, elem_id="runs-table",
-                         datatype="markdown", max_height=520)
+                                elem_id="runs-published", scale=1)
+    table = gr.HTML("<div class='empty'>Loading runs…</div>", elem_id="runs-table")
     note = gr.Markdown(elem_id="runs-note")
     with gr.Row():
         download = gr.DownloadButton("Download CSV", elem_id="runs-download", scale=0)
@@ -220,22 +310,24 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
                 gr.Dropdown(choices=options("params.condition"), value=[]),
                 gr.Dropdown(choices=[MEAN, *seeds_of(runs)], value=MEAN),
                 gr.Dropdown(choices=[ALL_JUDGES, *judges], value=ALL_JUDGES),
-                gr.Dropdown(choices=charts, value=charts[0] if charts else None))
+                gr.CheckboxGroup(choices=available_sets(runs, study_name) if not runs.empty else [], value=[]),
+                gr.Dropdown(choices=charts, value=charts[0][1] if charts else None))
 
-    def on_filter(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, everything_, shown_,
+    def on_filter(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, sets_, shown_,
                   published_=False):
         shown_table, shown_note = runs_table(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [],
-                                             seed_, judge_, app, bool(everything_), bool(published_))
+                                             seed_, judge_, app, sets_ or [], bool(published_))
         runs = filtered_runs(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [])
         path = csv_file(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_)
-        return shown_table, shown_note, gr.DownloadButton(value=path, interactive=path is not None), chart(runs, shown_)
+        return (runs_html(shown_table), shown_note, gr.DownloadButton(value=path, interactive=path is not None),
+                chart(runs, shown_))
 
-    filters = [study, sweep, models, setting, condition, seed, judge, everything, shown, published]
+    filters = [study, sweep, models, setting, condition, seed, judge, sets, shown, published]
     outputs = [table, note, download, plot]
-    sweep_outputs = [models, setting, condition, seed, judge, shown]
+    sweep_outputs = [models, setting, condition, seed, judge, sets, shown]
     study.change(on_study, [study], [sweep])
     sweep.change(on_sweep, [study, sweep], sweep_outputs).then(on_filter, filters, outputs)
-    for control in (models, setting, condition, seed, judge, everything, shown, published):
+    for control in (models, setting, condition, seed, judge, sets, shown, published):
         control.input(on_filter, filters, outputs)
     refresh.click(on_study, [study, sweep], [sweep]).then(on_sweep, [study, sweep], sweep_outputs).then(
         on_filter, filters, outputs)

@@ -1,18 +1,22 @@
 """What a study plugs into the sweep: the Study interface and its registry, its config section (StudyConfig), its
 report commands (ReportCommand), what a cell gets from its surroundings (Runtime) and what it gives back
-(CellResult). The studies themselves live in `studies/`, one package each; generic code (the sweep, config
-loading, the report command, tracing, the app's Runs tab) reaches a study only through this interface."""
+(CellResult), and how its numbers read (Presentation, from its package's tables.yaml). The studies themselves
+live in `studies/`, one package each; generic code (the sweep, config loading, the report command, tracing, the
+app's Runs and Figures tabs) reaches a study only through this interface."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.judges.rubric import load_rubric
@@ -138,6 +142,50 @@ class CellResult:
     """Requests this cell actually sent to engines (cache misses), generators and judges together."""
 
 
+TABLES_FILE = "tables.yaml"
+"""A study's presentation file, in its package folder beside the module that registers it."""
+
+
+class ReportTable(BaseModel):
+    """One table of a report as the papers present it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: str
+    """File stem in the report folder (`<file>.csv`); `{judge}` stands for a judge id (one table per judge)."""
+    title: str
+    """Its title; `{judge}` is filled in."""
+    caption: str
+    """One line: what the table shows and how to read it."""
+    source: str = ""
+    """Where the papers show it ('Table 3'), when they do."""
+    interval: str | None = None
+    """The column its plain `lo` and `hi` columns bound, for tables that name them so."""
+
+
+class Presentation(BaseModel):
+    """How a study's numbers read: readable names of its own words, and its report's tables in order."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    labels: dict[str, str] = {}
+    """Its own metric, column and condition names -> how tables and the app name them."""
+    tables: list[ReportTable] = []
+    """Its report's tables in the papers' order, main table first."""
+
+
+@cache
+def load_presentation(path: Path, model: type[Presentation] = Presentation) -> Presentation:
+    """A presentation file (tables.yaml) read into `model`; a missing file presents nothing, a malformed one
+    raises ValueError naming it and the field."""
+    if not path.is_file():
+        return model()
+    try:
+        return model.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    except (yaml.YAMLError, ValidationError) as error:
+        raise ValueError(f"{path}: {error}") from error
+
+
 AfterSweepRequests = list[tuple[ModelSpec, int, int]]
 """(model, requests, token limit of each) that a study's after-sweep steps may send: dry-run counts and costs."""
 
@@ -207,6 +255,11 @@ class Study(ABC):
             templates[f"rubric.{Path(rubric.name).stem}"] = [{"role": "system", "content": rubric.system},
                                                              {"role": "user", "content": rubric.user}]
         return templates
+
+    def presentation(self) -> Presentation:
+        """How its numbers read: the tables.yaml in its package folder (labels of its own words, its report's
+        tables in the papers' order); a study without one presents its tables under their file names."""
+        return load_presentation(Path(inspect.getfile(type(self))).with_name(TABLES_FILE))
 
     # ------------------------------------------------------------------ after the cells
 

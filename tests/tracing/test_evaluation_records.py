@@ -1,5 +1,7 @@
-"""A finished cell's MLflow evaluation records, in a real (temporary) store: its dataset, one trace per
-generation with gold, metric and judge assessments, the prompt versions used, and run descriptions."""
+"""A finished cell's MLflow evaluation records, in a real (temporary) store: its dataset (the run's input and an
+evaluation dataset on the experiment), one trace per generation with gold, metric and judge assessments (tagged
+with model, setting and condition, numbers rounded), the prompt versions used (on the experiment's Prompts page
+too), and run descriptions."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from narrative_eval.config import load_config
 from narrative_eval.metrics import metric_names
 from narrative_eval.sweep import run_sweep
 from narrative_eval.tracing import DESCRIPTION_TAG, dataset_digest, log_cell_records
+from narrative_eval.tracing.datasets import SWEEPS_TAG, dataset_name
+from narrative_eval.tracing.traces import DIGITS
 
 SEEDS = (0, 1)
 LIMIT = 2
@@ -125,3 +129,45 @@ def test_a_dataset_is_named_by_its_file_and_its_rows():
     assert digest.startswith("f" * 20) and len(digest) == 32
     assert dataset_digest("f" * 64, rows.copy()) == digest  # the same rows, the same dataset
     assert dataset_digest("f" * 64, rows.head(1)) != digest  # a smaller limit of the same file is another one
+
+
+def test_traces_carry_model_setting_and_condition_tags_and_rounded_numbers(judged_sweep):
+    _, outcome = judged_sweep
+    cell = outcome.cells[0].cell
+    experiment = tracking.client().get_run(outcome.cells[0].run_id).info.experiment_id
+    traces = cell_traces(outcome.cells[0].run_id)
+    for trace in traces:
+        tags = trace.info.tags
+        assert (tags["model"], tags["prompt_setting"], tags["condition"], tags["sweep"]) == (
+            cell.model.id, cell.prompt_setting, cell.condition, cell.sweep)
+        for assessment in trace.info.assessments:
+            value = assessment.feedback.value if assessment.feedback is not None else None
+            if isinstance(value, float):
+                assert value == round(value, DIGITS), assessment.name
+        assert trace.data.spans[0].attributes["seconds"] == round(trace.data.spans[0].attributes["seconds"], DIGITS)
+    # The trace list can be filtered by them.
+    found = mlflow.search_traces(locations=[experiment], filter_string=f"tags.model = '{cell.model.id}' and "
+                                 f"tags.prompt_setting = '{cell.prompt_setting}'", return_type="list")
+    assert {t.info.trace_id for t in found} >= {t.info.trace_id for t in traces}
+
+
+def test_the_inputs_are_an_evaluation_dataset_of_the_experiment(judged_sweep):
+    _, outcome = judged_sweep
+    c = tracking.client()
+    cell = outcome.cells[0].cell
+    experiment = c.get_run(outcome.cells[0].run_id).info.experiment_id
+    datasets = [d for d in c.search_datasets(experiment_ids=[experiment]) if d.name == dataset_name(cell)]
+    assert len(datasets) == 1
+    dataset = c.get_dataset(datasets[0].dataset_id)
+    assert cell.sweep in dataset.tags[SWEEPS_TAG].split(",")
+    records = dataset.to_df()
+    assert len(records) == LIMIT  # one per instance, however many seeds and however often logged
+    assert all(r["instance_id"] for r in records["inputs"]) and all(e["gold"] for e in records["expectations"])
+
+
+def test_prompts_are_listed_on_the_experiments_prompts_page(judged_sweep):
+    _, outcome = judged_sweep
+    c = tracking.client()
+    experiment = c.get_run(outcome.cells[0].run_id).info.experiment_id
+    listed = {p.name for p in c.search_prompts(filter_string=f"experiment_id = '{experiment}'")}
+    assert {"infilling.L2", "rubric.infilling_narrative"} <= listed

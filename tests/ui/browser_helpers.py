@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 
 
+VIEWPORT = {"width": 1440, "height": 1000}
+"""A laptop screen: every page the tests open (the app's, MLflow's) must read at this width."""
+
 SETTLED = "() => document.querySelectorAll('.progress-text').length === 0"
 """True once no component shows Gradio's 'processing' status."""
 

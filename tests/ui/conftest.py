@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser_helpers import settle
+from browser_helpers import VIEWPORT, settle
 
 from tests.servers import start_app, stop
 
@@ -20,7 +20,8 @@ if str(REPO) not in sys.path:
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SCREENSHOTS = REPO / "test-artifacts" / "ui"
+SCREENSHOTS = REPO / "tests" / "ui" / "screenshots"
+"""Where the browser tests save what they saw (full pages at VIEWPORT), as artifacts."""
 E2E_SWEEP = "ui-e2e"
 
 
@@ -80,7 +81,7 @@ def browser():
 
 @pytest.fixture()
 def page(browser, app_url):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     page.set_default_timeout(60_000)
     page.goto(app_url)

@@ -1,10 +1,12 @@
-"""MLflow's own UI shows what a sweep's models wrote: a cell run's traces (prompt, reply, gold and every score) and
-two evaluation runs compared per instance. `mlflow ui` is started by the test on 127.0.0.1 over the sweep's store
-and stopped by PID; screenshots go to test-artifacts/ui/."""
+"""MLflow's own UI shows what a sweep's models wrote: a cell run's traces (prompt, reply, gold and every score),
+two evaluation runs compared per instance, the sweep's inputs on the Datasets page and its prompts on the
+Prompts page. `mlflow ui` is started by the test on 127.0.0.1 over the sweep's store
+and stopped by PID; screenshots go to tests/ui/screenshots/."""
 
 from __future__ import annotations
 
 import pytest
+from browser_helpers import VIEWPORT
 
 from tests.servers import start_mlflow, stop
 
@@ -26,7 +28,7 @@ def mlflow_ui(app_env, e2e_sweep, ui_paths):
 
 @pytest.fixture()
 def mlflow_page(browser):
-    context = browser.new_context(viewport={"width": 1800, "height": 1100})
+    context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     yield page
@@ -81,6 +83,28 @@ def test_two_evaluation_runs_compared_in_mlflow_ui(mlflow_page, mlflow_ui, app_e
     assert "gemma3/L2" in body and "smollm2/L2" in body
     _dismiss_tips(mlflow_page)
     screenshot(mlflow_page, "mlflow-evaluation-runs-compared")
+
+
+def test_datasets_and_prompts_pages_show_the_sweeps_inputs_and_prompts(mlflow_page, mlflow_ui, app_env, e2e_sweep,
+                                                                       screenshot):
+    import mlflow
+
+    experiment, cells = _cells(app_env, e2e_sweep)
+    client = mlflow.MlflowClient(tracking_uri=app_env["MLFLOW_TRACKING_URI"])
+    (dataset,) = client.search_datasets(experiment_ids=[experiment])
+    mlflow_page.goto(f"{mlflow_ui}/#/experiments/{experiment}/datasets")
+    try:
+        mlflow_page.get_by_text(dataset.name).first.wait_for()
+    finally:
+        _dismiss_tips(mlflow_page)
+        screenshot(mlflow_page, "mlflow-datasets")
+    mlflow_page.goto(f"{mlflow_ui}/#/experiments/{experiment}/prompts")
+    try:
+        for name in ("infilling.L2", "rubric.infilling_narrative"):
+            mlflow_page.get_by_text(name).first.wait_for()
+    finally:
+        _dismiss_tips(mlflow_page)
+        screenshot(mlflow_page, "mlflow-prompts")
 
 
 def _first_passage(app_env, run_id: str) -> str:

@@ -24,22 +24,23 @@ def test_runs_shows_headline_numbers_first_with_chart_csv_and_run_ids(page, e2e_
     table = page.locator("#runs-table")
     expect(table).to_contain_text("gemma3")
     headers = [h.strip() for h in table.locator("th").all_inner_texts() if h.strip()]
-    first = ["run", "model", "setting", "condition", "status", "AtAvg", "BERTScore", "ROUGE-1", "METEOR", "chrF", "Sem-F1"]
-    assert [h for h in headers if h in first] == first and headers.index("AtAvg") == 5, headers
-    assert any(h.startswith("QAvg · ") for h in headers) and any(h.startswith("High% · ") for h in headers)
-    assert "run id" in headers and "extraction ok" not in headers
+    first = ["model", "setting", "status", "AtAvg", "BERTScore", "ROUGE-1", "METEOR", "chrF", "Sem-F1"]
+    assert headers[: len(first)] == first, headers
+    assert any(h.endswith(" QAvg") for h in headers) and any(h.endswith(" High%") for h in headers)
+    assert "run id" in headers and "Extracted" not in headers
     expect(page.locator("#runs-chart img").first).to_be_visible(timeout=60_000)
     screenshot(page, "runs-research")
 
-    page.locator("#runs-everything input").check()
-    expect(table.locator("th").filter(has_text="extraction ok")).to_have_count(1)
+    page.locator("#runs-sets").get_by_text("Extraction", exact=True).click()
+    expect(table.locator("th").filter(has_text="Extracted")).to_have_count(1)
     with page.expect_download() as download:
         page.locator("#runs-download").click()
     saved = tmp_path / "runs.csv"
     download.value.save_as(saved)
     rows = list(csv.DictReader(saved.open()))
     assert len(rows) == 2 and {r["model"] for r in rows} == {"smollm2", "gemma3"}
-    assert all(len(r["run id"]) == 32 and r["AtAvg"] for r in rows)  # full ids and every column in the file
+    assert all(len(r["run id"]) == 32 and float(r["AtAvg"]) >= 0 for r in rows)  # full ids and numbers in the file
+    assert all(float(r["AtAvg low"]) <= float(r["AtAvg"]) <= float(r["AtAvg high"]) for r in rows)
     screenshot(page, "runs-all-columns")
 
 
@@ -107,9 +108,13 @@ def test_empty_states_say_what_to_do_and_tables_download(page, e2e_sweep, screen
     screenshot(page, "conversations-empty")
     open_tab(page, "Figures")
     choose(page, "figures-sweep", e2e_sweep)
-    downloads = page.locator("#figures-downloads")
-    expect(downloads).to_contain_text(".csv")
-    expect(downloads).to_contain_text(".tex")
+    main = page.locator("#figures-table-0")
+    expect(main.locator(".figures-csv")).to_contain_text("main.csv")
+    with page.expect_download() as download:
+        main.locator(".figures-tex").click()
+    latex = download.value.path().read_text()
+    assert "\\begin{tabular}" in latex and "\\caption{Main results per model and prompt setting}" in latex
+    assert "AtAvg" in latex and "at_avg" not in latex
     screenshot(page, "figures-downloads")
 
 

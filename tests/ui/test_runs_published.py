@@ -10,12 +10,12 @@ from ui.runs import published_rows
 
 
 def test_published_rows_carry_the_tables_numbers_marked_published():
-    mine = pd.DataFrame({"run": ["smollm2 · L0"], "model": ["smollm2"], "setting": ["L0"], "condition": ["standard"],
-                         "status": ["FINISHED"], "AtAvg": [0.25], "run id": ["abcd1234"]})
+    mine = pd.DataFrame({"model": ["smollm2"], "setting": ["L0"], "status": ["FINISHED"],
+                         "AtAvg": ["0.250 [0.200, 0.300]"], "run id": ["abcd1234"]})
     table = published_rows(mine, load_study(infilling.NAME).published_reference)
     assert table.iloc[0]["model"] == "smollm2"  # the sweep's rows stay first
-    llama = table[(table["model"] == "LLaMA-3.1-8B") & (table["setting"] == "L0")].iloc[0]
+    llama = table[(table["model"] == "LLaMA-3.1-8B (published)") & (table["setting"] == "L0")].iloc[0]
     # data/reference/published_infilling.csv, Table 3, row 1: AtAvg 0.311, QAvg 3.878
-    assert (llama["AtAvg"], llama["QAvg · published judge"]) == (0.311, 3.878)
-    assert llama["status"] == "published, Table 3" and llama["run"].endswith("(published)")
+    assert (llama["AtAvg"], llama["published judge QAvg"]) == ("0.311", "3.878")
+    assert llama["status"] == "published, Table 3"
     assert set(table["status"]) == {"FINISHED", "published, Table 3"}

@@ -2,7 +2,7 @@
 
 Every metric scores a batch of candidates against references with values in [0, 1]; models load once
 per process. Loading is offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE default to 1). A metric is one
-file here with `@metric(name, in_at_avg=...)` on its class, plus its import line below.
+file here with `@metric(name, in_at_avg=..., label=...)` on its class, plus its import line below.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The one writer of report tables: every table lands as CSV (numbers rounded), markdown and LaTeX."""
+"""The one writer of report tables: every table lands as CSV (numbers rounded, names as logged), markdown and
+LaTeX (columns under the label map's names, as the app shows them)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import re
 from pathlib import Path
 
 import pandas as pd
+
+from narrative_eval.records import finite_number
+from narrative_eval.reports.labels import label, labelled_values, labels
 
 FLOAT_DIGITS = 6
 """Decimals kept in the CSV files."""
@@ -37,9 +41,44 @@ def write_table(table: pd.DataFrame, out_dir: Path, name: str) -> str:
     write_csv(table, out_dir / f"{name}.csv")
     markdown = markdown_table(table)
     (out_dir / f"{name}.md").write_text(markdown + "\n", encoding="utf-8")
-    (out_dir / f"{name}.tex").write_text(
-        table.to_latex(index=False, float_format="%.3f".__mod__, na_rep="--", escape=True), encoding="utf-8")
+    (out_dir / f"{name}.tex").write_text(latex_text(table), encoding="utf-8")
     return markdown
+
+
+def readable(table: pd.DataFrame) -> pd.DataFrame:
+    """The table under the label map's names: its columns, and the names in columns of names (a metric column)."""
+    shown = table.copy()
+    for column in labelled_values():
+        if column in shown:
+            shown[column] = [label(v) if isinstance(v, str) else v for v in shown[column]]
+    return shown.rename(columns=labels([str(c) for c in shown.columns]))
+
+
+def latex_text(table: pd.DataFrame, float_format: str = "%.3f") -> str:
+    """The table as LaTeX under readable names, numbers to `float_format`, NaN as --."""
+    return readable(table).to_latex(index=False, float_format=float_format.__mod__, na_rep="--", escape=True)
+
+
+def interval_text(mean: object, lo: object, hi: object, digits: int = 3) -> str:
+    """`mean [lo, hi]` (`mean` alone without both bounds, `n/a` without a mean; a text mean, e.g. 'mean ± SD',
+    is kept as it is)."""
+    interval = (f" [{finite_number(lo):.{digits}f}, {finite_number(hi):.{digits}f}]"
+                if finite_number(lo) is not None and finite_number(hi) is not None else "")
+    if isinstance(mean, str):
+        return f"{mean}{interval}"
+    return f"{finite_number(mean):.{digits}f}{interval}" if finite_number(mean) is not None else "n/a"
+
+
+def fold_intervals(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """Markdown/LaTeX form: each column with `_lo`/`_hi` companions becomes text `mean [lo, hi]` (the app shows
+    report tables the same way)."""
+    folded = table.copy()
+    for name in [c for c in table.columns if f"{c}_lo" in table and f"{c}_hi" in table]:
+        if len(table):
+            folded[name] = [interval_text(m, lo, hi, digits)
+                            for m, lo, hi in zip(table[name], table[f"{name}_lo"], table[f"{name}_hi"], strict=True)]
+        folded = folded.drop(columns=[f"{name}_lo", f"{name}_hi"])
+    return folded
 
 
 def file_slug(text: str) -> str:

@@ -1,6 +1,8 @@
 """MLflow's evaluation records for a finished cell, beside its params, metrics and tables: the inputs as a
-dataset, one trace per generation with gold, metric and judge assessments, the prompt versions used, and a
-run description. `mlflow ui` then shows what each model wrote, not only its averages.
+dataset (the run's input, and an evaluation dataset linked to the experiment), one trace per generation with
+gold, metric and judge assessments (tagged with model, prompt setting and condition), the prompt versions used
+(linked to the run and the experiment), and a run description. `mlflow ui` then shows what each model wrote,
+not only its averages.
 
 What is specific to a study (its traces and dataset, the prompts it used, its headline metrics) comes from the
 study (`Study.cell_records`, `Study.used_templates`, `Study.headline_metrics`); this package writes it.
@@ -18,6 +20,7 @@ from mlflow import MlflowClient
 
 from narrative_eval.records import CellSpec, finite_number
 from narrative_eval.tracing.base import CellEvaluation, CellRecords, generation_attributes
+from narrative_eval.tracing.datasets import register_evaluation_dataset
 from narrative_eval.tracing.prompts import register_prompts
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord, TurnRecord
 from narrative_eval.tracing.traces import (
@@ -39,22 +42,22 @@ def log_cell_records(client: MlflowClient, run_id: str, cell: CellSpec, result: 
     `trace_id` to the rows of its table. Returns record key -> trace id."""
     records = evaluation.records
     trace_ids: dict[str, str] = {}
+    experiment_id = client.get_run(run_id).info.experiment_id
     if records is not None:
-        experiment_id = client.get_run(run_id).info.experiment_id
-        _log_dataset(client, run_id, cell, records)
+        _log_dataset(client, run_id, experiment_id, cell, records)
         trace_ids = write_traces(client, run_id, experiment_id, records.traces)
         rows = result.tables.get(records.table, [])
         for trace in records.traces:
             for index in trace.rows:
                 if trace.key in trace_ids:
                     rows[index]["trace_id"] = trace_ids[trace.key]
-    _register_prompts(client, run_id, evaluation.templates)
+    _register_prompts(client, run_id, experiment_id, evaluation.templates)
     generations = len(records.traces) if records is not None else 0
     client.set_tag(run_id, DESCRIPTION_TAG, describe_cell(cell, result.metrics, generations, evaluation.headline))
     return trace_ids
 
 
-def _log_dataset(client: MlflowClient, run_id: str, cell: CellSpec, records: CellRecords) -> None:
+def _log_dataset(client: MlflowClient, run_id: str, experiment_id: str, cell: CellSpec, records: CellRecords) -> None:
     import mlflow.data
     from mlflow.entities import DatasetInput, InputTag
 
@@ -67,6 +70,10 @@ def _log_dataset(client: MlflowClient, run_id: str, cell: CellSpec, records: Cel
                                                          tags=[InputTag("mlflow.data.context", "evaluation")])])
     except Exception as error:
         warn_once("dataset inputs", error)
+    try:
+        register_evaluation_dataset(client, experiment_id, cell, records)
+    except Exception as error:  # a file store, or a server without evaluation datasets
+        warn_once("evaluation dataset", error)
 
 
 def dataset_digest(file_sha256: str, rows: pd.DataFrame) -> str:
@@ -75,9 +82,9 @@ def dataset_digest(file_sha256: str, rows: pd.DataFrame) -> str:
     return file_sha256[:20] + hashlib.sha256(rows.to_json(orient="records").encode()).hexdigest()[:12]
 
 
-def _register_prompts(client: MlflowClient, run_id: str, templates: dict[str, Any]) -> None:
+def _register_prompts(client: MlflowClient, run_id: str, experiment_id: str, templates: dict[str, Any]) -> None:
     try:
-        versions = register_prompts(client, run_id, templates)
+        versions = register_prompts(client, run_id, experiment_id, templates)
     except Exception as error:
         warn_once("prompt registry", error)
         return

@@ -22,6 +22,8 @@ class CellRecords:
     """One per generation."""
     dataset: pd.DataFrame = field(default_factory=pd.DataFrame)
     """The inputs the cell used, one row per instance or task (logged as the run's dataset)."""
+    expectations: tuple[str, ...] = ()
+    """Columns of `dataset` that hold an expected output (a gold text): the evaluation dataset's expectations."""
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """The prompts and rubrics a cell used (its study names them), in MLflow's prompt registry: a new version only when
-the text changed."""
+the text changed, each linked to the run and listed on its experiment's Prompts page."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from typing import Any
 
 from mlflow import MlflowClient
@@ -13,10 +14,18 @@ from mlflow import MlflowClient
 SHA_TAG = "narrative_eval.sha256"
 """Prompt version tag: sha256 of the template, so an unchanged text reuses its version."""
 
+EXPERIMENTS_TAG = "_mlflow_experiment_ids"
+"""Prompt tag MLflow's experiment Prompts page filters on: ',<id>,<id>,' (its own linking runs in a thread, on the
+active experiment only)."""
 
-def register_prompts(client: MlflowClient, run_id: str, templates: dict[str, Any]) -> dict[str, int]:
-    """Register each template (reusing the latest version when its text is unchanged), link it to the run;
-    returns name -> version."""
+MLFLOW_LINK_THREAD = "link_prompt_to_experiment_thread"
+"""Name prefix of the threads MLflow starts to tag a newly registered prompt with the active experiment."""
+
+
+def register_prompts(client: MlflowClient, run_id: str, experiment_id: str,
+                     templates: dict[str, Any]) -> dict[str, int]:
+    """Register each template (reusing the latest version when its text is unchanged), link it to the run and
+    to the experiment; returns name -> version."""
     versions = {}
     for name, template in templates.items():
         digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
@@ -25,8 +34,25 @@ def register_prompts(client: MlflowClient, run_id: str, templates: dict[str, Any
             version = client.register_prompt(name, template, tags={SHA_TAG: digest},
                                              commit_message="registered by narrative-eval on first use")
         client.link_prompt_version_to_run(run_id, version)
+        link_to_experiment(client, name, experiment_id)
         versions[name] = int(version.version)
     return versions
+
+
+def _wait_for_mlflow_links(timeout: float = 10.0) -> None:
+    """Let MLflow's own tagging threads finish first: each rewrites the tag from what it read, and would drop an
+    experiment added meanwhile."""
+    for thread in threading.enumerate():
+        if thread.name.startswith(MLFLOW_LINK_THREAD) and thread is not threading.current_thread():
+            thread.join(timeout)
+
+
+def link_to_experiment(client: MlflowClient, name: str, experiment_id: str) -> None:
+    """List the prompt on the experiment's Prompts page (kept when it is already listed there)."""
+    _wait_for_mlflow_links()  # registering and loading a prompt each start one
+    listed = [i for i in str(client.get_prompt(name).tags.get(EXPERIMENTS_TAG, "")).split(",") if i]
+    if experiment_id not in listed:
+        client.set_prompt_tag(name, EXPERIMENTS_TAG, f",{','.join([*listed, experiment_id])},")
 
 
 def _latest_with(client: MlflowClient, name: str, digest: str) -> Any:

@@ -26,6 +26,13 @@ SOURCE_RUN = "mlflow.sourceRun"
 TRACE_KEY_TAG = "narrative_eval.trace_key"
 """Trace tag: the record's key within its cell."""
 
+TAGGED_ATTRIBUTES = ("model", "prompt_setting", "condition", "sweep")
+"""Generation attributes also set as trace tags, so MLflow's trace list can be filtered by them
+(`tags.model = 'smollm2'`)."""
+
+DIGITS = 4
+"""Decimals of the numbers the platform writes on traces (scores, seconds, sampling settings)."""
+
 _warned: set[str] = set()
 
 
@@ -94,7 +101,9 @@ def _build(run_id: str, experiment_id: str, record: TraceRecord) -> tuple[Any, l
         request_preview=_get_truncated_preview(_json(record.inputs), role="user"),
         response_preview=_get_truncated_preview(_json(record.outputs), role="assistant"),
         trace_metadata={SOURCE_RUN: run_id, TRACE_SCHEMA_VERSION_KEY: str(TRACE_SCHEMA_VERSION)},
-        tags={TRACE_KEY_TAG: record.key, TraceTagKey.TRACE_NAME: record.name},
+        tags={TRACE_KEY_TAG: record.key, TraceTagKey.TRACE_NAME: record.name,
+              **{key: str(record.attributes[key]) for key in TAGGED_ATTRIBUTES
+                 if record.attributes.get(key) is not None}},
         assessments=[_entity(assessment, trace_id) for assessment in record.assessments],
     )
     return info, spans
@@ -112,7 +121,7 @@ def _span(trace_id: str, otel_trace_id: int, span_id: int, parent_id: int | None
 
     encoded = {SpanAttributeKey.REQUEST_ID: _json(trace_id), SpanAttributeKey.SPAN_TYPE: _json(span_type),
                SpanAttributeKey.INPUTS: _json(inputs), SpanAttributeKey.OUTPUTS: _json(outputs)}
-    encoded |= {key: _json(value) for key, value in _plain(attributes).items()}
+    encoded |= {key: _json(rounded(value)) for key, value in _plain(attributes).items()}
     if (usage := _usage(attributes)) is not None:
         encoded[SpanAttributeKey.CHAT_USAGE] = _json(usage)
     return Span(ReadableSpan(
@@ -161,8 +170,19 @@ def _entity(record: AssessmentRecord, trace_id: str) -> Any:
     if record.kind == "expectation":
         return Expectation(name=record.name, value=record.value, source=source, trace_id=trace_id)
     error = AssessmentError(error_code="NOT_SCORED", error_message=record.error) if record.value is None and record.error else None
-    return Feedback(name=record.name, value=record.value, source=source, rationale=record.rationale, error=error,
-                    trace_id=trace_id)
+    return Feedback(name=record.name, value=rounded(record.value), source=source, rationale=record.rationale,
+                    error=error, trace_id=trace_id)
+
+
+def rounded(value: Any) -> Any:
+    """Floats (also inside lists and dicts) to DIGITS decimals: a score reads 0.8123, not 0.812345678901234."""
+    if isinstance(value, float):
+        return round(value, DIGITS)
+    if isinstance(value, list | tuple):
+        return [rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    return value
 
 
 def _plain(attributes: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from narrative_eval.judges.agreement import cohen_kappa, spearman
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records import finite_number
+from narrative_eval.reports.tables import fold_intervals, latex_text
 from narrative_eval.studies.infilling.report_samples import high_quality_tables
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
@@ -59,12 +60,13 @@ def _seed_count(runs: pd.DataFrame) -> int:
 
 
 def _write(table: pd.DataFrame, out_dir: Path, name: str, float_format: str = "%.3f") -> str:
-    """CSV as is (intervals as `_lo`/`_hi` columns); markdown and LaTeX with intervals folded into `mean [lo, hi]`."""
+    """CSV as is (intervals as `_lo`/`_hi` columns); markdown and LaTeX with intervals folded into `mean [lo, hi]`,
+    LaTeX under readable names."""
     table.to_csv(out_dir / f"{name}.csv", index=False)
     shown = fold_intervals(table)
     markdown = shown.to_markdown(index=False, floatfmt=".3f") if not shown.empty else "(empty)"
     (out_dir / f"{name}.md").write_text(markdown + "\n")
-    (out_dir / f"{name}.tex").write_text(shown.to_latex(index=False, float_format=float_format.__mod__))
+    (out_dir / f"{name}.tex").write_text(latex_text(shown, float_format))
     return markdown
 
 
@@ -90,21 +92,6 @@ def _with_interval(table: pd.DataFrame, runs: pd.DataFrame, name: str, column: s
     """Add column `name` and its bootstrap interval `name_lo`, `name_hi` (NaN where a run logged none)."""
     for suffix in ("", "_lo", "_hi"):
         table[f"{name}{suffix}"] = runs.get(f"{column}{suffix}", np.nan)
-
-
-def fold_intervals(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
-    """Markdown/LaTeX form: each column with `_lo`/`_hi` companions becomes text `mean [lo, hi]`."""
-    folded = table.copy()
-    for name in [c for c in table.columns if f"{c}_lo" in table and f"{c}_hi" in table]:
-        def text(row, name=name):
-            mean, lo, hi = row[name], row[f"{name}_lo"], row[f"{name}_hi"]
-            interval = f" [{lo:.{digits}f}, {hi:.{digits}f}]" if finite_number(lo) is not None and finite_number(hi) is not None else ""
-            if isinstance(mean, str):  # already text, e.g. the seed table's "mean ± SD"
-                return f"{mean}{interval}"
-            return f"{mean:.{digits}f}{interval}" if finite_number(mean) is not None else "n/a"
-        folded[name] = table.apply(text, axis=1) if len(table) else table[name]
-        folded = folded.drop(columns=[f"{name}_lo", f"{name}_hi"])
-    return folded
 
 
 def pivot(runs: pd.DataFrame, metric: str) -> pd.DataFrame:

@@ -40,7 +40,7 @@ def infilling_records(cell: CellSpec, result: Any) -> CellRecords:
         )
         for index, row in enumerate(rows)
     ]
-    return CellRecords(table=TABLE, traces=traces, dataset=_instances(rows))
+    return CellRecords(table=TABLE, traces=traces, dataset=_instances(rows), expectations=("gold",))
 
 
 def _gold(cell: CellSpec, row: dict[str, Any]) -> AssessmentRecord:

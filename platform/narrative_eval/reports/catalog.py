@@ -1,0 +1,109 @@
+"""A report folder's tables as a paper shows them: in the order the study's presentation gives (main table first,
+then the platform's own tables, then any other), each with its title and caption, intervals folded into
+`mean [lo, hi]`, columns under their labels, and as LaTeX. The app's Figures tab reads reports through this."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from narrative_eval.reports.labels import humanize, platform_presentation
+from narrative_eval.reports.tables import fold_intervals, readable
+from narrative_eval.study import ReportTable, Study, all_studies
+
+JUDGE_SLOT = "{judge}"
+"""Where a table's file stem and title name a judge id."""
+
+
+@dataclass(frozen=True)
+class FoundTable:
+    """One table of a report folder, with what the papers say about it."""
+
+    path: Path
+    """Its CSV file."""
+    title: str
+    """Its title (a judge's id filled in)."""
+    caption: str
+    """One line on what it shows (empty for a table no presentation describes)."""
+    source: str = ""
+    """Where the papers show it ('Table 3')."""
+    interval: str | None = None
+    """The column its plain `lo`/`hi` columns bound."""
+
+    @property
+    def name(self) -> str:
+        """The file stem (`main`, `qavg_smollm2-judge`)."""
+        return self.path.stem
+
+
+def _pattern(spec: ReportTable) -> re.Pattern[str]:
+    return re.compile("^" + re.escape(spec.file).replace(re.escape(JUDGE_SLOT), "(?P<judge>.+)") + "$")
+
+
+def _matches(spec: ReportTable, stems: list[str]) -> list[tuple[str, str]]:
+    """(stem, judge id or '') of every stem the spec's file pattern matches, in name order."""
+    pattern = _pattern(spec)
+    return [(stem, found.groupdict().get("judge") or "") for stem in stems if (found := pattern.match(stem))]
+
+
+def study_of_report(folder: Path) -> Study | None:
+    """The study whose presentation describes the most of the folder's tables (None: no study describes any)."""
+    stems = _stems(folder)
+    scores = [(sum(len(_matches(spec, stems)) for spec in study.presentation().tables), study)
+              for study in all_studies()]
+    best = max(scores, key=lambda pair: pair[0], default=(0, None))
+    return best[1] if best[0] > 0 else None
+
+
+def _stems(folder: Path) -> list[str]:
+    return sorted(path.stem for path in folder.glob("*.csv")) if folder.is_dir() else []
+
+
+def report_tables(folder: Path, study: Study | None = None) -> list[FoundTable]:
+    """The folder's tables (its CSV files) in the papers' order: those the study's presentation lists (main
+    first), then the platform's, then any other by name. `study` defaults to the one the folder reads as."""
+    study = study if study is not None else study_of_report(folder)
+    stems = _stems(folder)
+    specs = [*(study.presentation().tables if study is not None else []), *platform_presentation().tables]
+    found: list[FoundTable] = []
+    placed: set[str] = set()
+    for spec in specs:
+        for stem, judge in _matches(spec, [s for s in stems if s not in placed]):
+            placed.add(stem)
+            found.append(FoundTable(folder / f"{stem}.csv", spec.title.replace(JUDGE_SLOT, judge),
+                                    spec.caption.replace(JUDGE_SLOT, judge), spec.source, spec.interval))
+    found += [FoundTable(folder / f"{stem}.csv", humanize(stem), "") for stem in stems if stem not in placed]
+    return found
+
+
+def shown_table(table: FoundTable, digits: int = 3) -> pd.DataFrame:
+    """The table as a paper prints it: intervals as `mean [lo, hi]`, numbers to `digits` decimals (counts as
+    integers), names in labelled columns and the columns under their labels."""
+    frame = pd.read_csv(table.path)
+    if table.interval and {table.interval, "lo", "hi"} <= set(frame.columns):
+        frame = frame.rename(columns={"lo": f"{table.interval}_lo", "hi": f"{table.interval}_hi"})
+    frame = fold_intervals(frame, digits)
+    for column in frame.columns:
+        if pd.api.types.is_integer_dtype(frame[column]):
+            frame[column] = frame[column].astype(str)
+        elif pd.api.types.is_float_dtype(frame[column]):
+            frame[column] = [_number(v, digits) for v in frame[column]]
+    return readable(frame.fillna(""))
+
+
+def _number(value: float, digits: int) -> str:
+    return "–" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def latex_table(shown: pd.DataFrame, title: str) -> str:
+    """A shown table as a LaTeX `table` with its title as caption."""
+    body = shown.to_latex(index=False, escape=True, na_rep="--")
+    caption = title.replace("\\", "\\textbackslash{}").replace("&", "\\&").replace("%", "\\%").replace("_", "\\_")
+    return f"\\begin{{table}}[ht]\n\\centering\n\\caption{{{caption}}}\n{body}\\end{{table}}\n"
+
+
+__all__ = ["FoundTable", "latex_table", "report_tables", "shown_table", "study_of_report"]

@@ -1,0 +1,59 @@
+"""The Runs table's layout without a browser: intervals folded into `mean [lo, hi]`, labels from the label map,
+optional numbers in their sets, the CSV with numbers and bounds, the chart's legend beside its bars."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ui.runs import ALL_JUDGES, MEAN, available_sets, chart, metric_columns, runs_frame, runs_html
+
+
+def _runs() -> pd.DataFrame:
+    """Two cell runs as mlflow.search_runs returns them (one judge, intervals on the headlines)."""
+    return pd.DataFrame({
+        "run_id": ["a" * 32, "b" * 32], "experiment_id": ["1", "1"], "status": ["FINISHED", "FINISHED"],
+        "params.model_id": ["m1", "m2"], "params.prompt_setting": ["L0", "L0"], "params.condition": ["standard"] * 2,
+        "metrics.at_avg": [0.25, 0.3], "metrics.at_avg_lo": [0.2, 0.22], "metrics.at_avg_hi": [0.3, 0.38],
+        "metrics.at_avg_sd": [0.0, 0.0], "metrics.judge/j/qavg": [3.2, 3.6], "metrics.judge/j/qavg_lo": [2.9, 3.1],
+        "metrics.judge/j/qavg_hi": [3.5, 4.0], "metrics.judge/j/high_pct": [25.0, 50.0],
+        "metrics.judge/j/fluency": [3.0, 4.0], "metrics.extraction_echo_rate": [0.5, 0.0],
+        "metrics.cost/usd_sync": [0.0, 0.0], "tags.judge_check/j": ["fail: discrimination", "pass"],
+    })
+
+
+def test_the_default_view_shows_headlines_as_intervals_under_labels():
+    table = runs_frame(_runs(), MEAN, ALL_JUDGES, study="infilling")
+    assert list(table.columns) == ["model", "setting", "condition", "status", "AtAvg", "j QAvg", "j High%",
+                                   "judge checks", "run id"]
+    assert table.loc[0, "AtAvg"] == "0.250 [0.200, 0.300]" and table.loc[1, "j QAvg"] == "3.60 [3.10, 4.00]"
+    assert table.loc[0, "j High%"] == "25.0"  # no interval logged: the mean alone, a percentage to one decimal
+    assert table.loc[0, "judge checks"] == "⚠ j failed: discrimination" and table.loc[1, "judge checks"] == "passed"
+    html = runs_html(table)
+    assert "<span class='ci'>[0.200, 0.300]</span>" in html and "title='at_avg'" in html
+
+
+def test_the_other_numbers_come_in_named_sets():
+    runs = _runs()
+    assert available_sets(runs, "infilling") == ["Spread across seeds (SD)", "Judge dimensions", "Extraction", "Cost"]
+    sets = ["Extraction", "Judge dimensions"]
+    chosen = [metric for _, metric in metric_columns(runs, MEAN, ALL_JUDGES, sets, "infilling")]
+    assert chosen[-2:] == ["judge/j/fluency", "extraction_echo_rate"]
+    assert "at_avg_lo" not in chosen and "at_avg_sd" not in chosen
+
+
+def test_the_csv_keeps_numbers_and_their_bounds():
+    table = runs_frame(_runs(), MEAN, ALL_JUDGES, study="infilling", as_text=False)
+    assert table.loc[1, "AtAvg"] == 0.3 and (table.loc[1, "AtAvg low"], table.loc[1, "AtAvg high"]) == (0.22, 0.38)
+    assert table.loc[0, "run id"] == "a" * 32
+
+
+def test_the_charts_legend_sits_beside_the_bars():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figure = chart(_runs(), "at_avg")
+    axes = figure.axes[0]
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)
+    legend = axes.get_legend().get_window_extent(renderer)
+    assert legend.x0 >= axes.get_window_extent(renderer).x1
+    assert axes.get_ylabel() == "AtAvg"
