@@ -154,6 +154,10 @@ def judge_pairwise(
     return [_combine_orders(first, second) for first, second in judge_pairwise_orders(backend, judge, items, rubric)]
 
 
+FORWARD, REVERSED = "forward", "reversed"
+"""The two presentation orders of a pairwise judgment, as keys of its details: as given, and A and B swapped."""
+
+
 def _sign(value: float) -> int:
     return (value > 0) - (value < 0)
 
@@ -167,13 +171,13 @@ def _combine_orders(first: JudgeResult, second: JudgeResult) -> JudgeResult:
         raw_replies=first.raw_replies + second.raw_replies,
     )
     if not (first.ok and second.ok):
-        problems = [f"{name} order: {r.error}" for name, r in (("forward", first), ("reversed", second)) if not r.ok]
+        problems = [f"{name} order: {r.error}" for name, r in ((FORWARD, first), (REVERSED, second)) if not r.ok]
         return JudgeResult(ok=False, error="; ".join(problems), **common)
     restored = {key: -value for key, value in second.scores.items()}
     scores = {key: (first.scores[key] + restored[key]) / 2 for key in first.scores}
     details = {
-        "forward": first.details["verdicts"],
-        "reversed": second.details["verdicts"],
+        FORWARD: first.details["verdicts"],
+        REVERSED: second.details["verdicts"],
         "forward_scores": dict(first.scores),
         "restored_scores": restored,
         "consistent": {key: _sign(first.scores[key]) == _sign(restored[key]) for key in first.scores},
