@@ -4,7 +4,7 @@ The shipped tasks carry no reference story, so the builders take the stories as 
 written for that task (a sweep's FULL final replies, or reference stories where a task set has them). For each
 of K tasks with a story (judges.checks.sample_ids over story ids):
 
-- checklist (creative_checklist): refusal, the refusal of incremental_controls.yaml against the task's own
+- checklist (creative_checklist): refusal, the refusal of controls.yaml against the task's own
   requirements, adherence near 0; other_task_story, another task's story against this task's requirements,
   below this task's own story;
 - quality (the judge's quality rubric): shuffled_sentences, the story with its sentences in a seeded random
@@ -27,7 +27,7 @@ from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUB
 from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, pick_other, sample_ids
 from narrative_eval.records import WritingTask, derived_seed
 
-CONTROL_TEXTS_FILE = Path(__file__).with_name("incremental_controls.yaml")
+CONTROL_TEXTS_FILE = Path(__file__).with_name("controls.yaml")
 """The controls' fixed texts (the refusal)."""
 
 REFUSAL, OTHER_STORY, SHUFFLED, IDENTICAL, REFUSAL_PAIR = (
@@ -36,7 +36,7 @@ REFUSAL, OTHER_STORY, SHUFFLED, IDENTICAL, REFUSAL_PAIR = (
 
 
 def refusal_text(path: str | Path | None = None) -> str:
-    """The refusal a control shows in place of a story (incremental_controls.yaml's `refusal`)."""
+    """The refusal a control shows in place of a story (controls.yaml's `refusal`)."""
     path = Path(path) if path is not None else CONTROL_TEXTS_FILE
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not str(data.get("refusal") or "").strip():
