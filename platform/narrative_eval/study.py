@@ -15,8 +15,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from narrative_eval.backends.cache import CachedBackend
+from narrative_eval.judges.checks import ControlSet
 from narrative_eval.judges.rubric import load_rubric
-from narrative_eval.records import CellSpec, ModelSpec
+from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.registry import Registry
 from narrative_eval.tracing import CellEvaluation, CellRecords
 
@@ -207,6 +208,20 @@ class Study(ABC):
             templates[f"rubric.{Path(rubric.name).stem}"] = [{"role": "system", "content": rubric.system},
                                                              {"role": "user", "content": rubric.user}]
         return templates
+
+    # ------------------------------------------------------------------ judge control checks (judges.checks)
+
+    def control_items(self, config: Any, cells: Sequence[CellSpec], judge: JudgeSpec, k: int) -> list[ControlSet]:
+        """The control items `judge` judges once per sweep, after the cells, built from `k` instances (tasks) of the
+        sweep's data and what its finished `cells` wrote; the same instances for every judge. None by default."""
+        return []
+
+    def control_requests(self, config: Any, cells: Sequence[CellSpec], k: int) -> AfterSweepRequests:
+        """What judging every judge's control items may send, for dry runs, cost estimates and the budget (an upper
+        bound); by default counted from `control_items` (a study whose controls need the cells' outputs counts
+        them itself)."""
+        return [(group.judge.model, group.requests, group.judge.max_new_tokens)
+                for judge in config.judges for group in self.control_items(config, cells, judge, k)]
 
     # ------------------------------------------------------------------ after the cells
 
