@@ -21,6 +21,7 @@ def test_a_table_is_a_judges_when_it_names_it_whole():
     assert not names_judge("Main results", header, "smollm2")  # a model of that name, in a row: not a judge's column
     assert names_judge("QAvg per model x prompt setting [smollm2]", "| model |", "smollm2")
     assert names_judge("Paired differences", "| model | metric |\n|---|---|\n| m | judge/smollm2/qavg |", "smollm2")
+    assert names_judge("Letter groups", "| metric | model |\n|---|---|\n| smollm2:qavg | gemma3 |", "smollm2")
     assert not names_judge("AtAvg per model x prompt setting", "| model | L2 |\n|---|---|\n| smollm2 | 0.2 |", "smollm2")
 
 

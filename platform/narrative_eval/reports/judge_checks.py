@@ -53,10 +53,12 @@ def logged_rows(experiment: str, sweep: str, data_sha256: str | None = None) -> 
 
 def names_judge(title: str, markdown: str, judge: str) -> bool:
     """Whether a report table shows `judge`'s scores: it names the judge in its title or column headers (as a whole
-    name: `smollm2` is not `smollm2-judge`), or lists one of its metrics (`judge/<id>/...`)."""
+    name: `smollm2` is not `smollm2-judge`), or lists one of its metrics in its rows (`judge/<id>/...` or
+    `<id>:<dimension>`, as the paired comparisons do); a model that has the judge's name is not its scores."""
     whole = re.compile(rf"(?<![\w.-]){re.escape(judge)}(?![\w.-])")
     header = markdown.split("\n", 1)[0]
-    return bool(whole.search(title) or whole.search(header)) or f"judge/{judge}/" in markdown
+    metric = re.compile(rf"(?<![\w.-]){re.escape(judge)}:\w|judge/{re.escape(judge)}/")
+    return bool(whole.search(title) or whole.search(header) or metric.search(markdown))
 
 
 def tables_naming(tables: Mapping[str, str], judges: Sequence[str]) -> dict[str, list[str]]:
