@@ -24,6 +24,8 @@ from narrative_eval.judges.rubric import RUBRICS
 from narrative_eval.metrics import METRICS
 from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.registry import Registry
+from narrative_eval.reports.judge_checks import JUDGE_CHECKS_NAME, failed_checks
+from narrative_eval.stats.judge_checks import CheckRow
 from narrative_eval.stats.mde import mde_summary, plan_from
 from narrative_eval.study import STUDIES, load_study
 from narrative_eval.sweep import collect_batches, describe_grid, estimate_lines, expand_grid, run_sweep
@@ -125,6 +127,19 @@ def _run_stoppable(config: SweepConfig, progress, executor: str | None):
         raise
 
 
+def judge_check_lines(rows: list[CheckRow], report_dir: Any) -> list[str]:
+    """The terminal's verdict per judge: passed, or FAILED with one line per failed check (failed_checks)."""
+    if not rows:
+        return []
+    where = f"{report_dir}/{JUDGE_CHECKS_NAME}.csv" if report_dir else "the sweep's parent run"
+    lines = [f"judge control checks ({where}; docs/judge-checks.md):"]
+    for judge in dict.fromkeys(row.judge for row in rows):
+        failed = failed_checks([row for row in rows if row.judge == judge])
+        lines.append(f"  {judge}: " + ("FAILED - its scores are marked in the report" if failed else "passed every check"))
+        lines.extend(f"    {line}" for line in failed)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -156,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     finished, skipped, failed = outcome.count("finished"), outcome.count("skipped"), outcome.count("failed")
     print(f"cells: {finished} finished, {skipped} already done (skipped), {failed} failed; "
           f"requests sent to engines: {outcome.generated}")
+    for line in judge_check_lines(outcome.judge_checks, outcome.report_dir):
+        print(line)
     for cell in outcome.cells:
         if cell.status == "failed":
             print(f"FAILED {cell.cell.run_name}: {cell.error}", file=sys.stderr)

@@ -4,7 +4,7 @@ JSON reply out, through the request cache), and short stories for the shipped wr
 - control-oracle: knows which texts are good (a gold fill with its passage, a story with its brief) and the
   refusal; scores a good text at the top of every scale and anything else at the bottom; in a pair it prefers the
   good story to the refusal and ties a story with itself.
-- control-constant: the same middle score, a tie, whatever it is shown.
+- control-constant: the same score (the middle one unless told), a tie, whatever it is shown.
 - control-always-a: the oracle, except that every pair goes to the response shown as A.
 
 Each builds its answer from the JSON schema the judge request carries, so it answers every rubric the way a
@@ -134,10 +134,11 @@ class OracleJudge(SchemaJudge):
 
 @backend("control-constant")
 class ConstantJudge(SchemaJudge):
-    """The same middle score and a tie, whatever it is shown."""
+    """The same score and a tie, whatever it is shown: the middle of every scale, or options['decision'] (good: the
+    top, as a judge that rates everything excellent)."""
 
     def decide(self, text: str, pairwise: bool) -> str:
-        return "middle"
+        return self.spec.options.get("decision", "middle")
 
 
 @backend("control-always-a")

@@ -90,6 +90,18 @@ def test_report_written_and_attached_to_parent(first_run, tiny_config):
     assert "report/main.csv" in artifacts
 
 
+def test_the_embedded_judge_is_checked_once_on_control_items(first_run):
+    """Its three instances' gold fills against another passage's gold and a repeated sentence: a row per check in
+    judge_checks.csv and its verdict as a tag on the parent run and both cells, whatever this small judge earns."""
+    table = pd.read_csv(first_run.report_dir / "judge_checks.csv")
+    assert list(table["check"]) == ["mismatched_fill", "degenerate_fill"] and set(table["judge"]) == {"tiny-judge"}
+    assert list(table["n"] + table["n_failed"]) == [3, 3]
+    failed = list(table.loc[~table["pass"], "check"])
+    verdict = f"fail: {', '.join(failed)}" if failed else "pass"
+    for run_id in [first_run.parent_run_id, *(cell.run_id for cell in first_run.cells)]:
+        assert tracking.client().get_run(run_id).data.tags["judge_check/tiny-judge"] == verdict
+
+
 def test_rerun_skips_finished_cells_and_generates_nothing(first_run, tiny_config):
     again = run_sweep(tiny_config)
     assert again.parent_run_id == first_run.parent_run_id
@@ -109,9 +121,12 @@ def test_dry_run_counts_without_loading_models(repo_root, published_csv, capsys)
                  "--data", str(published_csv)]) == 0
     out = capsys.readouterr().out
     subset = len(stratified_subset(load_instances(published_csv), fraction=0.1, seed=42))
-    # 4 models x 2 prompt settings, five seeds inside each cell, one judge.
+    # 4 models x 2 prompt settings, five seeds inside each cell, one judge; and once per sweep, that judge on every
+    # subset instance's gold fill, another passage's gold and a repeated sentence (judge_checks: 20 >= subset).
     assert "8 cells" in out
-    assert f"generations: {8 * 5 * subset}" in out and f"judge calls: {8 * 5 * subset}" in out
+    controls = 3 * subset
+    assert f"generations: {8 * 5 * subset}" in out
+    assert f"judge calls: {8 * 5 * subset + controls} (1 judge(s); {controls} on control items" in out
     assert len(registry._loaded) == loaded  # no model was loaded
 
 

@@ -7,21 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializeAsAny,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_serializer,
-    model_validator,
-)
+from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidationInfo, field_validator,
+                      model_serializer, model_validator)
 
 from narrative_eval.backends.batch import batchable
 from narrative_eval.config_errors import config_problems, locate, yaml_error
 from narrative_eval.errors import UserError, read_text
+from narrative_eval.judges.checks import JudgeChecks
 from narrative_eval.judges.rubric import RUBRICS
 from narrative_eval.metrics import METRICS
 from narrative_eval.records import GenerationParams, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
@@ -75,6 +67,8 @@ class SweepConfig(BaseModel):
     """Sampling settings."""
     judges: list[JudgeSpec] = Field(default_factory=list)
     """Judge panel."""
+    judge_checks: JudgeChecks = JudgeChecks()
+    """Control items every judge judges once per sweep, after the cells (`false`: none); docs/judge-checks.md."""
     metrics: MetricsSpec = MetricsSpec()
     """Automatic metrics (of studies that score against a gold text)."""
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -19,8 +19,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from narrative_eval.backends.cache import CachedBackend
+from narrative_eval.judges.checks import ControlSet
 from narrative_eval.judges.rubric import load_rubric
-from narrative_eval.records import CellSpec, ModelSpec
+from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.registry import Registry
 from narrative_eval.tracing import CellEvaluation, CellRecords
 
@@ -260,6 +261,20 @@ class Study(ABC):
         """How its numbers read: the tables.yaml in its package folder (labels of its own words, its report's
         tables in the papers' order); a study without one presents its tables under their file names."""
         return load_presentation(Path(inspect.getfile(type(self))).with_name(TABLES_FILE))
+
+    # ------------------------------------------------------------------ judge control checks (judges.checks)
+
+    def control_items(self, config: Any, cells: Sequence[CellSpec], judge: JudgeSpec, k: int) -> list[ControlSet]:
+        """The control items `judge` judges once per sweep, after the cells, built from `k` instances (tasks) of the
+        sweep's data and what its finished `cells` wrote; the same instances for every judge. None by default."""
+        return []
+
+    def control_requests(self, config: Any, cells: Sequence[CellSpec], k: int) -> AfterSweepRequests:
+        """What judging every judge's control items may send, for dry runs, cost estimates and the budget (an upper
+        bound); by default counted from `control_items` (a study whose controls need the cells' outputs counts
+        them itself)."""
+        return [(group.judge.model, group.requests, group.judge.max_new_tokens)
+                for judge in config.judges for group in self.control_items(config, cells, judge, k)]
 
     # ------------------------------------------------------------------ after the cells
 

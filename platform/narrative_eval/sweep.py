@@ -1,9 +1,10 @@
 """A sweep: grid expansion, its cells run by an executor (each one MLflow child run under the sweep's parent, see
-`cells.py`), its report and costs; dry-run counts and cost estimates."""
+`cells.py`), its judges' control checks, its report and costs; dry-run counts and cost estimates."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,17 @@ from narrative_eval.config import SweepConfig
 from narrative_eval.data.infilling import file_sha256
 from narrative_eval.errors import UserError
 from narrative_eval.executors import EXECUTORS
+from narrative_eval.judges.checks import judge_controls
 from narrative_eval.metrics import metric_names
 from narrative_eval.records import CellSpec, ModelSpec
+from narrative_eval.stats.judge_checks import (
+    JUDGMENTS_ARTIFACT,
+    ROWS_ARTIFACT,
+    CheckRow,
+    check_metrics,
+    check_rows,
+    verdict_tags,
+)
 from narrative_eval.study import ProgressFactory, Study, load_study, no_progress
 
 PROMPT_TOKENS_ESTIMATE = 400
@@ -68,6 +78,8 @@ class SweepOutcome:
     """Title -> markdown table of the sweep's report."""
     report_dir: Path | None = None
     """Where the report files were written."""
+    judge_checks: list[CheckRow] = field(default_factory=list)
+    """Every judge's control checks (judge_checks.csv's rows); empty when the sweep has none."""
 
     @property
     def generated(self) -> int:
@@ -98,9 +110,7 @@ def run_sweep(
     outcome = SweepOutcome(parent, outcomes)
     if write_report and any(o.status != "failed" for o in outcomes):
         out_dir = config.resolved_report_dir()
-        # This sweep's data only: the same name run on other data keeps its own report folder and tables.
-        outcome.tables = study.summarise(config.sweep, out_dir, data_sha256=cells[0].data_sha256)
-        outcome.tables.update(_after_sweep(study, config, out_dir, cells[0].data_sha256))
+        _after_cells(study, config, cells, outcome, out_dir, progress)
         outcome.report_dir = out_dir
         totals = write_cost_table(outcomes, out_dir, outcome.tables)
         tracking.log_sweep_outputs(parent, outcome.tables, sorted(p for p in out_dir.glob("*") if p.is_file()),
@@ -109,13 +119,53 @@ def run_sweep(
     return outcome
 
 
-def _after_sweep(study: Study, config: SweepConfig, out_dir: Path, data_sha256: str) -> dict[str, str]:
-    """The study's steps that need every cell finished, served by the sweep's backends behind its request cache."""
+def _after_cells(study: Study, config: SweepConfig, cells: list[CellSpec], outcome: SweepOutcome, out_dir: Path,
+                 progress: ProgressFactory) -> None:
+    """What needs every cell finished, served by the sweep's backends behind its request cache: the judges'
+    control checks (logged before the report, which reads them), the study's tables of this sweep's data only
+    (the same name run on other data keeps its own report folder), then the study's after-sweep steps."""
+    data_sha256 = cells[0].data_sha256
     pool = BackendPool(config.cache)
     try:
-        return study.after_sweep(config, out_dir, data_sha256, pool)
+        outcome.judge_checks, judgments = run_judge_checks(study, config, cells, pool, progress)
+        log_judge_checks(outcome, judgments, data_sha256)
+        outcome.tables = study.summarise(config.sweep, out_dir, data_sha256=data_sha256)
+        outcome.tables.update(study.after_sweep(config, out_dir, data_sha256, pool))
     finally:
         pool.cache.close()
+
+
+def run_judge_checks(study: Study, config: SweepConfig, cells: Sequence[CellSpec],
+                     backend_for: Callable[[ModelSpec], Any],
+                     progress: ProgressFactory = no_progress) -> tuple[list[CheckRow], list[dict[str, Any]]]:
+    """Every judge's control items (the study's), judged once for the sweep through `backend_for` (the sweep's
+    backends behind its request cache, so a rerun asks nothing again): the check rows and a record per judgment.
+    Nothing when the config turns the checks off or has no judge; never part of a cell's scores."""
+    if not config.judge_checks.enabled:
+        return [], []
+    rows: list[CheckRow] = []
+    records: list[dict[str, Any]] = []
+    for judge in config.judges:
+        judgments = [judgment for group in study.control_items(config, cells, judge, config.judge_checks.items)
+                     for judgment in judge_controls(backend_for(group.judge.model), group.judge, group.items, progress)]
+        rows.extend(check_rows(judge.id, judgments))
+        records.extend(judgment.record() for judgment in judgments)
+    return rows, records
+
+
+def log_judge_checks(outcome: SweepOutcome, judgments: list[dict[str, Any]], data_sha256: str) -> None:
+    """The checks on the sweep's parent run (rows and judgments as artifacts, `judge_check/<judge>/<check>`
+    metrics) and each judge's verdict as tag `judge_check/<judge>` on the parent and every cell run."""
+    rows = outcome.judge_checks
+    if not rows:
+        return
+    c = tracking.client()
+    c.log_dict(outcome.parent_run_id, {"data_sha256": data_sha256, "rows": [asdict(row) for row in rows]}, ROWS_ARTIFACT)
+    c.log_dict(outcome.parent_run_id, judgments, JUDGMENTS_ARTIFACT)
+    tracking.log_sweep_outputs(outcome.parent_run_id, {}, [], metrics=check_metrics(rows))
+    tags = [tracking.RunTag(key, value) for key, value in verdict_tags(rows).items()]
+    for run_id in [outcome.parent_run_id, *(cell.run_id for cell in outcome.cells if cell.run_id is not None)]:
+        c.log_batch(run_id, tags=tags)
 
 
 def collect_batches(config: SweepConfig) -> list[str]:
@@ -129,7 +179,8 @@ def collect_batches(config: SweepConfig) -> list[str]:
 
 
 def describe_grid(config: SweepConfig, cells: list[CellSpec] | None = None) -> dict[str, Any]:
-    """Counts for a dry run: cells, generations and judge calls, and the estimated costs, loading no model.
+    """Counts for a dry run: cells, generations and judge calls (`control_calls` of them on the judges' control
+    items, once per sweep), and the estimated costs, loading no model.
 
     Costs are upper bounds (every reply at its token limit): `estimated_cost_usd` with every hosted
     request synchronous, `estimated_batch_cost_usd` with every one through a batch API, and
@@ -157,16 +208,21 @@ def describe_grid(config: SweepConfig, cells: list[CellSpec] | None = None) -> d
     after = study.after_sweep_requests(config, cells)
     after_calls = sum(requests for _, requests, _ in after)
     after_cost = add(after)
+    controls = study.control_requests(config, cells, config.judge_checks.items) if config.judge_checks.enabled else []
+    control_calls = sum(requests for _, requests, _ in controls)
+    control_cost = add(controls)
     return {
         "cells": [(c.model.id, c.prompt_setting, c.condition, c.spec_hash) for c in cells],
         "generations": generations,
-        "judge_calls": judge_calls + after_calls,
+        "judge_calls": judge_calls + after_calls + control_calls,
         "after_sweep_calls": after_calls,
+        "control_calls": control_calls,
         "estimated_cost_usd": sync,
         "estimated_batch_cost_usd": batch,
-        "estimated_run_cost_usd": sum(per_cell) + after_cost,
+        "estimated_run_cost_usd": sum(per_cell) + after_cost + control_cost,
         "cell_costs": per_cell,
         "after_sweep_cost": after_cost,
+        "control_cost": control_cost,
     }
 
 
@@ -174,6 +230,9 @@ def estimate_lines(config: SweepConfig, grid: dict[str, Any]) -> list[str]:
     """describe_grid's counts and cost estimates in words, one line each (the dry run prints them, the app's
     Launch tab shows them)."""
     after = f"; {grid['after_sweep_calls']} of them after the cells" if grid["after_sweep_calls"] else ""
+    if grid["control_calls"]:
+        after += (f"; {grid['control_calls']} on control items, {grid['control_calls'] / grid['judge_calls']:.1%} "
+                  f"(judge_checks: {config.judge_checks.items} items per judge)")
     lines = [f"generations: {grid['generations']}",
              f"judge calls: {grid['judge_calls']} ({len(config.judges)} judge(s){after})",
              f"estimated cost of hosted models (upper bound, every reply at its token limit): "
@@ -201,8 +260,9 @@ def check_budget(config: SweepConfig, cells: list[CellSpec]) -> None:
     costs = grid["cell_costs"]
     todo = [cost for cell, cost in zip(cells, costs, strict=True)
             if (found := tracking.find_cell_run(experiment, cell)) is None or found[1] != "FINISHED"]
-    # After-sweep requests made earlier are reused, but which are missing is only known at the end: count them all.
-    estimate = sum(todo) + grid["after_sweep_cost"]
+    # After-sweep and control requests made earlier are reused, but which are missing is only known at the end:
+    # count them all.
+    estimate = sum(todo) + grid["after_sweep_cost"] + grid["control_cost"]
     if estimate > config.max_cost_usd:
         raise UserError(
             f"sweep {config.sweep!r}: the {len(todo)} cell(s) still to run may cost up to {usd(estimate)} "

@@ -40,7 +40,8 @@ def server(api_server, monkeypatch):
 
 
 def write_config(folder: Path, name: str, server, *, batch: bool, extra: str = "") -> Path:
-    """A two-instance infilling sweep judged by a hosted judge; its own cache and report folder."""
+    """A two-instance infilling sweep judged by a hosted judge; its own cache and report folder; no control checks,
+    so every request counted is a cell's."""
     options = {"base_url": server.openai_base_url, "prices": PRICES, "retry_base_delay": 0.05, "batch": batch,
                "batch_poll_interval": 0.05, "batch_poll_max_interval": 0.2}
     path = folder / f"{name}.yaml"
@@ -61,6 +62,7 @@ judges:
     model: {{id: api-judge, backend: openai, weights: gpt-judge-test, options: {json.dumps(options)}}}
 cache: {folder / name}.sqlite
 report_dir: {folder / 'report' / name}
+judge_checks: false
 {extra}
 """)
     return path

@@ -16,8 +16,8 @@ from narrative_eval.judges.checks import ControlItem, judge_controls, load_thres
 from narrative_eval.records import Reply
 from narrative_eval.reports.judge_checks import failed_checks, write_judge_checks
 from narrative_eval.stats.judge_checks import COLUMNS, check_rows, judge_checks_table, wilson_interval
-from narrative_eval.studies.incremental_controls import incremental_controls, refusal_text
-from narrative_eval.studies.infilling_controls import infilling_controls
+from narrative_eval.studies.incremental.controls import incremental_controls, refusal_text
+from narrative_eval.studies.infilling.controls import infilling_controls
 
 from tests.control_judges import STORIES, OracleJudge, control_judge, shipped_instances, shipped_tasks
 

@@ -93,6 +93,7 @@ judges:
     max_new_tokens: 384
 extra: {{max_regenerations: 0, score_truncated: true}}
 report_dir: {root / 'report'}
+judge_checks: false  # the study's cells and report (tests/test_sweep_judge_checks.py: its controls)
 """
     )
     config = load_config(config_path, catalog=repo_root / "experiments/configs/models.yaml")

@@ -6,7 +6,7 @@ import pytest
 
 from narrative_eval.data.infilling import sentences
 from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_EVIDENCE_RUBRIC, QUALITY_RUBRIC
-from narrative_eval.studies.incremental_controls import (
+from narrative_eval.studies.incremental.controls import (
     checklist_controls,
     incremental_controls,
     pairwise_controls,

@@ -58,6 +58,7 @@ judges:
 pairwise_judges: {pairwise}
 extra: {{max_regenerations: 0, score_truncated: true}}
 report_dir: {tmp_path / 'report'}
+judge_checks: false  # what is counted here is the pairwise judges' own calls (tests/test_sweep_judge_checks.py: controls)
 """)
     return path
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from narrative_eval.judges.judge import GeneratingBackend, judge_many, judge_pairwise
 from narrative_eval.judges.rubric import load_rubric
@@ -87,6 +87,54 @@ class ControlJudgment:
     def ok(self) -> bool:
         """Whether every verdict the item needs validated."""
         return self.result.ok and (self.reference is None or self.reference.ok)
+
+    def record(self) -> dict[str, Any]:
+        """The judgment as a JSON-ready record (what was shown is the item's instance and check, not its texts)."""
+        return {"judge": self.result.judge_id, "rubric": self.item.rubric, "check": self.item.check,
+                "instance_id": self.item.instance_id, "expected": self.item.expected, "ok": self.ok,
+                "result": self.result.model_dump(mode="json"),
+                "reference": self.reference.model_dump(mode="json") if self.reference is not None else None}
+
+
+@dataclass(frozen=True)
+class ControlSet:
+    """Control items one judge judges with one setting: what a study gives a sweep for each of its judges."""
+
+    judge: JudgeSpec
+    """The judge as it judges these items (a pairwise rubric may give it its own token budget)."""
+    items: tuple[ControlItem, ...]
+    """The items, in order."""
+
+    @property
+    def requests(self) -> int:
+        """Judge requests the items take at most: each distinct input of a scores or checklist rubric once (a
+        reference serving several items too), each pairwise item twice (both orders); retries not counted."""
+        single = {(item.rubric, stable_hash(_plain(inputs))) for item in self.items
+                  if item.expected not in PAIRWISE_RELATIONS
+                  for inputs in (item.inputs, item.reference) if inputs is not None}
+        return len(single) + 2 * sum(item.expected in PAIRWISE_RELATIONS for item in self.items)
+
+
+class JudgeChecks(BaseModel):
+    """A sweep config's `judge_checks:` section: `{items: K}` (default K = 20), or `false` for no control checks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    items: int = Field(default=DEFAULT_CONTROLS, ge=0)
+    """Instances (tasks) per judge that become control items, the same for every judge; 0: no checks."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        """`false` (or null) turns the checks off, `true` keeps the default K."""
+        if value is None or value is False:
+            return {"items": 0}
+        return {} if value is True else value
+
+    @property
+    def enabled(self) -> bool:
+        """Whether a sweep judges control items at all."""
+        return self.items > 0
 
 
 # --------------------------------------------------------------------------- thresholds
@@ -261,6 +309,8 @@ __all__ = [
     "CheckThresholds",
     "ControlItem",
     "ControlJudgment",
+    "ControlSet",
+    "JudgeChecks",
     "Relation",
     "judge_controls",
     "load_thresholds",

@@ -1,12 +1,22 @@
-"""The judge control checks' table: judge_checks.csv (and .md, .tex) in a sweep's report folder."""
+"""The judge control checks in a sweep's report: judge_checks.csv (and .md, .tex), read back from the sweep's
+parent run, a note under every table whose scores come from a judge that failed a check, and an entry of the
+report's index (its tables: the terminal summary, tables.json, the parent run's report/) naming those tables."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from narrative_eval import tracking
 from narrative_eval.reports.tables import write_table
-from narrative_eval.stats.judge_checks import CheckRow, judge_checks_table
+from narrative_eval.stats.judge_checks import (
+    ROWS_ARTIFACT,
+    CheckRow,
+    failing_judges,
+    judge_checks_table,
+    rows_from_records,
+)
 
 JUDGE_CHECKS_NAME = "judge_checks"
 """The file stem of the table (columns: stats.judge_checks.COLUMNS, docs/formats.md)."""
@@ -28,4 +38,86 @@ def failed_checks(rows: Sequence[CheckRow]) -> list[str]:
             for row in rows if not row.passed]
 
 
-__all__ = ["JUDGE_CHECKS_NAME", "JUDGE_CHECKS_TITLE", "failed_checks", "write_judge_checks"]
+def logged_rows(experiment: str, sweep: str, data_sha256: str | None = None) -> list[CheckRow]:
+    """The check rows the sweep's last run logged on its parent run ([] when it has none, or when they were made on
+    other data than `data_sha256`)."""
+    parent = tracking.find_sweep_run(experiment, sweep)
+    folder = ROWS_ARTIFACT.rsplit("/", 1)[0]
+    if parent is None or ROWS_ARTIFACT not in {a.path for a in tracking.client().list_artifacts(parent, folder)}:
+        return []
+    payload = tracking.load_json_artifact(parent, ROWS_ARTIFACT)
+    if data_sha256 is not None and payload["data_sha256"] != data_sha256:
+        return []
+    return rows_from_records(payload["rows"])
+
+
+def names_judge(title: str, markdown: str, judge: str) -> bool:
+    """Whether a report table shows `judge`'s scores: it names the judge in its title or column headers (as a whole
+    name: `smollm2` is not `smollm2-judge`), or lists one of its metrics in its rows (`judge/<id>/...` or
+    `<id>:<dimension>`, as the paired comparisons do); a model that has the judge's name is not its scores."""
+    whole = re.compile(rf"(?<![\w.-]){re.escape(judge)}(?![\w.-])")
+    header = markdown.split("\n", 1)[0]
+    metric = re.compile(rf"(?<![\w.-]){re.escape(judge)}:\w|judge/{re.escape(judge)}/")
+    return bool(whole.search(title) or whole.search(header) or metric.search(markdown))
+
+
+def tables_naming(tables: Mapping[str, str], judges: Sequence[str]) -> dict[str, list[str]]:
+    """Title -> the judges each table names (names_judge): whose scores its columns or rows are."""
+    return {title: [judge for judge in judges if names_judge(title, markdown, judge)] for title, markdown in tables.items()}
+
+
+def judge_note(judge: str, checks: Sequence[str]) -> str:
+    """The note under a table with scores from a judge that failed checks."""
+    return (f"> Judge `{judge}` failed its control checks ({', '.join(checks)}; see judge_checks.csv): it may not "
+            f"tell good outputs from bad ones, so read its scores here with care.")
+
+
+def _note_file(out_dir: Path, markdown: str, notes: str) -> None:
+    """Append the notes to the table's .md file in out_dir (the one holding exactly this markdown), if it has one."""
+    for path in out_dir.glob("*.md"):
+        if path.read_text(encoding="utf-8").strip() == markdown.strip():
+            path.write_text(f"{markdown.strip()}\n\n{notes}\n", encoding="utf-8")
+            return
+
+
+def with_judge_checks(tables: Mapping[str, str], rows: Sequence[CheckRow], out_dir: str | Path,
+                      judged: Mapping[str, Sequence[str]] | None = None, index: bool = True) -> dict[str, str]:
+    """The report's tables with a note under each whose scores come from a judge that failed a check (`judged`:
+    title -> the judges of each table, default tables_naming); with `index`, judge_checks.csv/.md/.tex written to
+    out_dir and a last entry, JUDGE_CHECKS_TITLE, with that table and the failing judges' tables by name. The
+    tables unchanged when there are no rows (checks off, or a sweep run before them)."""
+    if not rows:
+        return dict(tables)
+    out_dir = Path(out_dir)
+    failing = failing_judges(rows)
+    judged = judged if judged is not None else tables_naming(tables, list(dict.fromkeys(r.judge for r in rows)))
+    marked: dict[str, str] = {}
+    flagged: dict[str, list[str]] = {}
+    for title, markdown in tables.items():
+        bad = [judge for judge in judged.get(title, ()) if judge in failing]
+        if bad:
+            notes = "\n>\n".join(judge_note(judge, failing[judge]) for judge in bad)
+            _note_file(out_dir, markdown, notes)
+            markdown = f"{markdown}\n\n{notes}"
+            for judge in bad:
+                flagged.setdefault(judge, []).append(title)
+        marked[title] = markdown
+    if index:
+        summary = [f"- `{judge}` failed {', '.join(checks)}; its tables (a note under each): "
+                   f"{'; '.join(flagged.get(judge, [])) or 'none'}" for judge, checks in failing.items()]
+        verdict = "\n".join(summary) if summary else "Every judge passed every check."
+        marked[JUDGE_CHECKS_TITLE] = f"{write_judge_checks(rows, out_dir)}\n\n{verdict}"
+    return marked
+
+
+__all__ = [
+    "JUDGE_CHECKS_NAME",
+    "JUDGE_CHECKS_TITLE",
+    "failed_checks",
+    "judge_note",
+    "logged_rows",
+    "names_judge",
+    "tables_naming",
+    "with_judge_checks",
+    "write_judge_checks",
+]

@@ -17,6 +17,7 @@ Items whose judgment never validated are left out of the statistics and counted 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -39,6 +40,18 @@ POSITION_BIAS_CHECK = "position_bias"
 COLUMNS: tuple[str, ...] = ("judge", "rubric", "check", "statistic", "n", "n_failed", "value", "lo", "hi",
                             "threshold", "pass", "gap", "gap_lo", "gap_hi", "note")
 """The columns of judge_checks.csv, in order (docs/formats.md)."""
+
+TAG_PREFIX = "judge_check/"
+"""A judge's verdict, on a sweep's parent run and each of its cell runs: tag `judge_check/<judge>` with value `pass`
+or `fail: <check>, <check>`; and its checks as metrics `judge_check/<judge>/<check>` on the parent run."""
+
+PASS = "pass"
+"""The tag value of a judge that passed every check."""
+
+ROWS_ARTIFACT = "judge_checks/rows.json"
+"""A sweep parent run's check rows ({data_sha256, rows}), which its reports read back."""
+JUDGMENTS_ARTIFACT = "judge_checks/judgments.json"
+"""A sweep parent run's control judgments, one record per judge and item (judges.checks.ControlJudgment.record)."""
 
 NAN = math.nan
 
@@ -254,21 +267,67 @@ def judge_checks_table(rows: Sequence[CheckRow]) -> pd.DataFrame:
     return pd.DataFrame(records, columns=list(COLUMNS))
 
 
+def check_labels(rows: Sequence[CheckRow]) -> list[str]:
+    """Each row's name in metrics and tags: its check, or `<rubric>/<check>` where one judge has that check under
+    several rubrics (the identical pairs and position bias of two pairwise rubrics)."""
+    counts = Counter((row.judge, row.check) for row in rows)
+    return [row.check if counts[(row.judge, row.check)] == 1 else f"{row.rubric}/{row.check}" for row in rows]
+
+
+def failing_judges(rows: Sequence[CheckRow]) -> dict[str, list[str]]:
+    """Judge -> the labels of its failed checks, in table order (judges that passed every check left out)."""
+    failing: dict[str, list[str]] = {}
+    for row, label in zip(rows, check_labels(rows), strict=True):
+        if not row.passed:
+            failing.setdefault(row.judge, []).append(label)
+    return failing
+
+
+def verdict_tags(rows: Sequence[CheckRow]) -> dict[str, str]:
+    """`judge_check/<judge>` -> `pass`, or `fail: <check>, <check>` naming its failed checks, for every judge checked."""
+    failing = failing_judges(rows)
+    return {f"{TAG_PREFIX}{judge}": f"fail: {', '.join(failing[judge])}" if judge in failing else PASS
+            for judge in dict.fromkeys(row.judge for row in rows)}
+
+
+def check_metrics(rows: Sequence[CheckRow]) -> dict[str, float]:
+    """`judge_check/<judge>/<check>` -> the value, with `_lo` and `_hi` (its interval) and `_pass` (1 or 0) beside it."""
+    metrics: dict[str, float] = {}
+    for row, label in zip(rows, check_labels(rows), strict=True):
+        name = f"{TAG_PREFIX}{row.judge}/{label}"
+        metrics.update({name: row.value, f"{name}_lo": row.lo, f"{name}_hi": row.hi, f"{name}_pass": float(row.passed)})
+    return metrics
+
+
+def rows_from_records(records: Sequence[dict]) -> list[CheckRow]:
+    """CheckRows from their dict form (dataclasses.asdict), as a sweep's parent run keeps them."""
+    return [CheckRow(**record) for record in records]
+
+
 __all__ = [
     "COLUMNS",
     "ESTIMATORS",
+    "JUDGMENTS_ARTIFACT",
+    "PASS",
     "POSITION_BIAS_CHECK",
+    "ROWS_ARTIFACT",
+    "TAG_PREFIX",
     "CheckRow",
     "Estimate",
+    "check_labels",
+    "check_metrics",
     "check_rows",
     "control_adherence",
     "discrimination",
+    "failing_judges",
     "judge_checks_table",
     "margin",
     "position_bias",
+    "rows_from_records",
     "shown_verdicts",
     "threshold_of",
     "tie_rate",
     "verdict",
+    "verdict_tags",
     "wilson_interval",
 ]

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from narrative_eval.data.infilling import file_sha256
 from narrative_eval.judges import load_rubric
 from narrative_eval.judges.rubric import RUBRICS
+from narrative_eval.records import JudgeSpec
 from narrative_eval.registry import Registry
 from narrative_eval.study import StudyConfig
 from narrative_eval.studies.incremental.vocabulary import PAIR_CONDITIONS, PAIRWISE_DIMENSIONS
@@ -29,6 +30,10 @@ class PairwiseJudging(BaseModel):
     @classmethod
     def _from_name(cls, value: Any) -> Any:
         return {"rubric": value} if isinstance(value, str) else value
+
+    def judge_spec(self, judge: JudgeSpec) -> JudgeSpec:
+        """A panel judge as it judges under this rubric: with this rubric's token budget when it has one."""
+        return judge if self.max_new_tokens is None else judge.model_copy(update={"max_new_tokens": self.max_new_tokens})
 
 
 class IncrementalConfig(StudyConfig):

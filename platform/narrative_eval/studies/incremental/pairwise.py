@@ -160,7 +160,7 @@ def _judge_rubric(judge: JudgeSpec, entry: Any, pairs: Sequence[Pair], state: di
     """One judge under one pairwise rubric on every pair whose two valid judgments `state` does not already hold
     (same digest); updates `state`, publishing after each batch. Returns the pairs judged now."""
     rubric = load_rubric(entry.rubric)
-    spec = judge if entry.max_new_tokens is None else judge.model_copy(update={"max_new_tokens": entry.max_new_tokens})
+    spec = entry.judge_spec(judge)
     rater = rater_id(judge.id, rubric.name)
     digests = {pair.case.case_id: _digest(pair, spec, rubric.hash) for pair in pairs}
     todo = [pair for pair in pairs if not all(

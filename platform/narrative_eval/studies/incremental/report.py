@@ -34,6 +34,7 @@ import pandas as pd
 from narrative_eval import tracking
 from narrative_eval.delivery.conditions import replanning_conditions
 from narrative_eval.records import ScoreRecord
+from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import file_slug, markdown_table, write_csv, write_table
 from narrative_eval.studies.incremental.report_diagnostics import (
     DiagnosticInputs,
@@ -225,7 +226,20 @@ def export_sweep_records(sweep: str, out_dir: str | Path, data_sha256: str | Non
 def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DEFAULT_N_BOOT, seed: int = 0,
                                data_sha256: str | None = None) -> dict[str, str]:
     """The report from an incremental-delivery sweep's finished cell runs in MLflow, its score records exported
-    beside it as score_records.jsonl; Table 1 and Figure 3 from the cells' tasks and conversations."""
+    beside it as score_records.jsonl; Table 1 and Figure 3 from the cells' tasks and conversations; the judges'
+    control checks last, with a note under the tables of a judge that failed one."""
     records = export_sweep_records(sweep, out_dir, data_sha256)
-    return write_creative_report(records, out_dir, n_boot=n_boot, seed=seed,
-                                 diagnostics=sweep_inputs(sweep, records, data_sha256))
+    tables = write_creative_report(records, out_dir, n_boot=n_boot, seed=seed,
+                                   diagnostics=sweep_inputs(sweep, records, data_sha256))
+    return with_sweep_checks(tables, sweep, out_dir, data_sha256)
+
+
+def with_sweep_checks(tables: dict[str, str], sweep: str, out_dir: str | Path, data_sha256: str | None = None,
+                      index: bool = True) -> dict[str, str]:
+    """The tables with the sweep's judge control checks (reports.judge_checks.with_judge_checks): every table but
+    the judge-independent diagnostics rests on the judges' scores, one judge's when its title names it."""
+    rows = logged_rows(experiment_of(NAME), sweep, data_sha256)
+    judges = list(dict.fromkeys(row.judge for row in rows))
+    judged = {title: [] if title in DIAGNOSTIC_TITLES.values() else
+              [judge for judge in judges if f"(judge {judge})" in title] or judges for title in tables}
+    return with_judge_checks(tables, rows, out_dir, judged, index=index)

@@ -10,13 +10,19 @@ from typing import Any
 
 from narrative_eval.data.cell_tasks import select_tasks
 from narrative_eval.delivery import CONDITIONS, DEFAULT_TURNS_FILE, conversation_turns, load_turn_templates
+from narrative_eval.judges.checks import ControlSet
 from narrative_eval.prompts.render import PROMPT_SETTINGS
-from narrative_eval.records import CellSpec, ModelSpec
+from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.registry import Registry
 from narrative_eval.studies.incremental.cell import DeliveryCell
 from narrative_eval.studies.incremental.config import IncrementalConfig, pairwise_names, pairwise_problems
+from narrative_eval.studies.incremental.controls import control_requests, sweep_controls
 from narrative_eval.studies.incremental.pairwise import count_pairs, run_pairwise_judges
-from narrative_eval.studies.incremental.report import creative_report_from_scores, creative_report_from_sweep
+from narrative_eval.studies.incremental.report import (
+    creative_report_from_scores,
+    creative_report_from_sweep,
+    with_sweep_checks,
+)
 from narrative_eval.studies.incremental.report_human import human_validation_from_sweep, write_human_validation_report
 from narrative_eval.studies.incremental.tracing import conversation_records
 from narrative_eval.studies.incremental.vocabulary import ALIASES, HEADLINES, NAME, RUBRICS
@@ -107,6 +113,15 @@ class IncrementalDeliveryStudy(Study):
             templates[f"{cell.study}.{cell.prompt_setting}"] = PROMPT_SETTINGS.get(cell.prompt_setting)
         return {**templates, **super().used_templates(cell, result)}
 
+    def control_items(self, config: Any, cells: Sequence[CellSpec], judge: JudgeSpec, k: int) -> list[ControlSet]:
+        """On K tasks' FULL final replies: the checklist against a refusal and another task's story, the quality
+        rubric against the shuffled story, and each pairwise rubric on identical and refusal pairs."""
+        return sweep_controls(config.section, cells, judge, k)
+
+    def control_requests(self, config: Any, cells: Sequence[CellSpec], k: int) -> AfterSweepRequests:
+        """Counted from the number of tasks: the stories do not exist before the cells run."""
+        return control_requests(config.section, cells, config.judges, k)
+
     def after_sweep_requests(self, config: Any, cells: Sequence[CellSpec]) -> AfterSweepRequests:
         """The pairwise judges: every pair of the grid, up to `pairwise_sample`, judged in both orders by every panel
         judge under every pairwise rubric (judgments an earlier run made are reused, so an upper bound)."""
@@ -121,8 +136,10 @@ class IncrementalDeliveryStudy(Study):
 
     def after_sweep(self, config: Any, out_dir: Path, data_sha256: str,
                     backend_for: Callable[[ModelSpec], Any]) -> dict[str, str]:
-        """The pairwise judges of `pairwise_judges` on the sweep's FULL/SHARDED pairs (studies.incremental.pairwise)."""
-        return run_pairwise_judges(config, out_dir, backend_for, data_sha256=data_sha256)
+        """The pairwise judges of `pairwise_judges` on the sweep's FULL/SHARDED pairs (studies.incremental.pairwise),
+        their tables noted where a judge failed a control check."""
+        tables = run_pairwise_judges(config, out_dir, backend_for, data_sha256=data_sha256)
+        return with_sweep_checks(tables, config.sweep, out_dir, data_sha256, index=False)
 
     def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
         """Export the sweep's score records and write the creative-integrity report from MLflow."""

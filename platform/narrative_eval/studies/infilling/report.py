@@ -1,8 +1,9 @@
 """Tables and figures of an infilling sweep, read back from MLflow, each as CSV, markdown and LaTeX where the
 sweep's grid supports it: main (model x setting, with intervals), AtAvg and QAvg pivots, seeds, judges,
 position and domain breakdowns, Kendall tau of judge dimensions vs metrics, paired comparisons and the minimum
-detectable effect, human agreement (the study's Table 2) with human-anchored (prediction-powered) means, and
-samples of fills a judge rated above 4."""
+detectable effect, human agreement (the study's Table 2) with human-anchored (prediction-powered) means,
+samples of fills a judge rated above 4, and the judges' control checks (a note under the tables of a judge that
+failed one)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records import finite_number
 from narrative_eval.reports.tables import fold_intervals, latex_text
+from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.studies.infilling.report_samples import high_quality_tables
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
@@ -374,5 +376,6 @@ def write_infilling_report(
             anchored = infilling_ppi_table(ratings, gens, judge, _dimensions(runs, judge))
             tables[f"Judge-only, human-only and prediction-powered means [{judge}]"] = _write(anchored, out_dir, f"ppi_{judge}")
     figures(main, judges, out_dir)
+    tables = with_judge_checks(tables, logged_rows(experiment_of(NAME), sweep, data_sha256), out_dir)
     (out_dir / "tables.json").write_text(json.dumps(tables, indent=1, ensure_ascii=False))
     return tables

@@ -7,12 +7,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from narrative_eval.judges.checks import ControlSet
 from narrative_eval.metrics import METRICS
 from narrative_eval.prompts.render import PROMPT_SETTINGS, prompt_file_for
-from narrative_eval.records import CellSpec
+from narrative_eval.records import CellSpec, JudgeSpec
 from narrative_eval.registry import Registry
 from narrative_eval.studies.infilling.cell import run_cell, select_instances
 from narrative_eval.studies.infilling.config import InfillingConfig
+from narrative_eval.studies.infilling.controls import sweep_controls
 from narrative_eval.studies.infilling.report import write_infilling_report
 from narrative_eval.studies.infilling.tracing import infilling_records
 from narrative_eval.studies.infilling.vocabulary import AT_AVG, JUDGE_HEADLINES, NAME, PUBLISHED_SOURCE
@@ -72,6 +74,10 @@ class InfillingStudy(Study):
         return {f"{NAME}.{cell.prompt_setting}": [{"role": "system", "content": prompts.system},
                                                   {"role": "user", "content": user}],
                 **super().used_templates(cell, result)}
+
+    def control_items(self, config: Any, cells: Sequence[CellSpec], judge: JudgeSpec, k: int) -> list[ControlSet]:
+        """Each of K instances' gold fill against another passage's gold and against a repeated sentence."""
+        return sweep_controls(cells, judge, k)
 
     def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
         return write_infilling_report(sweep, out_dir, data_sha256=data_sha256)

@@ -1,10 +1,10 @@
 """Control items of the incremental-delivery judges (judges.checks): stories whose judge verdict is known.
 
 The shipped tasks carry no reference story, so the builders take the stories as input: story_id -> a story
-written for that task (a sweep's FULL final replies, or reference stories where a task set has them). For each
-of K tasks with a story (judges.checks.sample_ids over story ids):
+written for that task (in a sweep, `sweep_stories`: a FULL final reply its cells judged; or reference stories
+where a task set has them). For each of K tasks with a story (judges.checks.sample_ids over story ids):
 
-- checklist (creative_checklist): refusal, the refusal of incremental_controls.yaml against the task's own
+- checklist (creative_checklist): refusal, the refusal of controls.yaml against the task's own
   requirements, adherence near 0; other_task_story, another task's story against this task's requirements,
   below this task's own story;
 - quality (the judge's quality rubric): shuffled_sentences, the story with its sentences in a seeded random
@@ -22,12 +22,19 @@ from typing import Any
 
 import yaml
 
+from narrative_eval import tracking
+from narrative_eval.data.cell_tasks import select_tasks
 from narrative_eval.data.infilling import sentences
 from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC
-from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, pick_other, sample_ids
-from narrative_eval.records import WritingTask, derived_seed
+from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
+from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec, Trajectory, WritingTask, derived_seed
+from narrative_eval.stats.score_records import model_label
+from narrative_eval.studies.incremental.cell import is_scoreable
+from narrative_eval.studies.incremental.config import IncrementalConfig
+from narrative_eval.studies.incremental.vocabulary import NAME, REFERENCE
+from narrative_eval.study import experiment_of
 
-CONTROL_TEXTS_FILE = Path(__file__).with_name("incremental_controls.yaml")
+CONTROL_TEXTS_FILE = Path(__file__).with_name("controls.yaml")
 """The controls' fixed texts (the refusal)."""
 
 REFUSAL, OTHER_STORY, SHUFFLED, IDENTICAL, REFUSAL_PAIR = (
@@ -36,7 +43,7 @@ REFUSAL, OTHER_STORY, SHUFFLED, IDENTICAL, REFUSAL_PAIR = (
 
 
 def refusal_text(path: str | Path | None = None) -> str:
-    """The refusal a control shows in place of a story (incremental_controls.yaml's `refusal`)."""
+    """The refusal a control shows in place of a story (controls.yaml's `refusal`)."""
     path = Path(path) if path is not None else CONTROL_TEXTS_FILE
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not str(data.get("refusal") or "").strip():
@@ -121,12 +128,68 @@ def incremental_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str
     return items
 
 
+# --------------------------------------------------------------------------- in a sweep
+
+
+def _cell_stories(cell: CellSpec, run_id: str) -> dict[str, dict[str, str]]:
+    """Story id -> {'<model>/<condition>/seed<k>': final reply} of a finished cell's replies it judged."""
+    score_truncated = bool(cell.extra.get("score_truncated", False))
+    found: dict[str, dict[str, str]] = {}
+    for logged in tracking.load_json_artifact(run_id, "trajectories.json"):
+        trajectory = Trajectory.model_validate(logged)
+        if logged["kept"] and is_scoreable(trajectory, score_truncated) and trajectory.final_text.strip():
+            key = f"{model_label(cell)}/{cell.condition}/seed{trajectory.seed}"
+            found.setdefault(trajectory.story_id, {})[key] = trajectory.final_text
+    return found
+
+
+def sweep_stories(cells: Sequence[CellSpec]) -> dict[str, str]:
+    """Story id -> the story its controls use: a final reply of a finished FULL cell of the grid (any condition's
+    when the grid has no FULL cell) that the cell judged, so every judge's verdict on it as written comes from the
+    request cache; of several models and seeds, the one whose pairing with the story hashes lowest, which stays
+    chosen as models join the sweep unless a newcomer's hashes lower."""
+    experiment = experiment_of(NAME)
+    candidates: dict[str, dict[str, str]] = {}
+    for cell in [c for c in cells if c.condition == REFERENCE] or list(cells):
+        found = tracking.find_cell_run(experiment, cell)
+        if found is not None and found[1] == "FINISHED":
+            for story_id, replies in _cell_stories(cell, found[0]).items():
+                candidates.setdefault(story_id, {}).update(replies)
+    return {story_id: replies[pick_other(story_id, replies)] for story_id, replies in candidates.items()}
+
+
+def sweep_controls(section: IncrementalConfig, cells: Sequence[CellSpec], judge: JudgeSpec, k: int) -> list[ControlSet]:
+    """A sweep's control items for one judge: checklist and quality on K tasks with a story, and each rubric of
+    `pairwise_judges` with the judge as that rubric runs it."""
+    tasks, stories = select_tasks(cells[0]), sweep_stories(cells)
+    refusal = refusal_text()
+    sets = [ControlSet(judge, tuple(checklist_controls(tasks, stories, k, refusal)
+                                    + quality_controls(tasks, stories, k, judge.rubric)))]
+    sets += [ControlSet(entry.judge_spec(judge), tuple(pairwise_controls(tasks, stories, k, entry.rubric, refusal)))
+             for entry in section.pairwise_judges]
+    return [group for group in sets if group.items]
+
+
+def control_requests(section: IncrementalConfig, cells: Sequence[CellSpec], judges: Sequence[JudgeSpec],
+                     k: int) -> list[tuple[ModelSpec, int, int]]:
+    """Before any story exists: at most K tasks per judge, each a refusal, another task's story and a shuffled
+    story judged alone (a story's own verdicts are its cell's, from the request cache) and two pairs in both
+    orders per pairwise rubric."""
+    n = min(k, len(select_tasks(cells[0]))) if cells else 0
+    return [(judge.model, 3 * n, judge.max_new_tokens) for judge in judges] + [
+        (spec.model, 4 * n, spec.max_new_tokens)
+        for judge in judges for spec in (entry.judge_spec(judge) for entry in section.pairwise_judges)]
+
+
 __all__ = [
     "CONTROL_TEXTS_FILE",
     "checklist_controls",
+    "control_requests",
     "incremental_controls",
     "pairwise_controls",
     "quality_controls",
     "refusal_text",
     "shuffled_story",
+    "sweep_controls",
+    "sweep_stories",
 ]

@@ -1,8 +1,9 @@
 """Control items of the infilling judges (judges.checks): fills whose judge verdict is known.
 
-For each of K instances (judges.checks.sample_ids over instance ids), under the judge's infilling rubric:
+For each of K instances of a sweep (judges.checks.sample_ids over the ids its cells fill), under the judge's
+infilling rubric:
 - mismatched_fill: the gold fill of another passage of the same domain (fluent, on topic for its own passage,
-  wrong here) must score below the gold fill;
+  wrong here; of another domain where the data has one passage per domain) must score below the gold fill;
 - degenerate_fill: the sentence just before the blank repeated (just after it for a blank at the opening; an empty
   answer when the passage has neither) must score below the gold fill.
 """
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from narrative_eval.data.infilling import domain, sentences, split_problem
+from narrative_eval.data.infilling import domain, load_instances, sentences, split_problem
 from narrative_eval.judges import INFILLING_RUBRIC
-from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, pick_other, sample_ids
-from narrative_eval.records import InfillingInstance
+from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
+from narrative_eval.records import CellSpec, InfillingInstance, JudgeSpec
+from narrative_eval.studies.infilling.cell import judge_rubric, select_instances
 
 MISMATCHED = "mismatched_fill"
 """Check: another passage's gold fill against this passage's."""
@@ -34,25 +36,27 @@ def degenerate_fill(instance: InfillingInstance) -> str:
 
 def mismatched_donor(instance: InfillingInstance, pool: Sequence[InfillingInstance]) -> InfillingInstance | None:
     """The instance whose gold is shown as a mismatched fill: another passage of the same domain with a different
-    gold, chosen stably (judges.checks.pick_other); None when the domain has no other passage."""
-    candidates = {other.instance_id: other for other in pool
-                  if domain(other.dataset) == domain(instance.dataset) and other.ref_id != instance.ref_id
-                  and other.gold_answer.strip() != instance.gold_answer.strip()}
+    gold, chosen stably (judges.checks.pick_other); of another domain when the pool has no other passage of this
+    one (a small sample: one passage per domain); None when the pool has no other passage at all."""
+    others = [other for other in pool if other.ref_id != instance.ref_id
+              and other.gold_answer.strip() != instance.gold_answer.strip()]
+    same = [other for other in others if domain(other.dataset) == domain(instance.dataset)]
+    candidates = {other.instance_id: other for other in same or others}
     chosen = pick_other(instance.instance_id, candidates)
     return candidates[chosen] if chosen is not None else None
 
 
 def infilling_controls(instances: Sequence[InfillingInstance], k: int | None = DEFAULT_CONTROLS,
-                       rubric: str | None = None) -> list[ControlItem]:
+                       rubric: str | None = None, pool: Sequence[InfillingInstance] | None = None) -> list[ControlItem]:
     """The control items of K of `instances` under `rubric` (default: the study's narrative rubric); the
-    mismatched fills come from any of `instances`, so pass them all, not only the K."""
+    mismatched fills come from any instance of `pool` (default: `instances`), so pass them all, not only the K."""
     rubric = rubric or INFILLING_RUBRIC
     by_id = {instance.instance_id: instance for instance in instances}
     items = []
     for instance_id in sample_ids(by_id, k):
         instance = by_id[instance_id]
         gold = {"problem": instance.problem, "candidate": instance.gold_answer}
-        donor = mismatched_donor(instance, instances)
+        donor = mismatched_donor(instance, instances if pool is None else pool)
         if donor is not None:
             items.append(ControlItem(rubric, MISMATCHED, instance_id, {**gold, "candidate": donor.gold_answer},
                                      "below_reference", reference=gold))
@@ -61,4 +65,12 @@ def infilling_controls(instances: Sequence[InfillingInstance], k: int | None = D
     return items
 
 
-__all__ = ["DEGENERATE", "MISMATCHED", "degenerate_fill", "infilling_controls", "mismatched_donor"]
+def sweep_controls(cells: Sequence[CellSpec], judge: JudgeSpec, k: int) -> list[ControlSet]:
+    """A sweep's control items for one judge: K of the instances its cells fill (every cell fills the same ones),
+    under the judge's rubric, the mismatched fills drawn from the whole data file."""
+    cell = cells[0]
+    items = infilling_controls(select_instances(cell), k, judge_rubric(judge.rubric), load_instances(cell.data_path))
+    return [ControlSet(judge, tuple(items))] if items else []
+
+
+__all__ = ["DEGENERATE", "MISMATCHED", "degenerate_fill", "infilling_controls", "mismatched_donor", "sweep_controls"]

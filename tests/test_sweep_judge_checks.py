@@ -1,0 +1,237 @@
+"""Judge control checks in whole sweeps: the embedded SmolLM2 writes, judges whose answers to control items are
+known by construction (tests/control_judges.py) judge, through the real sweep runner, request cache and MLflow
+store; then judge_checks.csv, the parent run's metrics, the verdict tags on the parent and cell runs, the
+report's notes and the terminal summary; and the dry run's counts and prices of the control calls."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from narrative_eval import tracking
+from narrative_eval.config import load_config
+from narrative_eval.errors import UserError
+from narrative_eval.reports.judge_checks import JUDGE_CHECKS_TITLE, judge_note
+from narrative_eval.stats.judge_checks import COLUMNS, JUDGMENTS_ARTIFACT
+from narrative_eval.studies.incremental.controls import refusal_text
+from narrative_eval.sweep import PROMPT_TOKENS_ESTIMATE, describe_grid, run_sweep
+
+from tests.control_judges import control_judge, shipped_instances
+
+# Two judges that each give every fill one score make the report's judge-agreement correlation undefined.
+pytestmark = pytest.mark.filterwarnings("ignore:An input array is constant")
+
+REPO = Path(__file__).resolve().parents[1]
+CATALOG = REPO / "experiments/configs/models.yaml"
+SAMPLE = REPO / "data/infilling/sample.jsonl"
+ORACLE, TOP, ALWAYS_A = "oracle", "always-top", "always-a"
+INFILLING_CHECKS = ["mismatched_fill", "degenerate_fill"]
+
+
+def judge_entry(judge_id: str, kind: str, good=(), **options) -> dict:
+    """A config's judge entry for a control judge (its model spec written out, as for any judge not in the catalog)."""
+    _, spec = control_judge(kind, good, refusal_text(), **options)
+    return {**spec.model_dump(mode="json"), "id": judge_id}
+
+
+def write_config(folder: Path, name: str, **keys) -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"sweep": f"{name}-{folder.name}", "models": ["smollm2"], "seeds": [0],
+                                    "cache": str(folder / "requests.sqlite"), "report_dir": str(folder / "report"),
+                                    **keys}, sort_keys=False))
+    return path
+
+
+def cached_requests(folder: Path) -> int:
+    with sqlite3.connect(folder / "requests.sqlite") as conn:
+        return conn.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+
+
+def tags_of(run_id: str) -> dict[str, str]:
+    return {k: v for k, v in tracking.client().get_run(run_id).data.tags.items() if k.startswith("judge_check/")}
+
+
+@pytest.fixture(scope="module")
+def infilling_sweep(tmp_path_factory):
+    """Four shipped instances filled by SmolLM2, judged by the oracle (gold 5, anything else 1) and by a judge that
+    rates everything 5; four instances per judge become controls."""
+    folder = tmp_path_factory.mktemp("checked-infilling")
+    good = [(i.problem, i.gold_answer) for i in shipped_instances()]
+    path = write_config(folder, "checked", study="infilling", data=str(SAMPLE), limit=4, prompt_settings=["L2"],
+                        generation={"temperature": 0.0, "max_new_tokens": 24}, metrics={"names": ["rouge1"]},
+                        judges=[judge_entry(ORACLE, "control-oracle", good),
+                                judge_entry(TOP, "control-constant", decision="good")],
+                        judge_checks={"items": 4})
+    config = load_config(path, catalog=CATALOG)
+    return path, folder, run_sweep(config)
+
+
+@pytest.mark.slow
+def test_the_right_judge_passes_every_check_and_the_same_score_judge_fails_discrimination(infilling_sweep):
+    _, folder, outcome = infilling_sweep
+    assert outcome.count("finished") == 1, [c.error for c in outcome.cells]
+    table = pd.read_csv(outcome.report_dir / "judge_checks.csv")
+    assert tuple(table.columns) == COLUMNS
+    rows = {(row["judge"], row["check"]): row for row in table.to_dict("records")}
+    assert set(rows) == {(judge, check) for judge in (ORACLE, TOP) for check in INFILLING_CHECKS}
+    for check in INFILLING_CHECKS:
+        right, same = rows[(ORACLE, check)], rows[(TOP, check)]
+        assert right["n"] == same["n"] == 4 and right["n_failed"] == same["n_failed"] == 0
+        assert right["value"] == 1.0 and right["gap"] == 4.0 and right["pass"]
+        assert same["value"] == 0.5 and same["gap"] == 0.0 and not same["pass"] and "below 0.8" in same["note"]
+    # Controls are judged once per sweep, apart from the cell: its judge only saw its four fills.
+    [cell] = outcome.cells
+    metrics = tracking.client().get_run(cell.run_id).data.metrics
+    assert metrics[f"judge/{TOP}/n_judged"] == 4 and metrics[f"judge/{TOP}/qavg"] == 5.0
+    judged = tracking.load_json_artifact(outcome.parent_run_id, JUDGMENTS_ARTIFACT)
+    assert len(judged) == 2 * 2 * 4 and {j["judge"] for j in judged} == {ORACLE, TOP}
+
+
+@pytest.mark.slow
+def test_the_verdicts_land_on_the_parent_run_and_every_cell(infilling_sweep):
+    _, _, outcome = infilling_sweep
+    parent = tracking.client().get_run(outcome.parent_run_id).data.metrics
+    assert parent[f"judge_check/{ORACLE}/mismatched_fill"] == 1.0 and parent[f"judge_check/{ORACLE}/mismatched_fill_pass"] == 1
+    assert parent[f"judge_check/{TOP}/degenerate_fill"] == 0.5 and parent[f"judge_check/{TOP}/degenerate_fill_pass"] == 0
+    assert parent[f"judge_check/{TOP}/degenerate_fill_lo"] < 0.5 < parent[f"judge_check/{TOP}/degenerate_fill_hi"]
+    expected = {f"judge_check/{ORACLE}": "pass", f"judge_check/{TOP}": "fail: mismatched_fill, degenerate_fill"}
+    for run_id in [outcome.parent_run_id, *(cell.run_id for cell in outcome.cells)]:
+        assert tags_of(run_id) == expected
+
+
+@pytest.mark.slow
+def test_the_report_marks_the_failing_judges_tables(infilling_sweep):
+    _, _, outcome = infilling_sweep
+    note = judge_note(TOP, INFILLING_CHECKS)
+    high = next(title for title in outcome.tables if title.startswith("High-quality fills") and TOP in title)
+    for title in ("Main results (model x setting)", f"QAvg per model x prompt setting [{TOP}]", high):
+        assert outcome.tables[title].endswith(note), title
+    assert note not in outcome.tables["AtAvg per model x prompt setting"]
+    assert not any(judge_note(ORACLE, []).split(" failed")[0] in md for md in outcome.tables.values())
+    # The files carry the notes too, and the index names the failing judge's tables.
+    assert (outcome.report_dir / "main.md").read_text().strip().endswith(note)
+    assert (outcome.report_dir / f"high_quality_{TOP}.md").read_text().strip().endswith(note)
+    index = json.loads((outcome.report_dir / "tables.json").read_text())[JUDGE_CHECKS_TITLE]
+    assert f"`{TOP}` failed mismatched_fill, degenerate_fill" in index and high in index and ORACLE not in index.split("\n\n")[-1]
+
+
+@pytest.mark.slow
+def test_a_rerun_asks_nothing_again_and_the_terminal_marks_the_failing_judge(infilling_sweep, capsys):
+    from experiments.sweep import main
+
+    path, folder, outcome = infilling_sweep
+    before = cached_requests(folder)
+    assert main(["--config", str(path), "--catalog", str(CATALOG), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert cached_requests(folder) == before  # cells skipped, controls answered from the request cache
+    assert f"  {ORACLE}: passed every check" in out and f"  {TOP}: FAILED" in out
+    assert f"    {TOP} infilling_narrative/mismatched_fill: discrimination 0.500 (below 0.8; interval reaches 0.5)" in out
+    assert tags_of(outcome.parent_run_id)[f"judge_check/{TOP}"] == "fail: mismatched_fill, degenerate_fill"
+
+
+# Two short writing tasks of five shards (the fewest a task has), so that one task's story is another's wrong story.
+TASKS = [
+    {"domain": "mystery", "item_id": 1, "title": "The Key", "shards": [
+        "Write a very short mystery story.", "A girl finds a key.", "The key was under the floor.",
+        "Tell it in the past tense.", "Keep it very short."],
+     "full_instruction": "Write a very short mystery story in which a girl finds a key under the floor. Tell it in "
+                         "the past tense."},
+    {"domain": "comedy", "item_id": 1, "title": "The Parrot", "shards": [
+        "Write a very short funny story.", "The hero is a parrot.", "The parrot runs a bakery.", "End with a pun.",
+        "Keep it very short."],
+     "full_instruction": "Write a very short funny story about a parrot who runs a bakery. End with a pun."},
+]
+CHECKLISTS = [
+    {"story_id": "mystery_001", "domain": "mystery", "item_id": 1, "title": "The Key", "constraints": [
+        {"constraint_id": "c1", "type": "premise", "requirement": "A girl finds a key under the floor.",
+         "introduced_at_shard": 2}]},
+    {"story_id": "comedy_001", "domain": "comedy", "item_id": 1, "title": "The Parrot", "constraints": [
+        {"constraint_id": "c1", "type": "premise", "requirement": "A parrot runs a bakery.", "introduced_at_shard": 2}]},
+]
+
+
+@pytest.fixture(scope="module")
+def incremental_sweep(tmp_path_factory):
+    """Two tasks FULL and SHARDED by SmolLM2, judged by a judge that prefers whatever is shown first."""
+    folder = tmp_path_factory.mktemp("checked-incremental")
+    (folder / "tasks.json").write_text(json.dumps(TASKS))
+    (folder / "constraints.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CHECKLISTS))
+    path = write_config(folder, "checked", study="incremental-delivery", data=str(folder / "tasks.json"),
+                        constraints=str(folder / "constraints.jsonl"), prompt_settings=["default"],
+                        conditions=["full", "sharded"], generation={"temperature": 0.8, "max_new_tokens": 32},
+                        judges=[judge_entry(ALWAYS_A, "control-always-a")], pairwise_judges=["pairwise"],
+                        extra={"max_regenerations": 0, "score_truncated": True})
+    return load_config(path, catalog=CATALOG), run_sweep(load_config(path, catalog=CATALOG))
+
+
+@pytest.mark.slow
+def test_a_judge_that_always_prefers_a_fails_position_bias_and_its_pairs(incremental_sweep):
+    config, outcome = incremental_sweep
+    assert outcome.count("failed") == 0, [c.error for c in outcome.cells]
+    rows = {(row.rubric, row.check): row for row in outcome.judge_checks}
+    bias, identical, refused = (rows[("pairwise", check)] for check in ("position_bias", "identical_pair", "refusal_pair"))
+    assert bias.value == 1.0 and not bias.passed and "prefers A" in bias.note
+    assert identical.value == 0.0 and not identical.passed  # two identical stories, never a tie
+    assert refused.value == 0.5 and not refused.passed  # the story wins as A and loses as B
+    # Its single-item verdicts are the oracle's knowing no story: everything at the bottom, a refusal included.
+    assert rows[("creative_checklist", "refusal")].passed and rows[("creative_checklist", "refusal")].value == 0.0
+    assert rows[("creative_checklist", "other_task_story")].n == 2
+    tag = tags_of(outcome.parent_run_id)[f"judge_check/{ALWAYS_A}"]
+    assert tag.startswith("fail: ") and {"identical_pair", "refusal_pair", "position_bias"} <= set(tag[6:].split(", "))
+    assert all(tags_of(cell.run_id) == {f"judge_check/{ALWAYS_A}": tag} for cell in outcome.cells)
+    # The controls' stories are the FULL cell's final replies, each judged as written by the cell already.
+    judged = tracking.load_json_artifact(outcome.parent_run_id, JUDGMENTS_ARTIFACT)
+    assert {j["instance_id"] for j in judged} == {"mystery_001", "comedy_001"}
+    # Every score table is the judge's (a note under it); the judge-independent diagnostics are not.
+    note = judge_note(ALWAYS_A, [])[:40]
+    scored = [title for title in outcome.tables if title.startswith(("Creative Integrity", "Paired FULL", "Pairwise"))]
+    assert scored and all(note in outcome.tables[title] for title in scored)
+    assert note not in outcome.tables["Tasks, constraints, shards and evaluation scale per genre"]
+
+
+def test_the_dry_run_counts_and_prices_the_control_calls(tmp_path, capsys):
+    from experiments.sweep import main
+
+    quickstart = REPO / "experiments/configs/quickstart.yaml"
+    assert main(["--config", str(quickstart), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    # 72 fills judged in the cells; ten instances' gold, another passage's gold and a repeated sentence, once.
+    assert "judge calls: 102 (1 judge(s); 30 on control items, 29.4% (judge_checks: 10 items per judge))" in out
+    off = describe_grid(load_config(quickstart, ["judge_checks=false"]))
+    assert (off["judge_calls"], off["control_calls"]) == (72, 0)
+
+    # A priced judge: every control call at the judge's token limit.
+    priced = {"id": "api-judge", "max_new_tokens": 200, "model": {
+        "id": "api-judge", "backend": "openai", "weights": "gpt-x",
+        "options": {"prices": {"input_per_mtok": 1.0, "output_per_mtok": 10.0}}}}
+    grid = describe_grid(load_config(write_config(tmp_path, "priced", study="infilling", data=str(SAMPLE), limit=6,
+                                                  judges=[priced], judge_checks={"items": 5}), catalog=CATALOG))
+    assert grid["control_calls"] == 15
+    assert grid["control_cost"] == pytest.approx(15 * (PROMPT_TOKENS_ESTIMATE * 1.0 + 200 * 10.0) / 1e6)
+    assert grid["estimated_run_cost_usd"] == pytest.approx(sum(grid["cell_costs"]) + grid["control_cost"])
+
+
+def test_the_incremental_dry_run_counts_controls_from_its_tasks(tmp_path):
+    (tmp_path / "tasks.json").write_text(json.dumps(TASKS))
+    (tmp_path / "constraints.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CHECKLISTS))
+    keys = dict(study="incremental-delivery", data=str(tmp_path / "tasks.json"),
+                constraints=str(tmp_path / "constraints.jsonl"), conditions=["full", "sharded"],
+                judges=["smollm2-judge"], pairwise_judges=["pairwise", {"rubric": "pairwise_evidence", "max_new_tokens": 320}])
+    grid = describe_grid(load_config(write_config(tmp_path, "counted", **keys), catalog=CATALOG))
+    # Per task: a refusal, another task's story and a shuffled story alone; two pairs in two orders per rubric.
+    assert grid["control_calls"] == 2 * (3 + 4 + 4)
+    one = describe_grid(load_config(write_config(tmp_path, "one", **keys, judge_checks={"items": 1}), catalog=CATALOG))
+    assert one["control_calls"] == 3 + 4 + 4
+
+
+def test_the_config_section_is_checked(tmp_path):
+    base = dict(study="infilling", data=str(SAMPLE), judges=["smollm2-judge"])
+    assert load_config(write_config(tmp_path, "default", **base), catalog=CATALOG).judge_checks.items == 20
+    assert not load_config(write_config(tmp_path, "off", **base, judge_checks=False), catalog=CATALOG).judge_checks.enabled
+    with pytest.raises(UserError, match=r"bad.yaml:\d+: unknown key 'judge_checks.itmes' \(did you mean 'items'\?\)"):
+        load_config(write_config(tmp_path, "bad", **base, judge_checks={"itmes": 5}), catalog=CATALOG)
