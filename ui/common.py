@@ -23,6 +23,7 @@ from narrative_eval.config import CATALOG_NAME, load_catalog
 from narrative_eval.data import load_instances
 from narrative_eval.data.infilling import BLANK_RE
 from narrative_eval.metrics import at_avg, at_avg_names
+from narrative_eval.stats.judge_checks import failed_in_tags
 from narrative_eval.study import STUDIES as STUDY_REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -244,20 +245,11 @@ def judge_ids_of(columns: list[str] | pd.Index, prefix: str = "metrics.judge/") 
     return found
 
 
-JUDGE_CHECK_TAG = "judge_check/"
-"""Cell-run tags `judge_check/<judge>`: `pass`, or `fail: <check>, <check>` for the control checks it failed."""
-
-
 def failed_judge_checks(row: pd.Series | dict[str, Any]) -> dict[str, list[str]]:
     """judge -> the control checks it failed on this run (from its `judge_check/<judge>` tags; none when every
     checked judge passed or none was checked)."""
-    prefix = f"tags.{JUDGE_CHECK_TAG}"
-    failed = {}
-    for key, value in dict(row).items():
-        if isinstance(key, str) and key.startswith(prefix) and isinstance(value, str) and value.startswith("fail"):
-            checks = [c.strip() for c in value.partition(":")[2].split(",") if c.strip()]
-            failed[key[len(prefix):]] = checks or ["unnamed check"]
-    return failed
+    tags = {key[len("tags."):]: value for key, value in dict(row).items() if isinstance(key, str) and key.startswith("tags.")}
+    return {judge: checks or ["unnamed check"] for judge, checks in failed_in_tags(tags).items()}
 
 
 def judge_check_note(runs: pd.DataFrame) -> str:

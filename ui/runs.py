@@ -21,9 +21,10 @@ import pandas as pd
 from narrative_eval.records import finite_number
 from narrative_eval.reports.labels import column_set_names, column_set_of, label, labels
 from narrative_eval.reports.tables import interval_text
+from narrative_eval.stats.judge_checks import TAG_PREFIX
 from narrative_eval.stats.reference import load_reference, reference_wide
 from narrative_eval.study import study_of_experiment
-from ui.common import (JUDGE_CHECK_TAG, STUDIES, AppSettings, cell_runs, column, failed_judge_checks, judge_check_note,
+from ui.common import (STUDIES, AppSettings, cell_runs, column, failed_judge_checks, judge_check_note,
                        judge_ids_of, mlflow_ui_available, pick_sweep, run_label, run_link, texts)
 
 MEAN = "mean over seeds"
@@ -136,7 +137,7 @@ def _checks_text(row: pd.Series) -> str:
     """'⚠ <judge> failed: <check>, ...' per failing judge, 'passed' when every checked judge passed, '' unchecked."""
     failed = failed_judge_checks(row)
     if not failed:
-        checked = any(k.startswith(f"tags.{JUDGE_CHECK_TAG}") and isinstance(row[k], str) for k in row.index)
+        checked = any(k.startswith(f"tags.{TAG_PREFIX}") and isinstance(row[k], str) for k in row.index)
         return "passed" if checked else ""
     return "; ".join(f"⚠ {j} failed: {', '.join(checks)}" for j, checks in failed.items())
 

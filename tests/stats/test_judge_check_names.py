@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from narrative_eval.stats.judge_checks import CheckRow, check_labels, check_metrics, failing_judges, verdict_tags
+from narrative_eval.stats.judge_checks import (CheckRow, check_labels, check_metrics, failed_in_tags, failing_judges,
+                                               verdict_tags)
 
 
 def row(judge: str, rubric: str, check: str, passed: bool, value: float = 0.5) -> CheckRow:
@@ -41,3 +42,9 @@ def test_the_tag_says_pass_or_lists_the_failed_checks():
     assert verdict_tags(ROWS) == {
         "judge_check/a": "fail: pairwise/identical_pair, pairwise/position_bias, pairwise_evidence/position_bias",
         "judge_check/b": "pass"}
+
+
+def test_the_failed_checks_read_back_from_the_tags_are_those_written():
+    tags = {**verdict_tags(ROWS), "narrative_eval.sweep": "s"}
+    assert failed_in_tags(tags) == {"a": ["pairwise/identical_pair", "pairwise/position_bias",
+                                          "pairwise_evidence/position_bias"]}  # b passed: absent

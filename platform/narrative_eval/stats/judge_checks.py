@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -47,6 +48,9 @@ or `fail: <check>, <check>`; and its checks as metrics `judge_check/<judge>/<che
 
 PASS = "pass"
 """The tag value of a judge that passed every check."""
+
+FAIL = "fail: "
+"""The start of the tag value of a judge that failed checks (their names follow, comma-separated)."""
 
 ROWS_ARTIFACT = "judge_checks/rows.json"
 """A sweep parent run's check rows ({data_sha256, rows}), which its reports read back."""
@@ -286,8 +290,18 @@ def failing_judges(rows: Sequence[CheckRow]) -> dict[str, list[str]]:
 def verdict_tags(rows: Sequence[CheckRow]) -> dict[str, str]:
     """`judge_check/<judge>` -> `pass`, or `fail: <check>, <check>` naming its failed checks, for every judge checked."""
     failing = failing_judges(rows)
-    return {f"{TAG_PREFIX}{judge}": f"fail: {', '.join(failing[judge])}" if judge in failing else PASS
+    return {f"{TAG_PREFIX}{judge}": f"{FAIL}{', '.join(failing[judge])}" if judge in failing else PASS
             for judge in dict.fromkeys(row.judge for row in rows)}
+
+
+def failed_in_tags(tags: Mapping[str, Any]) -> dict[str, list[str]]:
+    """judge -> the checks it failed, read back from a run's tags as `verdict_tags` wrote them (judges that passed,
+    or were not checked, are absent)."""
+    failed = {}
+    for key, value in tags.items():
+        if isinstance(key, str) and key.startswith(TAG_PREFIX) and isinstance(value, str) and value.startswith(FAIL):
+            failed[key[len(TAG_PREFIX):]] = [c.strip() for c in value[len(FAIL):].split(",") if c.strip()]
+    return failed
 
 
 def check_metrics(rows: Sequence[CheckRow]) -> dict[str, float]:
@@ -329,5 +343,6 @@ __all__ = [
     "tie_rate",
     "verdict",
     "verdict_tags",
+    "failed_in_tags",
     "wilson_interval",
 ]
