@@ -2,7 +2,8 @@
 
 import pytest
 
-from narrative_eval.prompts import UnfilledSlotError, fill, load_prompt_file, render_infilling
+from narrative_eval.prompts import UnfilledSlotError, fill, render_infilling
+from narrative_eval.prompts.render import prompt_file_for
 from narrative_eval.records import InfillingInstance
 
 INSTANCE = InfillingInstance(
@@ -12,7 +13,7 @@ INSTANCE = InfillingInstance(
 
 
 def test_all_levels_and_paradigms_are_defined():
-    prompts = load_prompt_file()
+    prompts = prompt_file_for("L0")  # the shipped file that defines the TELeR levels and the paradigms
     assert prompts.names("level") == ["L0", "L1", "L2", "L3", "L4"]
     assert prompts.names("paradigm") == ["abductive", "causal", "cot", "counterfactual"]
     assert len(prompts.sha256) == 64

@@ -1,7 +1,6 @@
 """Prompt templates as data files, and the one renderer."""
 
 from narrative_eval.prompts.render import (
-    DEFAULT_INFILLING_FILE,
     PromptSettings,
     UnfilledSlotError,
     fill,
@@ -9,4 +8,4 @@ from narrative_eval.prompts.render import (
     render_infilling,
 )
 
-__all__ = ["DEFAULT_INFILLING_FILE", "PromptSettings", "UnfilledSlotError", "fill", "load_prompt_file", "render_infilling"]
+__all__ = ["PromptSettings", "UnfilledSlotError", "fill", "load_prompt_file", "render_infilling"]

@@ -21,7 +21,10 @@ from narrative_eval.records import InfillingInstance, Message
 from narrative_eval.registry import Registry
 
 PROMPTS_DIR = Path(__file__).parent
-DEFAULT_INFILLING_FILE = PROMPTS_DIR / "infilling" / "settings.yaml"
+FILL_TEMPLATES_FILE = "settings.yaml"
+"""A shipped prompt folder's fill-the-blank settings (system and user templates per setting)."""
+SYSTEM_PROMPTS_FILE = "system_prompts.yaml"
+"""A shipped prompt folder's named system prompts."""
 SLOT = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -66,7 +69,7 @@ class PromptSettings:
 
 
 @cache
-def load_prompt_file(path: str | Path = DEFAULT_INFILLING_FILE) -> PromptSettings:
+def load_prompt_file(path: str | Path) -> PromptSettings:
     path = Path(path)
     raw = path.read_bytes()
     data = yaml.safe_load(raw)
@@ -79,7 +82,7 @@ def load_prompt_file(path: str | Path = DEFAULT_INFILLING_FILE) -> PromptSetting
     )
 
 
-CREATIVE_SYSTEM_PROMPTS_FILE = PROMPTS_DIR / "creative" / "system_prompts.yaml"
+CREATIVE_SYSTEM_PROMPTS_FILE = PROMPTS_DIR / "creative" / SYSTEM_PROMPTS_FILE
 
 FILL_TEMPLATE = "fill-the-blank template"
 """What a prompt setting of a settings file is (registry meta `template`): system and user templates of one fill."""
@@ -106,8 +109,11 @@ def register_system_prompts(path: str | Path, registry: Registry | None = None) 
 
 
 def _discover(registry: Registry) -> None:
-    register_prompt_file(DEFAULT_INFILLING_FILE, registry)
-    register_system_prompts(CREATIVE_SYSTEM_PROMPTS_FILE, registry)
+    """Every prompt file shipped in the package's prompt folders, by what the file is (its name)."""
+    for path in sorted(PROMPTS_DIR.glob(f"*/{FILL_TEMPLATES_FILE}")):
+        register_prompt_file(path, registry)
+    for path in sorted(PROMPTS_DIR.glob(f"*/{SYSTEM_PROMPTS_FILE}")):
+        register_system_prompts(path, registry)
 
 
 PROMPT_SETTINGS: Registry[Any] = Registry("prompt setting", discover=_discover)
