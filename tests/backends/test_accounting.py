@@ -25,7 +25,8 @@ def test_no_price_table_means_no_prices_and_bad_fields_are_refused():
 def test_dry_run_prices_generations_and_judge_calls(repo_root):
     priced = "{id: api, backend: openai, weights: gpt-x, options: {prices: {input_per_mtok: 1.0, output_per_mtok: 10.0}}}"
     config = load_config(repo_root / "experiments/configs/quickstart.yaml",
-                         [f"models=[{priced}, smollm2]", "limit=4", "seeds=[0,1]", "prompt_settings=[L2]"])
+                         [f"models=[{priced}, smollm2]", "limit=4", "seeds=[0,1]", "prompt_settings=[L2]",
+                          "judge_checks=false"])  # the control calls are counted in tests/test_sweep_judge_checks.py
     grid = describe_grid(config)
     assert grid["generations"] == 2 * 4 * 2 and grid["judge_calls"] == 2 * 4 * 2
     # Only the priced generator costs anything (the judge and smollm2 run locally): 8 requests at the token limit.

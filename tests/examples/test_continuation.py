@@ -20,6 +20,7 @@ from narrative_eval.data.infilling import load_instances, sentences
 from narrative_eval.errors import UserError
 from narrative_eval.registry import PLUGIN_GROUP
 from ui.common import STUDIES
+from narrative_eval.reports.labels import label
 from ui.runs import ALL_JUDGES, MEAN, runs_frame
 
 pytestmark = pytest.mark.slow
@@ -125,7 +126,8 @@ def test_the_report_command_writes_its_tables(swept, tmp_path):
 
 def test_the_runs_tab_shows_its_headline_columns(swept):
     _, _, runs = swept
-    table = runs_frame(runs, MEAN, ALL_JUDGES, everything=False, study="continuation")
+    table = runs_frame(runs, MEAN, ALL_JUDGES, study="continuation")
     assert sorted(table["setting"]) == sorted(SETTINGS)
-    assert {"AtAvg", "chrF", "ROUGE-1", f"QAvg · {JUDGE}", f"High% · {JUDGE}"} <= set(table.columns)
+    headlines = ("at_avg", "chrf", "rouge1", f"judge/{JUDGE}/qavg", f"judge/{JUDGE}/high_pct")
+    assert {label(name) for name in headlines} <= set(table.columns)
     assert table["AtAvg"].notna().all()
