@@ -2,7 +2,7 @@
 
 Every metric scores a batch of candidates against references with values in [0, 1]; models load once
 per process. Loading is offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE default to 1). A metric is one
-file here with `@metric(name, in_at_avg=...)` on its class, plus its import line below.
+file here with `@metric(name, in_at_avg=..., label=...)` on its class, plus its import line below.
 """
 
 from __future__ import annotations
@@ -13,6 +13,19 @@ from collections.abc import Mapping, Sequence
 from narrative_eval.metrics import bertscore, rouge1, meteor, chrf, semf1  # noqa: F401, I001
 from narrative_eval.metrics.base import METRICS, Metric, metric
 from narrative_eval.records import MetricsSpec
+
+
+AT_AVG = "at_avg"
+"""The name AtAvg is logged under."""
+AT_AVG_LABEL = "AtAvg"
+"""How tables and the app name AtAvg (the registered metrics carry their own `label`)."""
+
+
+def metric_label(name: str) -> str:
+    """How the app names a registered metric or AtAvg (its registered name when it has no label)."""
+    if name == AT_AVG:
+        return AT_AVG_LABEL
+    return str(METRICS.entry(name).meta.get("label") or name) if name in METRICS else name
 
 
 def at_avg_names() -> tuple[str, ...]:
@@ -47,4 +60,5 @@ def at_avg(scores: Mapping[str, float]) -> float:
     return sum(float(scores[name]) for name in names) / len(names)
 
 
-__all__ = ["METRICS", "Metric", "at_avg", "at_avg_names", "get_metric", "metric", "metric_names", "score_all"]
+__all__ = ["AT_AVG", "AT_AVG_LABEL", "METRICS", "Metric", "at_avg", "at_avg_names", "get_metric", "metric", "metric_label",
+           "metric_names", "score_all"]

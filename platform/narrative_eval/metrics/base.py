@@ -12,15 +12,17 @@ from narrative_eval.records import MetricsSpec
 from narrative_eval.registry import Registry
 
 METRICS: Registry[type[Metric]] = Registry("metric", modules=("narrative_eval.metrics",))
-"""Metric name -> scorer class; entries carry `in_at_avg` (whether AtAvg averages it)."""
+"""Metric name -> scorer class; entries carry `in_at_avg` (whether AtAvg averages it) and `label` (its name in
+tables and the app)."""
 
 
-def metric(name: str, *, in_at_avg: bool = False):
-    """Register a Metric subclass under `name` (its `name` attribute is set to match)."""
+def metric(name: str, *, in_at_avg: bool = False, label: str | None = None):
+    """Register a Metric subclass under `name` (its `name` attribute is set to match); `label` is how tables
+    and the app name it (default: the name)."""
 
     def register(metric_class: type[Metric]) -> type[Metric]:
         metric_class.name = name
-        METRICS.add(name, metric_class, in_at_avg=in_at_avg)
+        METRICS.add(name, metric_class, in_at_avg=in_at_avg, label=label or name)
         return metric_class
 
     return register

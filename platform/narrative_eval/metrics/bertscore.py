@@ -48,7 +48,7 @@ def _bert_scorer(model_path: str, num_layers: int | None):
     return cached_model(("bertscore", model_path, num_layers), load)
 
 
-@metric("bertscore", in_at_avg=True)
+@metric("bertscore", in_at_avg=True, label="BERTScore")
 class BertScore(Metric):
     """BERTScore F1 of each candidate against its reference."""
 

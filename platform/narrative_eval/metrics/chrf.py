@@ -21,7 +21,7 @@ def _chrf():
     )
 
 
-@metric("chrf", in_at_avg=True)
+@metric("chrf", in_at_avg=True, label="chrF")
 class ChrF(Metric):
     """sacrebleu's sentence-level chrF divided by 100."""
 

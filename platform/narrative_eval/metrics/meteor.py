@@ -64,7 +64,7 @@ def _meteor_resources():
     return cached_model(("meteor", "wordnet"), load)
 
 
-@metric("meteor", in_at_avg=True)
+@metric("meteor", in_at_avg=True, label="METEOR")
 class Meteor(Metric):
     """NLTK's meteor_score with one reference per candidate."""
 

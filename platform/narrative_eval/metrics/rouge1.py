@@ -11,7 +11,7 @@ def _rouge_scorer():
     return cached_model(("rouge1", "no-stemmer"), lambda: rouge_scorer.RougeScorer(["rouge1"], use_stemmer=False))
 
 
-@metric("rouge1", in_at_avg=True)
+@metric("rouge1", in_at_avg=True, label="ROUGE-1")
 class Rouge1(Metric):
     """ROUGE-1 F: harmonic mean of unigram precision and recall (rouge-score's own tokenizer)."""
 

@@ -42,7 +42,7 @@ def sem_f1_from_similarity(similarity: np.ndarray) -> float:
     return 2.0 * precision * recall / (precision + recall)
 
 
-@metric("semf1", in_at_avg=True)
+@metric("semf1", in_at_avg=True, label="Sem-F1")
 class SemF1(Metric):
     """Sentence-embedding precision/recall/F1 between candidate and reference."""
 
