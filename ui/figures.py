@@ -47,6 +47,8 @@ def table_files(app: AppSettings, sweep: str | None) -> list[str] | None:
 
 
 def show(app: AppSettings, sweep: str | None):
+    if sweep and sweep not in report_sweeps(app):  # the message replaces the previous sweep's figures and tables
+        return [], texts()["no_report_folder"].format(sweep=sweep, reports=app.reports_dir), None
     images, tables = figures(app, sweep)
     return images, tables, table_files(app, sweep)
 
