@@ -1,8 +1,10 @@
 """Progress of a sweep: tqdm bars in a terminal, and a small JSON file that the app's Launch tab reads.
 
 The file (path from NARRATIVE_EVAL_PROGRESS_FILE, set by the app for the jobs it starts) holds the cells
-done out of the grid's cells and, inside the current cell, the requests done out of the stage's total,
-so the app shows per-request progress that survives a page reload or an app restart.
+done out of the grid's cells, the current cell and the stages it went through so far (each with its items
+done out of its total, named as the study's progress calls name them), then the steps after the cells
+(report, the study's after-sweep steps), so the app shows where a sweep stands, survives a page reload or an
+app restart, and can say what a stop interrupted.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
+
+from narrative_eval.sweep import AFTER_CELLS
 
 PROGRESS_ENV = "NARRATIVE_EVAL_PROGRESS_FILE"
 """Where the sweep writes its progress JSON (unset: no file)."""
@@ -84,10 +88,16 @@ class _State:
 
     cells_done = 0
     cells_total: int | None = None
-    stage = ""
-    done = 0
-    total: int | None = None
+    cell = ""
+    phase = "cells"
+    stages: list[dict[str, Any]] = []
+    after: list[dict[str, Any]] = []
     written = 0.0
+
+
+def _payload() -> dict[str, Any]:
+    return {"cells_done": _State.cells_done, "cells_total": _State.cells_total, "cell": _State.cell,
+            "phase": _State.phase, "stages": _State.stages, "after": _State.after, "updated": time.time()}
 
 
 def _write(force: bool = False) -> None:
@@ -96,33 +106,46 @@ def _write(force: bool = False) -> None:
         return
     _State.written = now
     path = Path(os.environ[PROGRESS_ENV])
-    payload = {"cells_done": _State.cells_done, "cells_total": _State.cells_total, "stage": _State.stage,
-               "done": _State.done, "total": _State.total, "updated": time.time()}
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(payload))
+        tmp.write_text(json.dumps(_payload()))
         os.replace(tmp, path)
     except OSError:
         pass  # progress is a courtesy: a full disk or a removed folder must not stop the sweep
 
 
+def stage_name(description: str, cell: str) -> str:
+    """A stage as the app names it: the description without its cell's run name ('smollm2/L2: generate' ->
+    'generate', 'gemma3/L0/full seed 1: full turns' -> 'seed 1: full turns')."""
+    if cell and description.startswith(cell):
+        return description[len(cell):].lstrip(" :") or description
+    return description.rsplit(": ", 1)[-1]
+
+
 def file_progress(items: Iterable[Any], description: str, total: int | None, requests: int | None) -> Iterator[Any]:
-    """Pass items through, recording cells done and the current stage's requests done in the progress file."""
+    """Pass items through, recording cells done, the current cell's stages and the steps after the cells, with the
+    items each stage has done out of its total, in the progress file."""
     if description == "cells":
         _State.cells_total = total
         for item in items:
+            # The local executor hands out the cell itself; others (Ray) hand out an index.
+            _State.cell, _State.stages = getattr(item, "run_name", ""), []
             _write(force=True)
             yield item
             _State.cells_done += 1
         _write(force=True)
         return
-    _State.stage = description.rsplit(": ", 1)[-1] if ": " in description else description
-    _State.done = 0
-    _State.total = requests
+    scope, _, step = description.partition(": ")
+    if scope == AFTER_CELLS:
+        _State.phase, stage = AFTER_CELLS, {"name": step, "done": 0, "total": requests}
+        _State.after = [*_State.after, stage]
+    else:
+        stage = {"name": stage_name(description, _State.cell), "done": 0, "total": requests}
+        _State.stages = [*_State.stages, stage]
     _write(force=True)
     for item in items:
         yield item
-        _State.done += units(item)
+        stage["done"] += units(item)
         _write()
     _write(force=True)
 

@@ -1,6 +1,6 @@
 """Answer extraction: every pattern of the study's extraction table, and honest statuses."""
 
-from narrative_eval.extraction import extract_answer
+from narrative_eval.extraction import extract_answer, repeats_passage
 
 PROBLEM = "Erin loved to play football. ______ He stopped playing football with them."
 
@@ -82,3 +82,15 @@ def test_copied_format_example_is_ignored():
     reply = "<ANSWER>fox</ANSWER> <ANSWER>His friends hurt him.</ANSWER>"
     assert extract_answer(reply, PROBLEM, ignore_answers=["fox", "brown fox"]).answer == "His friends hurt him."
     assert extract_answer("<ANSWER>fox</ANSWER>", PROBLEM, ignore_answers=["fox"]).status == "none"
+
+
+def test_a_fill_that_repeats_the_passage_is_flagged():
+    kept_blank = extract_answer("Erin loved to play football. ______ He stopped playing football with them.", PROBLEM)
+    assert kept_blank.status == "fallback" and repeats_passage(kept_blank.answer, PROBLEM)
+    changed = "Erin loved to play football, and one day he got hurt. He stopped playing football with them."
+    assert repeats_passage(extract_answer(changed, PROBLEM).answer, PROBLEM)
+    for fill in ("His friends always tackled him hard.", "He loved football too much.", None, ""):
+        assert not repeats_passage(fill, PROBLEM), fill
+    # A cut-out echo is the fill alone: not flagged.
+    echo = extract_answer("Erin loved to play football. They tackled him. He stopped playing football with them.", PROBLEM)
+    assert echo.status == "echo" and not repeats_passage(echo.answer, PROBLEM)

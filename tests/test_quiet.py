@@ -88,3 +88,16 @@ def test_the_weight_loading_bar_comes_back_after_a_metric_model():
     with no_weight_loading_bar():
         assert not transformers_logging.is_progress_bar_enabled()
     assert transformers_logging.is_progress_bar_enabled() == before
+
+
+def test_printed_known_warnings_and_log_lines_are_recognised_and_only_they():
+    """Output of a child process that did not filter them (the app's job log): the same list decides."""
+    from narrative_eval.quiet import known_output
+
+    assert known_output("/venv/mlflow/data/dataset_source_registry.py:146: UserWarning: The specified dataset source "
+                        "can be interpreted in multiple ways: LocalArtifactDatasetSource")
+    assert known_output("WARNING torchao: Failed to load /venv/torchao/_C.so: undefined symbol")
+    assert not known_output("/venv/mlflow/data/x.py:1: UserWarning: something new")
+    assert not known_output("/venv/mlflow/data/x.py:1: DeprecationWarning: The specified dataset source can be")
+    assert not known_output("WARNING narrative_eval.cells: cell smollm2/L2 retried once")
+    assert not known_output("cells: 6 finished, 0 already done (skipped), 0 failed")

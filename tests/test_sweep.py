@@ -8,7 +8,7 @@ import pytest
 
 from narrative_eval import tracking
 from narrative_eval.config import load_config
-from narrative_eval.sweep import expand_grid, run_sweep
+from narrative_eval.sweep import AFTER_CELLS, expand_grid, progress_plan, run_sweep
 
 
 PUBLISHED_COLUMNS = ["dataset", "ref_id", "source_text", "problem", "gold_answer", "unit", "n", "unit_idx"]
@@ -45,9 +45,29 @@ report_dir: {path.parent / 'report'}
     return load_config(path, catalog=repo_root / "experiments/configs/models.yaml")
 
 
+REPORTED: list[str] = []
+"""What the first run reported to its progress display, in order."""
+
+
+def recorded(items, description, total=None):
+    REPORTED.append(description)
+    return items
+
+
 @pytest.fixture(scope="module")
 def first_run(tiny_config):
-    return run_sweep(tiny_config)
+    return run_sweep(tiny_config, progress=recorded)
+
+
+def test_a_sweep_reports_the_stages_its_plan_names(first_run, tiny_config):
+    """The Launch tab shows a sweep's stages ahead from its plan: the sweep reports exactly those, in order."""
+    cell_stages, after = progress_plan(tiny_config)
+    assert cell_stages == ["generate", "score", "judge tiny-judge"]
+    for cell in expand_grid(tiny_config):
+        prefix = f"{cell.run_name}: "
+        assert [d.removeprefix(prefix) for d in REPORTED if d.startswith(prefix)] == cell_stages
+    assert [d for d in REPORTED if d.startswith(AFTER_CELLS)] == [f"{AFTER_CELLS}: {step}" for step in after]
+    assert REPORTED[0] == "cells" and REPORTED[-1] == f"{AFTER_CELLS}: {after[-1]}"
 
 
 def test_grid_is_models_times_settings(tiny_config):

@@ -17,7 +17,7 @@ import pandas as pd
 from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
 from narrative_eval.tracing import log_human_feedback
-from ui.common import esc, pick_sweep, user_error
+from ui.common import esc, pick_sweep, texts, user_error
 
 FEW_ITEMS = 30
 """Below this many rated items an agreement figure is too uncertain to lean on."""
@@ -114,14 +114,16 @@ def rating_as_feedback(item: annotations.AnnotationItem, rating: annotations.Rat
 def agreement_tables(store: annotations.AnnotationStore, judge: str | None, keys: Sequence[str],
                      study: str) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Human-judge agreement tables of one study's items, and a warning when they rest on fewer than FEW_ITEMS items."""
+    words = texts()["agreement"]
     if not judge:
-        return pd.DataFrame(), pd.DataFrame(), ""
+        return pd.DataFrame(), pd.DataFrame(), words["no_judge"]
     pointwise_rows = annotations.pointwise_agreement(store, judge, keys, study=study)
     pairwise_row = annotations.pairwise_agreement(store, judge, keys, study=study)
     counts = [row.get("n", 0) for row in pointwise_rows] + [pairwise_row.get("n", 0)]
     rated = max(counts) if counts else 0
-    warning = (f"⚠ These figures rest on {rated} rated item(s); below {FEW_ITEMS} they are too uncertain to lean on "
-               "(rate more items first)." if rated < FEW_ITEMS else "")
+    if not rated:
+        return pd.DataFrame(), pd.DataFrame(), words["none_rated"].format(judge=judge)
+    warning = words["few"].format(rated=rated, few=FEW_ITEMS) if rated < FEW_ITEMS else ""
     return pd.DataFrame(pointwise_rows).round(3), pd.DataFrame([pairwise_row]).round(3), warning
 
 
@@ -136,7 +138,7 @@ def build_agreement(store: annotations.AnnotationStore, keys: Sequence[str], stu
         pointwise_table = gr.Dataframe(pd.DataFrame({"dimension": []}), label="Pointwise: human vs judge per dimension",
                                        interactive=False)
         pairwise_table = gr.Dataframe(pd.DataFrame({"judge": []}), label=pairwise_label, interactive=False)
-        few = gr.Markdown(elem_id=few_id)
+        few = gr.Markdown(texts()["agreement"]["before_compute"], elem_id=few_id)
     compute.click(lambda j: agreement_tables(store, j, keys, study), [judge], [pointwise_table, pairwise_table, few])
 
     def judges() -> gr.Dropdown:

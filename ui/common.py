@@ -66,7 +66,7 @@ def user_error(message: str) -> gr.Error:
 
 
 @lru_cache(maxsize=1)
-def texts() -> dict[str, str]:
+def texts() -> dict[str, Any]:
     return yaml.safe_load(TEXTS_PATH.read_text())
 
 

@@ -14,7 +14,7 @@ from narrative_eval.studies import infilling
 from narrative_eval.study import experiment_of
 from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, failed_judge_checks, instances_by_id,
                        judge_ids_of, mlflow_ui_available, number, passage_html, pick_sweep, problem_from_messages,
-                       run_choices, run_label, run_table, texts, trace_link)
+                       run_choices, run_label, run_table, sweeps, texts, trace_link)
 
 STUDY = experiment_of(infilling.NAME)
 MAX_DEFAULT_RUNS = 4
@@ -81,14 +81,35 @@ def _judge_line(row: pd.Series) -> str:
     return "<br>".join(parts)
 
 
+def empty_message(sweep: str | None, run_ids: list[str], high_only: bool) -> str:
+    """Why there is no instance to show: no sweep, an unknown name, no finished run, none picked, or no fill rated
+    above 4 under 'Only fills a judge rated above 4'."""
+    words = texts()
+    if not sweep:
+        return words["no_sweeps"]
+    if sweep not in sweeps(STUDY):
+        return words["no_sweep_named"].format(sweep=sweep, experiment=STUDY)
+    runs = cell_runs(STUDY, sweep)
+    if runs.empty:
+        return words["no_runs"]
+    if not run_ids:
+        return words["pick_runs"]
+    judges = judge_ids_of(list(runs.columns))
+    if high_only and not judges:
+        return words["no_judge_high"]
+    if high_only:
+        return words["none_rated_high"].format(judges=" or ".join(judges))
+    return words["no_outputs"]
+
+
 def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id: str | None,
-           mlflow_ui_url: str | None = None) -> str:
+           mlflow_ui_url: str | None = None, high_only: bool = False) -> str:
     """The passage with each chosen run's fill; with `mlflow_ui_url` (an answering `mlflow ui`), each card
     links to its generation's trace."""
-    if not sweep or not run_ids or not instance_id:
-        return f"<div class='empty'>{esc(texts()['no_runs'])}</div>"
     runs = cell_runs(STUDY, sweep)
-    runs = runs[runs["run_id"].isin(run_ids)] if not runs.empty else runs
+    runs = runs[runs["run_id"].isin(run_ids or [])] if not runs.empty else runs
+    if runs.empty or not instance_id:
+        return f"<div class='empty'>{esc(empty_message(sweep, run_ids, high_only))}</div>"
     problem, gold, meta = "", "", ""
     for _, run in runs.iterrows():
         instance = instances_by_id(run.get("params.data_path") or "").get(instance_id)
@@ -156,7 +177,8 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     runs = gr.CheckboxGroup([], label="Runs to compare", elem_id="compare-runs")
     with gr.Row():
         prev_button = gr.Button("◀ Previous", scale=0, elem_id="compare-prev")
-        instance = gr.Dropdown([], label="Instance", elem_id="compare-instance", scale=4)
+        # Custom values pass: a value the list dropped while an event was on its way is drawn as empty, not refused.
+        instance = gr.Dropdown([], label="Instance", elem_id="compare-instance", scale=4, allow_custom_value=True)
         next_button = gr.Button("Next ▶", scale=0, elem_id="compare-next")
     view = gr.HTML(elem_id="compare-view")
 
@@ -166,7 +188,9 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
 
     def on_sweep(sweep_name: str | None):
         choices = run_choices(cell_runs(STUDY, sweep_name))
-        return gr.CheckboxGroup(choices=choices, value=[value for _, value in choices[:MAX_DEFAULT_RUNS]])
+        # Without runs (an unknown name, none finished yet) the view says why here: the run list may not change.
+        view_ = gr.skip() if choices else f"<div class='empty'>{esc(empty_message(sweep_name, [], False))}</div>"
+        return gr.CheckboxGroup(choices=choices, value=[value for _, value in choices[:MAX_DEFAULT_RUNS]]), view_
 
     def on_runs(run_ids: list[str], current_seed):
         seeds = seeds_for(run_ids or [])
@@ -185,21 +209,21 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         index = order.index(current) if current in order else -delta
         return order[(index + delta) % len(order)]
 
+    def show(sweep_, runs_, seed_, instance_, high_):
+        url = app.mlflow_ui_url if mlflow_ui_available(app.mlflow_ui_url) else None
+        return render(sweep_, runs_, seed_, instance_, url, high_)
+
+    # The view is drawn once the instance list fits the runs, seed and filters (an instance of the previous list
+    # would be drawn, or refused, otherwise).
     refresh.click(on_refresh, [sweep], [sweep])
-    sweep.change(on_sweep, [sweep], [runs])
     ordering = [runs, seed, disagree, high, instance]
-    runs.change(on_runs, [runs, seed], [seed]).then(on_order, ordering, [instance])
-    seed.input(on_order, ordering, [instance])
-    disagree.change(on_order, ordering, [instance])
-    high.change(on_order, ordering, [instance])
+    shown = [sweep, runs, seed, instance, high]
+    sweep.change(on_sweep, [sweep], [runs, view])
+    runs.change(on_runs, [runs, seed], [seed]).then(on_order, ordering, [instance]).then(show, shown, [view])
+    for control in (seed.input, disagree.change, high.change):
+        control(on_order, ordering, [instance]).then(show, shown, [view])
     prev_button.click(lambda r, s, d, h, c: step(r, s, d, h, c, -1), ordering, [instance])
     next_button.click(lambda r, s, d, h, c: step(r, s, d, h, c, 1), ordering, [instance])
-    def show(sweep_, runs_, seed_, instance_):
-        url = app.mlflow_ui_url if mlflow_ui_available(app.mlflow_ui_url) else None
-        return render(sweep_, runs_, seed_, instance_, url)
-
-    instance.change(show, [sweep, runs, seed, instance], [view])
-    seed.change(show, [sweep, runs, seed, instance], [view])
-    runs.change(show, [sweep, runs, seed, instance], [view])
+    instance.change(show, shown, [view])
     demo.load(on_refresh, [sweep], [sweep])
     return {"sweep": sweep, "runs": runs, "instance": instance, "view": view}

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from narrative_eval.quiet import known_output
+
 ACTIVE = ("queued", "running")
 """States of a job that has not ended."""
 
@@ -33,6 +35,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]")
 """Terminal escape codes (colours, tqdm's cursor moves such as ESC[A)."""
 TQDM_BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d+")
 """A progress-bar line (shown as progress, not as output)."""
+WARNING_SOURCE = re.compile(r"^\s+\S")
+"""The indented source line Python prints under a warning."""
 
 
 class JobLimitReached(RuntimeError):
@@ -69,6 +73,10 @@ class Job:
     """The sweep's exit status."""
     runner_pid: int | None = None
     """The runner process (leader of the job's process group)."""
+    cell_stages: list[str] = field(default_factory=list)
+    """The stages of each cell, in order, as the sweep's progress names them (empty: not known in advance)."""
+    after_steps: list[str] = field(default_factory=list)
+    """The sweep's steps after its cells (its report first), as its progress names them."""
 
     @property
     def path(self) -> Path:
@@ -148,7 +156,7 @@ def active_jobs(jobs_dir: str | Path) -> list[Job]:
 
 def start_job(jobs_dir: str | Path, *, study: str, sweep: str, command: list[str], total_cells: int,
               config_path: str = "", cwd: str | Path, max_jobs: int = 1, env: dict[str, str] | None = None,
-              job_id: str | None = None) -> Job:
+              job_id: str | None = None, stages: tuple[list[str], list[str]] = ([], [])) -> Job:
     """Start a sweep in the background (its own session, detached from the app and the browser)."""
     folder = Path(jobs_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -158,7 +166,8 @@ def start_job(jobs_dir: str | Path, *, study: str, sweep: str, command: list[str
         raise JobLimitReached(f"{len(running)} sweep(s) already running ({names}); the limit is {max_jobs}.")
     job_id = job_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     job = Job(job_id=job_id, study=study, sweep=sweep, command=command, total_cells=total_cells,
-              log_path=str((folder / f"{job_id}.log").resolve()), config_path=config_path)
+              log_path=str((folder / f"{job_id}.log").resolve()), config_path=config_path,
+              cell_stages=list(stages[0]), after_steps=list(stages[1]))
     save(job)
     environment = {**(env if env is not None else os.environ), PROGRESS_ENV: str(job.progress_path)}
     process = subprocess.Popen(
@@ -182,17 +191,58 @@ def cancel_job(job: Job) -> None:
 
 
 def log_tail(job: Job, max_chars: int = 4000) -> str:
-    """The end of a job's log as plain lines: carriage returns resolved, escape codes and progress bars dropped."""
+    """The end of a job's own output as whole lines: carriage returns resolved, escape codes, progress bars and the
+    dependencies' known warnings dropped, no line cut at its start."""
     try:
         with open(job.log_path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
-            handle.seek(max(0, size - max_chars * 4))
+            start = max(0, size - max_chars * 4)
+            handle.seek(start)
             text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    lines = [ANSI.sub("", line.split("\r")[-1]) for line in text.split("\n")]
-    return "\n".join(line for line in lines if line.strip() and not TQDM_BAR.search(line))[-max_chars:]
+    lines = text.split("\n")
+    if start > 0:
+        lines = lines[1:]  # the read began inside this line
+    kept: list[str] = []
+    room = max_chars
+    for line in own_lines(lines):
+        if len(line) > room:
+            if not kept:  # one line longer than the box: its start, cut at a word's end
+                kept.append(shortened(line, max_chars))
+            break
+        kept.append(line)
+        room -= len(line) + 1
+    return "\n".join(reversed(kept))
+
+
+def shortened(line: str, max_chars: int) -> str:
+    """A line cut at a word's end to fit `max_chars`, marked with an ellipsis."""
+    if len(line) <= max_chars:
+        return line
+    cut = line[: max_chars - 2]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + " …"
+
+
+def own_lines(lines: list[str]) -> list[str]:
+    """The job's own lines, newest first: what a terminal would show of each, without bars and known warnings."""
+    shown: list[str] = []
+    dropped_warning = False
+    for raw in lines:
+        line = ANSI.sub("", raw.split("\r")[-1]).rstrip()
+        if dropped_warning and WARNING_SOURCE.match(line):
+            continue  # the source line of a warning left out
+        dropped_warning = known_output(line)
+        if line.strip() and not dropped_warning and not TQDM_BAR.search(line):
+            shown.append(line)
+    return shown[::-1]
+
+
+def last_line(job: Job, max_chars: int = 160) -> str:
+    """The job's latest line of output, cut at a word's end when long."""
+    lines = log_tail(job, 2000).splitlines()
+    return shortened(lines[-1].strip(), max_chars) if lines else ""
 
 
 # --------------------------------------------------------------------------- the runner
@@ -210,7 +260,10 @@ def run(job_path: str | Path) -> int:
             save(job)
             return 0
 
+        asked_to_stop: list[int] = []
+
         def forward(signum, _frame):
+            asked_to_stop.append(signum)
             child.send_signal(signum)
 
         signal.signal(signal.SIGTERM, forward)
@@ -224,7 +277,8 @@ def run(job_path: str | Path) -> int:
     job = load(job_path)
     job.returncode = returncode
     job.finished_at = time.time()
-    job.status = "finished" if returncode == 0 else ("cancelled" if returncode < 0 else "failed")
+    # A sweep stopped outside its cells (while it printed its tables) exits with a status of its own, not the signal's.
+    job.status = "finished" if returncode == 0 else ("cancelled" if returncode < 0 or asked_to_stop else "failed")
     save(job)
     return 0
 

@@ -18,15 +18,14 @@ from narrative_eval import tracking
 from narrative_eval.config import load_config, resolve_judge, resolve_model
 from narrative_eval.errors import UserError
 from narrative_eval.studies import infilling
-from narrative_eval.sweep import describe_grid, estimate_lines
-from ui import jobs
+from narrative_eval.sweep import describe_grid, estimate_lines, progress_plan
+from ui import job_progress, jobs
 from ui.common import AppSettings, config_files, data_files, esc, model_catalog, texts, user_error
 from ui.live import prompt_settings
 
 FROM_CONFIG = "a config file"
 FROM_FORM = "a grid built here"
 NO_JUDGE = "none"
-FOLLOW_SECONDS = 4 * 3600
 SWEEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 
 
@@ -151,59 +150,12 @@ def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: li
     cells = len(config.models) * len(config.prompt_settings) * len(config.conditions)
     try:
         return jobs.start_job(app.jobs_dir, study=config.study, sweep=config.sweep, command=command, total_cells=cells,
-                              config_path=config_path, cwd=app.repo, max_jobs=app.max_jobs, job_id=job_id)
+                              config_path=config_path, cwd=app.repo, max_jobs=app.max_jobs, job_id=job_id,
+                              stages=progress_plan(config))
     except jobs.JobLimitReached as error:  # another launch won the last slot in the meantime
         if written is not None:
             written.unlink(missing_ok=True)
         raise user_error(str(error)) from None
-
-
-_ended_counts: dict[str, int] = {}
-
-
-def cells_done(job: jobs.Job) -> int:
-    """Finished cell runs of the job's sweep (asked of MLflow while the job runs, remembered once it ended)."""
-    if job.job_id in _ended_counts:
-        return _ended_counts[job.job_id]
-    try:
-        done = int(tracking.run_status_counts(job.study, job.sweep).get("FINISHED", 0))
-    except Exception:
-        return 0
-    if job.status not in jobs.ACTIVE:
-        _ended_counts[job.job_id] = done
-    return done
-
-
-def _clock(stamp: float | None) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(stamp)) if stamp else ""
-
-
-def progress_of(job: jobs.Job) -> tuple[float, str]:
-    """(fraction done, 'cell 2/6 · generate 8/12 requests') from the sweep's progress file (or finished cells)."""
-    state = job.progress()
-    total_cells = max(job.total_cells, 1)
-    if job.status not in jobs.ACTIVE or state is None:
-        done = cells_done(job)
-        return (1.0 if job.status == "finished" else done / total_cells), f"{done}/{job.total_cells} cells"
-    cells = int(state.get("cells_done") or 0)
-    stage_total, stage_done = state.get("total") or 0, int(state.get("done") or 0)
-    within = stage_done / stage_total if stage_total else 0.0
-    text = f"cell {min(cells + 1, total_cells)}/{job.total_cells}"
-    if state.get("stage") and stage_total:
-        text += f" · {state['stage']} {stage_done}/{stage_total} requests"
-    return min((cells + within) / total_cells, 1.0), text
-
-
-def progress_html(app: AppSettings) -> str:
-    """A progress bar for every job still running (read from disk, so it survives a reload or an app restart)."""
-    rows = []
-    for job in jobs.list_jobs(app.jobs_dir)[:20]:
-        if job.status not in jobs.ACTIVE:
-            continue
-        fraction, text = progress_of(job)
-        rows.append(f"<div class='job-progress'><b>{esc(job.sweep)}</b> <progress max='100' value='{100 * fraction:.0f}'>"
-                    f"</progress> {100 * fraction:.0f}% · {esc(text)}</div>")
-    return "".join(rows) or "<div class='job-progress empty'>No sweep running.</div>"
 
 
 def name_note(sweep: str | None) -> str:
@@ -221,37 +173,31 @@ def name_note(sweep: str | None) -> str:
     return ""
 
 
+JOB_COLUMNS = ["job", "sweep", "status", "progress", "cells", "started", "elapsed", "last output"]
+
+
 def jobs_table(app: AppSettings) -> pd.DataFrame:
     rows = []
     for job in jobs.list_jobs(app.jobs_dir)[:20]:
         end = job.finished_at or time.time()
         elapsed = f"{end - job.started_at:.0f} s" if job.started_at else ""
-        last = jobs.log_tail(job, 400).splitlines()
-        rows.append({"job": job.job_id, "sweep": job.sweep, "status": job.status, "progress": progress_of(job)[1],
-                     "cells": f"{cells_done(job)}/{job.total_cells}", "started": _clock(job.started_at),
-                     "elapsed": elapsed, "last output": last[-1][-160:] if last else ""})
-    return pd.DataFrame(rows, columns=["job", "sweep", "status", "progress", "cells", "started", "elapsed", "last output"])
+        status = "stopped" if job.status == "cancelled" else job.status
+        rows.append({"job": job.job_id, "sweep": job.sweep, "status": status,
+                     "progress": job_progress.progress_of(job)[1],
+                     "cells": f"{job_progress.cells_done(job)}/{job.total_cells}",
+                     "started": job_progress.clock(job.started_at), "elapsed": elapsed,
+                     "last output": jobs.last_line(job)})
+    return pd.DataFrame(rows, columns=JOB_COLUMNS)
 
 
-def follow(app: AppSettings, job_id: str | None, progress=gr.Progress()):
-    """Progress bar with cell counts while this page stays open (the job itself does not depend on it)."""
+def announce(app: AppSettings, job_id: str | None) -> tuple[Any, str | None]:
+    """(the message, the job still followed): what the followed job did once it ended, else no change."""
     if not job_id:
-        return gr.Markdown()
-    deadline = time.time() + FOLLOW_SECONDS
-    job = None
-    while time.time() < deadline:
-        job = next((j for j in jobs.list_jobs(app.jobs_dir) if j.job_id == job_id), None)
-        if job is None:
-            break
-        fraction, text = progress_of(job)
-        progress(fraction, desc=f"{job.sweep}: {text}")
-        if job.status not in jobs.ACTIVE:
-            break
-        time.sleep(1.0)
-    if job is None:
-        return "The job's state file is gone."
-    return f"Job `{job.job_id}` ({esc(job.sweep)}): **{job.status}**" + (
-        f" (exit status {job.returncode})" if job.returncode not in (None, 0) else "")
+        return gr.skip(), None
+    job = next((j for j in jobs.list_jobs(app.jobs_dir) if j.job_id == job_id), None)
+    if job is not None and job.status in jobs.ACTIVE:
+        return gr.skip(), job_id
+    return job_progress.ended_message(job), None
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
@@ -286,12 +232,13 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         estimate_button = gr.Button("Estimate cost", scale=0, elem_id="launch-estimate")
     estimate_text = gr.Markdown(elem_id="launch-estimate-text")
     message = gr.Markdown(elem_id="launch-message")
-    progress_bars = gr.HTML(progress_html(app), elem_id="launch-progress")
+    progress_bars = gr.HTML(job_progress.progress_html(app), elem_id="launch-progress")
     table = gr.Dataframe(jobs_table(app), interactive=False, wrap=True, label="Jobs", elem_id="jobs-table")
     with gr.Row():
         cancel_id = gr.Dropdown([], label="Job to stop", allow_custom_value=True, scale=3, elem_id="launch-cancel-id")
         cancel = gr.Button("Stop job", variant="stop", scale=0, elem_id="launch-cancel")
-    log = gr.Textbox(label="Output of the latest job", lines=8, max_lines=8, interactive=False, elem_id="launch-log")
+    log = gr.Textbox(label="Output of the latest job", lines=8, max_lines=8, interactive=False, elem_id="launch-log",
+                     placeholder=texts()["job_log_empty"])
     timer = gr.Timer(2.0)
     job_state = gr.State(None)
 
@@ -307,26 +254,25 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
             text += " It resumes the existing sweep of that name."
         return text, job.job_id, jobs_table(app)
 
-    def follow_job(job_id: str | None, progress=gr.Progress()):
-        return follow(app, job_id, progress)
-
-    def on_tick():
+    def on_tick(followed: str | None):
         listed = jobs.list_jobs(app.jobs_dir)
         active = [j.job_id for j in listed if j.status in jobs.ACTIVE]
         tail = jobs.log_tail(listed[0]) if listed else ""
-        return jobs_table(app), gr.Dropdown(choices=active), tail, progress_html(app)
+        return (jobs_table(app), gr.Dropdown(choices=active), tail, job_progress.progress_html(app),
+                *announce(app, followed))
 
     def on_cancel(job_id: str | None):
         job = next((j for j in jobs.list_jobs(app.jobs_dir) if j.job_id == job_id), None)
         if job is None:
             raise user_error("Pick a running job.")
         jobs.cancel_job(job)
-        return f"Asked job `{job.job_id}` to stop."
+        return f"Asked job `{job.job_id}` to stop; what it kept is said here once it has.", job.job_id
 
     inputs = [mode, config_file, sweep, models, levels, data, limit, seeds, judge, max_tokens, temperature]
-    start.click(on_launch, inputs, [message, job_state, table]).then(follow_job, [job_state], [message])
+    # No progress overlay on the message: the bars below show where the job stands, the message what it did.
+    start.click(on_launch, inputs, [message, job_state, table], show_progress="hidden")
     estimate_button.click(partial(estimate, app), inputs, [estimate_text])
-    timer.tick(on_tick, None, [table, cancel_id, log, progress_bars])
+    timer.tick(on_tick, [job_state], [table, cancel_id, log, progress_bars, message, job_state], show_progress="hidden")
     sweep.change(name_note, [sweep], [note])
-    cancel.click(on_cancel, [cancel_id], [message])
+    cancel.click(on_cancel, [cancel_id], [message, job_state])
     return {"sweep": sweep, "start": start, "table": table}

@@ -25,7 +25,8 @@ from narrative_eval.cells import BackendPool
 from narrative_eval.config import resolve_model
 from narrative_eval.data.infilling import BLANK_RE
 from narrative_eval.errors import UserError
-from narrative_eval.metrics import at_avg, score_all
+from narrative_eval.extraction import repeats_passage
+from narrative_eval.metrics import AT_AVG, at_avg, metric_label, score_all
 from narrative_eval.prompts.render import PROMPT_SETTINGS, render_infilling
 from narrative_eval.records import GenerationParams, InfillingInstance, ModelSpec
 from narrative_eval.studies.infilling import stream_fill
@@ -108,8 +109,17 @@ def _no_metrics() -> pd.DataFrame:
 def _metrics_frame(answer: str, gold: str) -> pd.DataFrame:
     scores = {name: values[0] for name, values in score_all([answer], [gold]).items()}
     with suppress(KeyError):  # AtAvg needs every one of its metrics
-        scores["at_avg"] = at_avg(scores)
-    return pd.DataFrame({"metric": list(scores), "score": [round(float(v), 4) for v in scores.values()]})
+        scores[AT_AVG] = at_avg(scores)
+    return pd.DataFrame({"metric": [metric_label(name) for name in scores],
+                         "score": [round(float(v), 4) for v in scores.values()]})
+
+
+def extraction_line(status: str, answer: str | None, passage: str, after: str = "") -> str:
+    """How the fill was taken from the reply, in words (then `after`), and a warning below when the fill repeats
+    the passage itself."""
+    words = texts()["extraction"]
+    line = f"extraction: {status} — {words.get(status, status)}{after}"
+    return line + (f"\n\n{words['repeats_passage']}" if repeats_passage(answer, passage) else "")
 
 
 @cache
@@ -242,13 +252,16 @@ def _fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setti
                 shown = TAGS.sub("", reply).strip() or "…"
                 yield frame(passage_html(passage, shown, "live-fill streaming"), "generating…", reply)
     answer = sample.answer
-    status = f"extraction: {sample.extraction_status}"
     html = passage_html(passage, answer or TAGS.sub("", reply).strip() or "(empty reply)", "live-fill done")
+
+    def status(after: str = "") -> str:
+        return extraction_line(sample.extraction_status, answer, passage, after)
+
     if gold and answer:
-        yield frame(html, status + " · scoring against the gold text…", reply)
-        yield frame(html, status, reply, _metrics_frame(answer, gold))
+        yield frame(html, status(" · scoring against the gold text…"), reply)
+        yield frame(html, status(), reply, _metrics_frame(answer, gold))
     else:
-        yield frame(html, status + ("" if gold else " · no gold text, no metrics"), reply)
+        yield frame(html, status("" if gold else " · no gold text, no metrics"), reply)
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:

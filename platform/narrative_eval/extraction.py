@@ -101,6 +101,28 @@ def _from_echo(reply: str, problem: str, ignore: set[str]) -> str | None:
     return _clean(candidate) if _usable(candidate, ignore) else None
 
 
+ECHO_ANCHOR = 30
+"""Characters of the passage next to its blank a fill must repeat to count as repeating the passage."""
+
+
+def repeats_passage(answer: str | None, problem: str) -> bool:
+    """Whether a fill repeats the passage's own text next to its blank (the sentence before or after it, or 30 of
+    its characters): what a model that echoes the passage instead of only filling the blank gives, when the echo
+    could not be cut back to the fill (the blank kept, the text around it changed)."""
+    match = BLANK_RE.search(problem)
+    if not answer or not match:
+        return False
+    text = _clean(answer).lower()
+    sides = ((problem[: match.start()], True), (problem[match.end() :], False))
+    for context, from_end in sides:
+        anchors = _anchors(context, from_end)
+        # The whole sentence next to the blank (unless a few words only), or a long enough piece of it.
+        pieces = [a for i, a in enumerate(anchors) if len(a) >= ECHO_ANCHOR or (i == 0 and len(a) >= MIN_ANCHOR)]
+        if any(piece.lower() in text for piece in pieces):
+            return True
+    return False
+
+
 def extract_answer(reply: str, problem: str, ignore_answers: Iterable[str] = ()) -> ExtractionResult:
     """Pull the fill out of a raw model reply for an infilling problem."""
     ignore = {a.lower() for a in ignore_answers}

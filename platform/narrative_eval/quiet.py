@@ -117,6 +117,22 @@ def quiet_dependencies() -> None:
         logger.addFilter(_DropKnownLines(logger_patterns))
 
 
+PRINTED_WARNING = re.compile(r"^\S.*?:\d+: (?P<category>\w+): (?P<message>.*)$")
+"""A warning as Python prints it to stderr: `<file>:<line>: <Category>: <message>` (its source line follows)."""
+
+
+def known_output(line: str) -> bool:
+    """Whether a line of a command's output is a known harmless warning or log line, as printed: for logs and
+    output boxes of processes that did not filter it at the source (a child started without `quiet_dependencies`)."""
+    printed = PRINTED_WARNING.match(line)
+    if printed:
+        category, message = printed.group("category"), printed.group("message")
+        return any(known.category.__name__ == category and re.match(known.message, message)
+                   for known in KNOWN_WARNINGS)
+    # Log formats vary (`WARNING torchao: ...`, `[torchao] ...`): the logger's name, then its message.
+    return any(re.search(rf"{re.escape(known.logger)}\W.*?(?:{known.message})", line) for known in KNOWN_LOG_LINES)
+
+
 @contextmanager
 def no_weight_loading_bar() -> Iterator[None]:
     """Without transformers' per-tensor "Loading weights" bar, for a metric's small scoring model.

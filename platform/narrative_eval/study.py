@@ -203,6 +203,8 @@ class Study(ABC):
     """The model of its own config keys (none by default)."""
     published_reference: tuple[str, str] | None = None
     """(reference name under data/reference/, source) of published rows the Runs tab can show beside its runs."""
+    after_sweep_stage: str = "after-sweep steps"
+    """What its after-sweep steps are called where a sweep's progress is shown (when it overrides `after_sweep`)."""
 
     # ------------------------------------------------------------------ the config
 
@@ -228,6 +230,12 @@ class Study(ABC):
     @abstractmethod
     def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
         """Run one cell: generate, score, judge; return what its MLflow run logs."""
+
+    def progress_stages(self, cell: CellSpec) -> list[str]:
+        """The stages `run_cell` reports to `runtime.progress`, in order, each named by its description after the
+        cell's run name ('<run name>: generate' -> 'generate'); shown ahead in the app and weighed equally in its
+        progress bar. Empty (the default) when they cannot be told in advance: the app shows them as they come."""
+        return []
 
     # ------------------------------------------------------------------ what a cell logs beside its metrics
 

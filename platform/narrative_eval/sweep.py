@@ -36,6 +36,13 @@ from narrative_eval.study import ProgressFactory, Study, load_study, no_progress
 PROMPT_TOKENS_ESTIMATE = 400
 """Prompt tokens assumed per request when a dry run prices a grid before anything is rendered."""
 
+AFTER_CELLS = "after the cells"
+"""Progress scope of the steps that follow the cells: each is reported as '<scope>: <step>', one item."""
+REPORT_STEP = "report"
+"""The step that writes the study's tables from MLflow."""
+RECORD_STEP = "save to MLflow"
+"""The step that writes the cost table and logs the report's files on the sweep's parent run."""
+
 
 def expand_grid(config: SweepConfig) -> list[CellSpec]:
     """One frozen CellSpec per model x prompt setting x condition."""
@@ -112,11 +119,44 @@ def run_sweep(
         out_dir = config.resolved_report_dir()
         _after_cells(study, config, cells, outcome, out_dir, progress)
         outcome.report_dir = out_dir
-        totals = write_cost_table(outcomes, out_dir, outcome.tables)
-        tracking.log_sweep_outputs(parent, outcome.tables, sorted(p for p in out_dir.glob("*") if p.is_file()),
-                                   metrics={f"cost/{k}": v for k, v in totals.items()})
+        _step(progress, RECORD_STEP, lambda: _record_report(outcome, out_dir))
     tracking.end_run(parent, "FAILED" if outcome.count("failed") else "FINISHED")
     return outcome
+
+
+def _step(progress: ProgressFactory, name: str, run: Callable[[], Any]) -> Any:
+    """One step after the cells, reported to `progress` as '<AFTER_CELLS>: <name>' (one item) while it runs."""
+    result = None
+    for step in progress([run], f"{AFTER_CELLS}: {name}", 1):
+        result = step()
+    return result
+
+
+def _record_report(outcome: SweepOutcome, out_dir: Path) -> None:
+    """The cost table, then the report's tables, files and cost totals on the sweep's parent run."""
+    totals = write_cost_table(outcome.cells, out_dir, outcome.tables)
+    files = sorted(p for p in out_dir.glob("*") if p.is_file())
+    tracking.log_sweep_outputs(outcome.parent_run_id, outcome.tables, files,
+                               metrics={f"cost/{k}": v for k, v in totals.items()})
+
+
+def has_after_sweep(study: Study) -> bool:
+    """Whether the study has steps of its own after the cells (it overrides `after_sweep`)."""
+    return type(study).after_sweep is not Study.after_sweep
+
+
+def after_cell_steps(study: Study) -> list[str]:
+    """The steps a sweep takes after its cells, in order, as its progress names them: the report, the study's
+    after-sweep steps (when it has any), and the report's record in MLflow."""
+    return [REPORT_STEP, *([study.after_sweep_stage] if has_after_sweep(study) else []), RECORD_STEP]
+
+
+def progress_plan(config: SweepConfig) -> tuple[list[str], list[str]]:
+    """(the stages of a cell, the steps after the cells) of a sweep, named as its progress reports them; a cell's
+    stages are empty when its study cannot say them in advance."""
+    study = load_study(config.study)
+    cells = expand_grid(config)
+    return (study.progress_stages(cells[0]) if cells else []), after_cell_steps(study)
 
 
 def _after_cells(study: Study, config: SweepConfig, cells: list[CellSpec], outcome: SweepOutcome, out_dir: Path,
@@ -129,8 +169,11 @@ def _after_cells(study: Study, config: SweepConfig, cells: list[CellSpec], outco
     try:
         outcome.judge_checks, judgments = run_judge_checks(study, config, cells, pool, progress)
         log_judge_checks(outcome, judgments, data_sha256)
-        outcome.tables = study.summarise(config.sweep, out_dir, data_sha256=data_sha256)
-        outcome.tables.update(study.after_sweep(config, out_dir, data_sha256, pool))
+        outcome.tables = _step(progress, REPORT_STEP,
+                               lambda: study.summarise(config.sweep, out_dir, data_sha256=data_sha256))
+        if has_after_sweep(study):
+            outcome.tables.update(_step(progress, study.after_sweep_stage,
+                                        lambda: study.after_sweep(config, out_dir, data_sha256, pool)))
     finally:
         pool.cache.close()
 

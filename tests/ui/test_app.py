@@ -58,7 +58,7 @@ def test_live_fill_streams_a_fill_into_the_passage(page, screenshot):
     done = page.locator("#live-view mark.live-fill.done")
     expect(done).to_have_count(1, timeout=180_000)
     assert done.inner_text().strip() not in ("", "…")
-    expect(page.locator("#live-metrics")).to_contain_text("at_avg", timeout=180_000)
+    expect(page.locator("#live-metrics")).to_contain_text("AtAvg", timeout=180_000)
     assert page.locator("#live-raw textarea").input_value().strip()
     screenshot(page, "fill-live")
 

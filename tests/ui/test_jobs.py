@@ -148,3 +148,52 @@ def test_the_launch_tab_refuses_what_the_command_line_refuses(tmp_path):
     with pytest.raises(gr.Error, match=f"{header_only}: no instances: the file has its header and no rows"):
         estimate(app, FROM_FORM, "", "no-rows", ["smollm2"], ["L2"], str(header_only), 2, "0", "none", 16, 0.3)
     assert jobs.list_jobs(app.jobs_dir) == [] and list(app.jobs_dir.iterdir()) == []
+
+
+def test_the_log_tail_keeps_the_jobs_own_whole_lines(tmp_path):
+    """The output box and 'last output' showed dependencies' warnings and began mid-word: the known warnings (as
+    Python prints them, with their source line, and as their loggers print them) leave, and only whole lines stay."""
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import sys, warnings\n"
+        "from narrative_eval.quiet import KNOWN_WARNINGS\n"
+        "for number in range(200):\n"
+        "    print(f'cell {number}: generated twelve fills and scored them against the gold text')\n"
+        "known = KNOWN_WARNINGS[0]\n"
+        "warnings.warn_explicit('The specified dataset source can be interpreted in multiple ways: LocalArtifact',\n"
+        "                       known.category, '/venv/mlflow/data/dataset_source_registry.py', 146)\n"
+        "print('WARNING torchao: Failed to load /venv/torchao/_C.so: undefined symbol', file=sys.stderr)\n"
+        "print('WARNING narrative_eval.cells: cell smollm2/L2 retried once')\n"
+        "print('cells: 6 finished, 0 already done (skipped), 0 failed; requests sent to engines: ' + 'x' * 300)\n")
+    job = jobs.start_job(tmp_path, study="infilling", sweep="noisy", total_cells=1, cwd=REPO_ROOT,
+                         command=[sys.executable, str(script)])
+    ended = wait_until_ended(tmp_path, job.job_id)
+    everything = Path(ended.log_path).read_text()
+    assert "torchao" in everything and "UserWarning" in everything  # they were there
+    tail = jobs.log_tail(ended, max_chars=1000)
+    lines = tail.splitlines()
+    assert "torchao" not in tail and "Warning" not in tail and "warnings.warn" not in tail, tail
+    assert "WARNING narrative_eval.cells: cell smollm2/L2 retried once" in lines  # the job's own warning stays
+    assert all(line.startswith(("cell ", "WARNING narrative_eval", "cells: ")) for line in lines), lines
+    assert len(tail) <= 1000
+    last = jobs.last_line(ended)
+    assert last.startswith("cells: 6 finished") and last.endswith(" …") and len(last) <= 160
+
+
+def test_a_stop_the_sweep_answers_with_its_own_exit_status_still_reads_as_stopped(tmp_path):
+    """A sweep stopped after its cells (while it printed its tables) exits 130 as Ctrl-C does, not by the signal: the
+    job read 'failed' although it was stopped."""
+    code = ("import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(60)\n")
+    job = jobs.start_job(tmp_path, study="infilling", sweep="stopped-late", total_cells=1, cwd=REPO_ROOT,
+                         command=[sys.executable, "-c", code])
+    _announced_running(tmp_path, job.job_id)
+    deadline = time.time() + 30
+    while "ready" not in jobs.log_tail(job):
+        assert time.time() < deadline
+        time.sleep(0.1)
+    jobs.cancel_job(job)
+    ended = wait_until_ended(tmp_path, job.job_id, timeout=30)
+    assert (ended.status, ended.returncode) == ("cancelled", 130)

@@ -57,7 +57,7 @@ def test_launch_progress_survives_a_reload_and_a_reused_name_is_flagged(page, e2
     page.locator("#launch-max-tokens input").fill("48")
     page.locator("#launch-go").click()
     bars = page.locator("#launch-progress")
-    expect(bars).to_contain_text(re.compile(r"generate \d+/\d+ requests"), timeout=240_000)
+    expect(bars).to_contain_text(re.compile(r"generate \d+/\d+"), timeout=240_000)
     screenshot(page, "launch-progress")
     page.reload()
     page.wait_for_selector("#tabs")
@@ -74,7 +74,7 @@ def test_launch_progress_survives_a_reload_and_a_reused_name_is_flagged(page, e2
     choose(page, "launch-cancel-id", job_id)
     page.locator("#launch-cancel").click()
     expect(page.locator("#launch-message")).to_contain_text("Asked job")
-    expect(page.locator("#jobs-table")).to_contain_text("cancelled", timeout=180_000)
+    expect(page.locator("#jobs-table")).to_contain_text("stopped", timeout=180_000)
 
 
 def test_annotate_describes_the_scale_counts_progress_and_advances(page, e2e_sweep, screenshot):

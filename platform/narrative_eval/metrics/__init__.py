@@ -15,6 +15,19 @@ from narrative_eval.metrics.base import METRICS, Metric, metric
 from narrative_eval.records import MetricsSpec
 
 
+AT_AVG = "at_avg"
+"""The name AtAvg is logged under."""
+AT_AVG_LABEL = "AtAvg"
+"""How tables and the app name AtAvg (the registered metrics carry their own `label`)."""
+
+
+def metric_label(name: str) -> str:
+    """How the app names a registered metric or AtAvg (its registered name when it has no label)."""
+    if name == AT_AVG:
+        return AT_AVG_LABEL
+    return str(METRICS.entry(name).meta.get("label") or name) if name in METRICS else name
+
+
 def at_avg_names() -> tuple[str, ...]:
     """The metrics whose mean is AtAvg (registered with in_at_avg=True)."""
     return tuple(entry.name for entry in METRICS.entries() if entry.meta.get("in_at_avg"))
@@ -47,4 +60,5 @@ def at_avg(scores: Mapping[str, float]) -> float:
     return sum(float(scores[name]) for name in names) / len(names)
 
 
-__all__ = ["METRICS", "Metric", "at_avg", "at_avg_names", "get_metric", "metric", "metric_names", "score_all"]
+__all__ = ["AT_AVG", "AT_AVG_LABEL", "METRICS", "Metric", "at_avg", "at_avg_names", "get_metric", "metric", "metric_label",
+           "metric_names", "score_all"]

@@ -79,6 +79,7 @@ def human_report(args: argparse.Namespace, data_sha256: str | None) -> dict[str,
 @study(NAME, aliases=ALIASES)
 class IncrementalDeliveryStudy(Study):
     config_section = IncrementalConfig
+    after_sweep_stage = "pairwise judges"
 
     def registered_names(self, config: Any) -> list[tuple[Registry, str]]:
         """The delivery conditions and the pairwise rubrics."""

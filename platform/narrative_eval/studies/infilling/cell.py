@@ -11,7 +11,7 @@ from narrative_eval.data.infilling import blank_position, domain, load_instances
 from narrative_eval.data.subset import spread_limit, stratified_subset
 from narrative_eval.extraction import extract_answer
 from narrative_eval.judges import INFILLING_RUBRIC, judge_infills, load_rubric, qavg
-from narrative_eval.metrics import at_avg, at_avg_names, metric_names, score_all
+from narrative_eval.metrics import at_avg, at_avg_names, get_metric, metric_names
 from narrative_eval.prompts.render import prompt_file_for, render_infilling
 from narrative_eval.records import (
     CellSpec,
@@ -26,6 +26,19 @@ from narrative_eval.stats.cell_scores import cell_intervals
 from narrative_eval.studies.base import aggregate_seeds, chunks, judge_metrics, mean_or_nan
 from narrative_eval.study import CellResult, Runtime
 from narrative_eval.studies.infilling.vocabulary import EXTRACTED, STATUSES
+
+
+GENERATE, SCORE = "generate", "score"
+"""Stages of a cell as its progress names them (a judge's is 'judge <id>')."""
+
+
+def judge_stage(judge_id: str) -> str:
+    return f"judge {judge_id}"
+
+
+def stages(cell: CellSpec) -> list[str]:
+    """The stages a cell goes through, in order, as its progress names them."""
+    return [GENERATE, SCORE, *(judge_stage(judge.id) for judge in cell.judges)]
 
 
 def select_instances(cell: CellSpec) -> list[InfillingInstance]:
@@ -116,7 +129,7 @@ def run_cell(cell: CellSpec, runtime: Runtime) -> CellResult:
     instances = select_instances(cell)
     prompts = prompt_file_for(cell.prompt_setting, cell.extra.get("prompt_file"))
     samples = _generate(cell, runtime, instances, prompts.example_answers)
-    _score_metrics(cell, samples)
+    _score_metrics(cell, runtime, samples)
     _judge(cell, runtime, instances, samples)
     per_seed = {seed: [s for s in samples if s.seed == seed] for seed in cell.seeds}
     return _result(cell, instances, per_seed, prompts.sha256)
@@ -131,7 +144,7 @@ def _generate(
     requests = [(seed, inst) for seed in cell.seeds for inst in instances]
     batches = chunks(requests, generator.batch_size)
     samples: list[InfillingSample] = []
-    for batch in runtime.progress(batches, f"{cell.run_name}: generate", len(batches)):
+    for batch in runtime.progress(batches, f"{cell.run_name}: {GENERATE}", len(batches)):
         params = [cell.generation.model_copy(update={"seed": derived_seed(seed, inst.instance_id)}) for seed, inst in batch]
         replies = generator.generate([conversations[inst.instance_id] for _, inst in batch], params)
         for (seed, inst), reply in zip(batch, replies, strict=True):
@@ -139,11 +152,14 @@ def _generate(
     return samples
 
 
-def _score_metrics(cell: CellSpec, samples: list[InfillingSample]) -> None:
+def _score_metrics(cell: CellSpec, runtime: Runtime, samples: list[InfillingSample]) -> None:
+    """Every metric of the cell on every extracted fill, one metric at a time (each one a step of its progress)."""
     scored = [s for s in samples if s.answer is not None]
-    if not scored:
-        return
-    scores = score_all([s.answer for s in scored], [s.gold for s in scored], cell.metrics)
+    names = list(metric_names(cell.metrics))
+    scores: dict[str, list[float]] = {}
+    for name in runtime.progress(names, f"{cell.run_name}: {SCORE}", len(names)):
+        if scored:
+            scores[name] = get_metric(name, cell.metrics).score([s.answer for s in scored], [s.gold for s in scored])
     for index, sample in enumerate(scored):
         sample.metrics = {name: values[index] for name, values in scores.items()}
 
@@ -154,7 +170,7 @@ def _judge(cell: CellSpec, runtime: Runtime, instances: list[InfillingInstance],
     for judge in cell.judges:
         backend = runtime.backend_for(judge.model)
         batches = chunks(scored, backend.batch_size)
-        for batch in runtime.progress(batches, f"{cell.run_name}: judge {judge.id}", len(batches)):
+        for batch in runtime.progress(batches, f"{cell.run_name}: {judge_stage(judge.id)}", len(batches)):
             # Blinding: the judge sees only the passage with its blank and the candidate fill.
             items = [{"problem": by_id[s.instance_id].problem, "candidate": s.answer} for s in batch]
             for sample, result in zip(batch, judge_infills(backend, judge, items), strict=True):

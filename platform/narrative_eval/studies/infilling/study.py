@@ -12,7 +12,7 @@ from narrative_eval.metrics import METRICS
 from narrative_eval.prompts.render import PROMPT_SETTINGS, prompt_file_for
 from narrative_eval.records import CellSpec, JudgeSpec
 from narrative_eval.registry import Registry
-from narrative_eval.studies.infilling.cell import run_cell, select_instances
+from narrative_eval.studies.infilling.cell import run_cell, select_instances, stages
 from narrative_eval.studies.infilling.config import InfillingConfig
 from narrative_eval.studies.infilling.controls import sweep_controls
 from narrative_eval.studies.infilling.report import write_infilling_report
@@ -59,6 +59,9 @@ class InfillingStudy(Study):
 
     def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
         return run_cell(cell, runtime)
+
+    def progress_stages(self, cell: CellSpec) -> list[str]:
+        return stages(cell)
 
     def headline_metrics(self, judges: Sequence[str]) -> list[str]:
         """AtAvg, every registered metric, then each judge's QAvg and High%."""

@@ -1,0 +1,104 @@
+"""Where a launched sweep stands in the Launch tab's words: the stages its progress file names, with their counts, a bar
+below 100% until the job has finished, and what a stop did."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from narrative_eval import tracking
+from narrative_eval.config import load_config
+from narrative_eval.sweep import AFTER_CELLS, after_cell_steps, expand_grid, progress_plan
+from narrative_eval.study import load_study
+from ui import job_progress, jobs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def quickstart(sweep: str, *overrides: str):
+    return load_config(REPO / "experiments" / "configs" / "quickstart.yaml", [f"sweep={sweep}", *overrides])
+
+
+def job_at(tmp_path: Path, sweep: str, state: dict | None, status: str = "running", cells: int = 6) -> jobs.Job:
+    """A job of the quickstart's plan whose sweep last wrote `state` to its progress file."""
+    job = jobs.Job(job_id=f"job-{sweep}", study="infilling", sweep=sweep, command=[sys.executable], total_cells=cells,
+                   log_path=str(tmp_path / f"job-{sweep}.log"), status=status)
+    job.cell_stages, job.after_steps = progress_plan(quickstart(sweep))
+    if state is not None:
+        job.progress_path.write_text(json.dumps(state))
+    return job
+
+
+def stage(name: str, done: int, total: int) -> dict:
+    return {"name": name, "done": done, "total": total}
+
+
+def finish_cells(sweep: str, count: int) -> None:
+    """`count` finished cell runs of the sweep in MLflow, as a sweep stopped after them leaves."""
+    parent = tracking.start_sweep_run("infilling", sweep, {})
+    for cell in expand_grid(quickstart(sweep, "judges=[]"))[:count]:
+        tracking.end_run(tracking.start_cell_run("infilling", cell, parent), "FINISHED")
+    tracking.end_open_runs("KILLED")
+
+
+def test_the_plan_names_the_studys_stages_and_the_sweeps_steps():
+    cell_stages, after = progress_plan(quickstart("plan"))
+    assert cell_stages == ["generate", "score", "judge smollm2-judge"]
+    assert after == ["report", "save to MLflow"]
+    incremental = load_study("incremental")
+    assert after_cell_steps(incremental) == ["report", incremental.after_sweep_stage, "save to MLflow"]
+
+
+def test_a_running_cell_shows_its_stages_with_counts_and_those_to_come(tmp_path):
+    state = {"cells_done": 1, "cells_total": 6, "cell": "gemma3/L0", "phase": "cells",
+             "stages": [stage("generate", 12, 12), stage("score", 2, 5)], "after": []}
+    job = job_at(tmp_path, "running", state)
+    fraction, text = job_progress.progress_of(job)
+    assert text == "cell 2 of 6 (gemma3/L0) · score 2/5"
+    assert 1 / 7 < fraction < 2 / 7
+    html = job_progress.stages_html(job, state)
+    for shown in ("✓ generate 12/12", "▸ score 2/5", "judge smollm2-judge", "report", "save to MLflow"):
+        assert shown in html, html
+
+
+def test_the_bar_stays_below_full_until_the_job_has_finished(tmp_path):
+    after = {"cells_done": 6, "cells_total": 6, "cell": "gemma3/L4", "phase": AFTER_CELLS, "stages": [],
+             "after": [stage("report", 1, 1), stage("save to MLflow", 1, 1)]}
+    running = job_at(tmp_path, "reporting", after)
+    fraction, text = job_progress.progress_of(running)
+    assert fraction < 1.0 and text == "6/6 cells · save to MLflow 1/1"
+    assert "✓ cells 6/6" in job_progress.stages_html(running, after)
+    assert job_progress.progress_of(job_at(tmp_path, "reporting", after, status="finished"))[0] == 1.0
+
+
+def test_a_stop_says_how_many_cells_are_kept(tmp_path):
+    finish_cells("stopped-midway", 4)
+    state = {"cells_done": 4, "cells_total": 6, "cell": "gemma3/L2", "phase": "cells",
+             "stages": [stage("generate", 3, 12)], "after": []}
+    job = job_at(tmp_path, "stopped-midway", state, status="cancelled")
+    assert job_progress.outcome(job).startswith("stopped after 4 of 6 cells; the finished cells are kept")
+    assert "exit status" not in job_progress.ended_message(job)
+    assert job_progress.progress_of(job)[1] == "stopped after 4 of 6 cells"  # the jobs table's short form
+
+
+def test_a_stop_while_the_report_was_written_says_the_sweep_had_finished(tmp_path):
+    finish_cells("stopped-reporting", 6)
+    state = {"cells_done": 6, "cells_total": 6, "cell": "gemma3/L4", "phase": AFTER_CELLS, "stages": [],
+             "after": [stage("report", 0, 1)]}
+    job = job_at(tmp_path, "stopped-reporting", state, status="cancelled")
+    assert job_progress.outcome(job).startswith("the sweep had finished; its report was interrupted — rerun to write it")
+    assert job_progress.progress_of(job)[1] == "stopped while writing its report"
+
+
+def test_a_stop_before_any_cell_finished_says_nothing_was_kept(tmp_path):
+    job = job_at(tmp_path, "stopped-at-once", None, status="cancelled")
+    assert job_progress.outcome(job) == "stopped before any of its 6 cells finished; nothing was kept."
+
+
+def test_a_stop_after_the_report_was_saved_says_nothing_is_missing(tmp_path):
+    finish_cells("stopped-after-report", 6)
+    state = {"cells_done": 6, "cells_total": 6, "cell": "gemma3/L4", "phase": AFTER_CELLS, "stages": [],
+             "after": [stage("report", 1, 1), stage("save to MLflow", 1, 1)]}
+    job = job_at(tmp_path, "stopped-after-report", state, status="cancelled")
+    assert job_progress.outcome(job) == "the sweep and its report had finished when the stop came: nothing is missing."
