@@ -264,7 +264,14 @@ def run(job_path: str | Path) -> int:
 
         def forward(signum, _frame):
             asked_to_stop.append(signum)
-            child.send_signal(signum)
+            # A signal to the whole group (cancel_job, Ctrl-C) has reached the child already: a second copy could
+            # land while it unwinds from the first and kill it outright, losing the exit status it chose.
+            try:
+                elsewhere = os.getpgid(child.pid) != os.getpgid(0)
+            except ProcessLookupError:  # the child has ended already
+                return
+            if elsewhere:
+                child.send_signal(signum)
 
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
