@@ -7,6 +7,8 @@ and a repeated word aligns to its last occurrence.
 
 from __future__ import annotations
 
+import warnings
+
 from narrative_eval.metrics.base import Metric, cached_model, metric
 from narrative_eval.metrics.text import tokenize_words
 from narrative_eval.metrics.wordnet import ensure_wordnet
@@ -51,15 +53,28 @@ class _MemoisedStemmer:
         return found
 
 
+def _english_wordnet():
+    """NLTK's WordNet reader without the map onto WordNet 3.0 senses that it builds on every load for the Open
+    Multilingual Wordnet (half of the load's 3-4 s): METEOR looks up English synsets, which never read that map."""
+    import nltk.data
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    class EnglishWordNet(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):
+            return None
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The multilingual functions are not available")
+        return EnglishWordNet(nltk.data.find("corpora/wordnet"), omw_reader=None)
+
+
 def _meteor_resources():
     def load():
         ensure_wordnet()
-        from nltk.corpus import wordnet
         from nltk.stem.porter import PorterStemmer
 
-        # Touch the corpus now so a broken WordNet fails here, not inside the first score.
-        wordnet.ensure_loaded()
-        return _MemoisedStemmer(PorterStemmer()), _MemoisedSynsets(wordnet)
+        # Reading the corpus now makes a broken WordNet fail here, not inside the first score.
+        return _MemoisedStemmer(PorterStemmer()), _MemoisedSynsets(_english_wordnet())
 
     return cached_model(("meteor", "wordnet"), load)
 
