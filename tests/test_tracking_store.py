@@ -7,11 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import mlflow
-
-from narrative_eval import tracking
-from narrative_eval.tracking.store import EXPERIMENT_KIND
-
 REPO = Path(__file__).resolve().parents[1]
 # Each process imports everything first, says "ready", then waits for the go file: their first
 # connections to the store then start within milliseconds of each other.
@@ -48,16 +43,3 @@ def test_concurrent_first_use_of_a_new_store_does_not_crash(tmp_path):
                 errors = [line for line in err.splitlines() if "Error" in line or "duplicate" in line]
                 failures.append(errors[-1] if errors else f"exit {process.returncode}")
     assert not failures, failures
-
-
-def test_a_studys_experiment_says_its_kind_so_mlflow_does_not_ask(tmp_path, monkeypatch):
-    """MLflow's experiment page asks the user to confirm a kind it had to guess; ours is set on creation, and on an
-    experiment a store made before the tag existed."""
-    uri = f"sqlite:///{tmp_path / 'kind.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    created = tracking.experiment_id("made-here")
-    old = mlflow.MlflowClient(tracking_uri=uri).create_experiment("made-before")
-    assert tracking.experiment_id("made-before") == old
-    for experiment in (created, old):
-        tags = mlflow.MlflowClient(tracking_uri=uri).get_experiment(experiment).tags
-        assert {key: tags.get(key) for key in EXPERIMENT_KIND} == {"mlflow.experimentKind": "genai_development"}

@@ -77,26 +77,18 @@ def client() -> MlflowClient:
     return MlflowClient(tracking_uri=uri)
 
 
-EXPERIMENT_KIND = {"mlflow.experimentKind": "genai_development"}
-"""Said, not left to MLflow's UI to guess: its experiment page otherwise opens on a popover asking to confirm the
-type it detected. A study's runs carry traces, evaluation datasets and prompts, which are its GenAI pages."""
-
-
 def experiment_id(name: str) -> str:
     c = client()
     experiment = c.get_experiment_by_name(name)
     if experiment is not None:
         if experiment.lifecycle_stage == "deleted":
             c.restore_experiment(experiment.experiment_id)
-        for key, value in EXPERIMENT_KIND.items():
-            if key not in experiment.tags:  # a store from before the tag was set
-                c.set_experiment_tag(experiment.experiment_id, key, value)
         return experiment.experiment_id
     # NARRATIVE_EVAL_ARTIFACT_ROOT keeps artifacts of a throwaway store (tests) out of the repo's mlruns/.
     root = os.environ.get("NARRATIVE_EVAL_ARTIFACT_ROOT")
     location = f"{Path(root).resolve().as_uri()}/{name}" if root else None
     try:
-        return c.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
+        return c.create_experiment(name, artifact_location=location)
     except mlflow.exceptions.MlflowException:
         # Another process created it in the meantime.
         return c.get_experiment_by_name(name).experiment_id
