@@ -37,6 +37,8 @@ prompt_settings: [{', '.join(SETTINGS)}]
 seeds: [3]
 generation: {{temperature: 0.7, max_new_tokens: 32}}
 report_dir: {root / 'report'}
+# Two cheap metrics: what is compared is resumption, not the metric libraries (tests/metrics).
+metrics: {{names: [rouge1, chrf]}}
 """
     )
     return path

@@ -95,6 +95,9 @@ judges:
   - id: tiny-judge
     model: smollm2
 report_dir: {tmp_path / 'report'}
+# What is tested is the tracing refusal: one cheap metric, and no control items (tests/test_sweep_judge_checks.py).
+metrics: {{names: [rouge1]}}
+judge_checks: false
 """)
     env = {k: v for k, v in os.environ.items() if k != "NARRATIVE_EVAL_ARTIFACT_ROOT"}
     env["MLFLOW_TRACKING_URI"] = url
