@@ -25,8 +25,9 @@ CPU_AT_SETUP = pytest.StashKey[float]()  # the worker's CPU seconds (its own and
 
 def pytest_configure(config):
     """The dependencies' known harmless warnings are filtered (listed once, in narrative_eval.quiet; the summary shows
-    any other). An xdist worker runs on a core of its own, and so does all it starts (the other core is the other
-    worker's): two workers never make llama.cpp or torch threads fight for a core, which slows them many times over."""
+    any other). An xdist worker runs on one core, and so does all it starts (worker i on core i mod cores): a process
+    never spreads llama.cpp or torch threads over a core another worker uses, which slows them many times over; with
+    more workers than cores, two single-core workers share a core by turns, which costs nothing while one waits."""
     for known in KNOWN_WARNINGS:
         config.addinivalue_line("filterwarnings", known.pytest_filter())
     worker = os.environ.get("PYTEST_XDIST_WORKER")
@@ -34,9 +35,8 @@ def pytest_configure(config):
         return
     cores = sorted(os.sched_getaffinity(0))
     index = int(worker.removeprefix("gw"))
-    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) <= len(cores):
-        os.sched_setaffinity(0, {cores[index % len(cores)]})
-        config.stash[ALL_CORES] = set(cores)
+    os.sched_setaffinity(0, {cores[index % len(cores)]})
+    config.stash[ALL_CORES] = set(cores)
 
 
 @pytest.hookimpl(tryfirst=True)
