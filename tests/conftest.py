@@ -12,9 +12,10 @@ import pytest
 from narrative_eval.quiet import KNOWN_WARNINGS
 
 REPO = Path(__file__).resolve().parents[1]
-# Session fixtures that take minutes (a judged sweep, then the app on it): every test that uses one runs on the same
-# xdist worker, so each is built once. Any other test runs on the worker its module runs on (module fixtures too).
-SHARED_FIXTURES = ("app_url", "e2e_sweep")
+# Session fixtures that take minutes: every test that uses one, directly or through another fixture (the app is
+# started on the judged sweep), runs on the same xdist worker, so each is built once. Any other test runs on the
+# worker its module runs on (module fixtures too).
+SHARED_FIXTURES = ("e2e_sweep",)
 # What a test starts, as a weight for scheduling: the heaviest groups go to the workers first, so the run does not
 # end with one worker busy on a long group that started last.
 START_WEIGHTS = {"vllm": 8, "browser": 4, "server": 4, "slow": 2}
