@@ -244,10 +244,16 @@ class Study(ABC):
         sweep judged by `judges` (ids)."""
         return []
 
+    def headline_labels(self, names: Sequence[str]) -> dict[str, str]:
+        """How its headline metrics read in a run's description (name -> label); none: they show as named. (The
+        label map, reports.labels, sits above this layer: a study package passes it on.)"""
+        return {}
+
     def evaluation(self, cell: CellSpec, result: CellResult) -> CellEvaluation:
         """What tracing writes for a finished cell beside its metrics: records, prompts, headline metrics."""
-        return CellEvaluation(self.cell_records(cell, result), self.used_templates(cell, result),
-                              self.headline_metrics([judge.id for judge in cell.judges]))
+        headline = self.headline_metrics([judge.id for judge in cell.judges])
+        return CellEvaluation(self.cell_records(cell, result), self.used_templates(cell, result), headline,
+                              self.headline_labels(headline))
 
     def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords | None:
         """A finished cell's traces and dataset input (None: it logs none)."""

@@ -53,7 +53,8 @@ def log_cell_records(client: MlflowClient, run_id: str, cell: CellSpec, result: 
                     rows[index]["trace_id"] = trace_ids[trace.key]
     _register_prompts(client, run_id, experiment_id, evaluation.templates)
     generations = len(records.traces) if records is not None else 0
-    client.set_tag(run_id, DESCRIPTION_TAG, describe_cell(cell, result.metrics, generations, evaluation.headline))
+    client.set_tag(run_id, DESCRIPTION_TAG,
+                   describe_cell(cell, result.metrics, generations, evaluation.headline, evaluation.labels))
     return trace_ids
 
 
@@ -92,12 +93,14 @@ def _register_prompts(client: MlflowClient, run_id: str, experiment_id: str, tem
         client.set_tag(run_id, "narrative_eval.prompt_versions", ",".join(f"{n}/{v}" for n, v in versions.items()))
 
 
-def describe_cell(cell: CellSpec, metrics: dict[str, float], generations: int, headline: list[str]) -> str:
-    """A cell run's description (markdown): what ran, on what, and its study's headline numbers."""
+def describe_cell(cell: CellSpec, metrics: dict[str, float], generations: int, headline: list[str],
+                  labels: dict[str, str] | None = None) -> str:
+    """A cell run's description (markdown): what ran, on what, and its study's headline numbers under their labels."""
     lines = [f"**{cell.model.id} · {cell.prompt_setting} · {cell.condition}** — {cell.study}, "
              f"{generations} generations ({len(cell.seeds)} seed(s)) on `{Path(cell.data_path).name}`, "
              f"model `{cell.model.weights}` via {cell.model.backend}."]
-    shown = [f"{_headline_label(name)} {metrics[name]:.3f}" for name in headline
+    labels = labels or {}
+    shown = [f"{labels.get(name) or _headline_label(name)} {metrics[name]:.3f}" for name in headline
              if finite_number(metrics.get(name)) is not None]
     if shown:
         lines.append("Headline: " + ", ".join(shown) + ".")

@@ -36,6 +36,8 @@ class CellEvaluation:
     """Prompt-registry name -> template of every prompt and rubric the cell used."""
     headline: list[str] = field(default_factory=list)
     """Metric names its description shows first, where the cell logged them."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """How those names read in the description (the app's and the reports' labels); a name without one as it is."""
 
 
 def generation_attributes(cell: CellSpec, seed: int) -> dict[str, Any]:

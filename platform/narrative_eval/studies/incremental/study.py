@@ -14,6 +14,7 @@ from narrative_eval.judges.checks import ControlSet
 from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.registry import Registry
+from narrative_eval.reports.labels import labels
 from narrative_eval.studies.incremental.cell import DeliveryCell
 from narrative_eval.studies.incremental.config import IncrementalConfig, pairwise_names, pairwise_problems
 from narrative_eval.studies.incremental.controls import control_requests, sweep_controls
@@ -103,6 +104,9 @@ class IncrementalDeliveryStudy(Study):
     def headline_metrics(self, judges: Sequence[str]) -> list[str]:
         """Each judge's Creative Integrity and adherence."""
         return [f"judge/{judge}/{name}" for judge in judges for name in HEADLINES]
+
+    def headline_labels(self, names: Sequence[str]) -> dict[str, str]:
+        return labels(names)
 
     def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
         return conversation_records(cell, result)

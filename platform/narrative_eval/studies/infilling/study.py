@@ -12,6 +12,7 @@ from narrative_eval.metrics import METRICS
 from narrative_eval.prompts.render import PROMPT_SETTINGS, prompt_file_for
 from narrative_eval.records import CellSpec, JudgeSpec
 from narrative_eval.registry import Registry
+from narrative_eval.reports.labels import labels
 from narrative_eval.studies.infilling.cell import run_cell, select_instances, stages
 from narrative_eval.studies.infilling.config import InfillingConfig
 from narrative_eval.studies.infilling.controls import sweep_controls
@@ -66,6 +67,9 @@ class InfillingStudy(Study):
     def headline_metrics(self, judges: Sequence[str]) -> list[str]:
         """AtAvg, every registered metric, then each judge's QAvg and High%."""
         return [AT_AVG, *METRICS.names(), *(f"judge/{j}/{h}" for j in judges for h in JUDGE_HEADLINES)]
+
+    def headline_labels(self, names: Sequence[str]) -> dict[str, str]:
+        return labels(names)
 
     def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
         return infilling_records(cell, result)
