@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 from browser_helpers import VIEWPORT
 
+from narrative_eval.tracing.datasets import SWEEPS_TAG
+
 from tests.servers import start_mlflow, stop
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
@@ -91,7 +93,9 @@ def test_datasets_and_prompts_pages_show_the_sweeps_inputs_and_prompts(mlflow_pa
 
     experiment, cells = _cells(app_env, e2e_sweep)
     client = mlflow.MlflowClient(tracking_uri=app_env["MLFLOW_TRACKING_URI"])
-    (dataset,) = client.search_datasets(experiment_ids=[experiment])
+    # The experiment may hold other sweeps' datasets too (the Launch tests' sweeps share the store).
+    found = [client.get_dataset(d.dataset_id) for d in client.search_datasets(experiment_ids=[experiment])]
+    (dataset,) = [d for d in found if e2e_sweep in (d.tags or {}).get(SWEEPS_TAG, "").split(",")]
     mlflow_page.goto(f"{mlflow_ui}/#/experiments/{experiment}/datasets")
     try:
         mlflow_page.get_by_text(dataset.name).first.wait_for()
