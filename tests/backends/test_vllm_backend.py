@@ -190,6 +190,10 @@ def test_a_sweep_as_a_command_on_every_core_exits_when_its_work_is_done(model_ca
         try:
             lines = iter(process.stdout.readline, "")  # vLLM logs to stdout too
             assert any(line.startswith("cells: 1 finished") for line in lines), (tmp_path / "sweep.log").read_text()[-2000:]
+            # The last look came while the engine was up and bound; from here it closes, and a worker caught half
+            # torn down shows only the threads it has left (seen once: 1 core of 2).
+            watching.set()
+            watcher.join()
             process.wait(timeout=120)  # without the exit hook it waited on the engine's process forever
         finally:
             watching.set()
