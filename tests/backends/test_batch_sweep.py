@@ -102,6 +102,12 @@ def test_batch_sweep_gives_the_synchronous_replies_and_metrics(server, tmp_path,
     assert (batched.report_dir / "cost.csv").is_file() and any(t.startswith("Cost") for t in batched.tables)
 
 
+def _batch_tagged(sweep: str) -> bool:
+    """Whether a cell run of the sweep carries a submitted batch's tag."""
+    runs = tracking.sweep_cell_runs("infilling", sweep, finished_only=False)
+    return any(column.startswith("tags.narrative_eval.batch.") and runs[column].notna().any() for column in runs.columns)
+
+
 def test_a_sweep_killed_while_its_batch_runs_resumes_that_batch(server, tmp_path, repo_root, capsys):
     path = write_config(tmp_path, "killed", server, batch=True)
     cache_path = tmp_path / "killed.sqlite"
@@ -111,7 +117,10 @@ def test_a_sweep_killed_while_its_batch_runs_resumes_that_batch(server, tmp_path
                              cwd=REPO, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 300
-        while not (cache_path.exists() and RequestCache(cache_path).open_batches()):
+        # Killed once the batch is in the cache and on the cell run: the sweep records it in that order, and a kill
+        # between the two would leave the resumed run untagged (the tag shows the same run resumed).
+        while not (cache_path.exists() and RequestCache(cache_path).open_batches()
+                   and _batch_tagged(f"killed-{tmp_path.name}")):
             assert sweep.poll() is None, sweep.stderr.read().decode()[-2000:]
             assert time.monotonic() < deadline, "the sweep never submitted its batch"
             time.sleep(0.5)
