@@ -114,7 +114,7 @@ test: install-test
 # The fast tier, for editing: nothing that starts an engine, a browser or a server, and no whole sweeps (tests are
 # marked by what they start; see pyproject.toml). About 3 minutes on 2 cores.
 FAST_TESTS := not slow and not vllm and not browser and not server and not gpu
-# Two workers: its tests keep the cores busy, and a third would only share one (measured: 3:19 against 3:55).
+# Two workers: its tests keep the cores busy, and a third would only share one (measured: 3:19-3:43 against 3:55).
 FAST_WORKERS ?= 2
 test-fast: install-test
 	$(VENV)/bin/lint-imports
