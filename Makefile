@@ -101,14 +101,15 @@ TEST_BUDGET_S := 660
 # minutes (the app, a judged sweep), stay on one worker so each fixture is built once. The third worker runs while
 # the others wait on servers, engines and browsers: a clean run measured 1,206 s of pytest against 1,318 s with two.
 TEST_WORKERS ?= 3
-XDIST := -n $(TEST_WORKERS) --dist loadgroup
+# pytest-xdist arguments for $(1) workers.
+xdist = -n $(1) --dist loadgroup
 # The import layers (pyproject.toml [tool.importlinter]) are checked first: a broken layer fails in seconds.
 # Then the docs site (mkdocs.yml): a broken link or anchor, or a page missing from the nav, fails it. Not --quiet:
 # with it mkdocs 1.6 stops counting warnings, and --strict passes anything.
 test: install-test
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mkdocs build --strict --site-dir .cache/site
-	$(PY) -m pytest $(XDIST) --junitxml=$(TEST_TIMES) $(PYTEST_ARGS); status=$$?; \
+	$(PY) -m pytest $(call xdist,$(TEST_WORKERS)) --junitxml=$(TEST_TIMES) $(PYTEST_ARGS); status=$$?; \
 		$(PY) bench/test_time.py $(TEST_TIMES) --budget $(TEST_BUDGET_S); exit $$status
 
 # The fast tier, for editing: nothing that starts an engine, a browser or a server, and no whole sweeps (tests are
@@ -118,7 +119,7 @@ FAST_TESTS := not slow and not vllm and not browser and not server and not gpu
 FAST_WORKERS ?= 2
 test-fast: install-test
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(FAST_WORKERS) --dist loadgroup -m "$(FAST_TESTS)" $(PYTEST_ARGS)
+	$(PY) -m pytest $(call xdist,$(FAST_WORKERS)) -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 
 ui: install
 	$(PY) -m pip show gradio >/dev/null 2>&1 || $(PIP) install -e ".[ui]"
