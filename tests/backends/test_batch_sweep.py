@@ -39,6 +39,11 @@ def server(api_server, monkeypatch):
     api_server.reset()
 
 
+def sweep_name(folder: Path, name: str) -> str:
+    """The sweep a config written by write_config runs."""
+    return f"{name}-{folder.name}"
+
+
 def write_config(folder: Path, name: str, server, *, batch: bool, extra: str = "") -> Path:
     """A two-instance infilling sweep judged by a hosted judge; its own cache and report folder; no control checks,
     so every request counted is a cell's."""
@@ -47,7 +52,7 @@ def write_config(folder: Path, name: str, server, *, batch: bool, extra: str = "
     path = folder / f"{name}.yaml"
     path.write_text(f"""
 study: infilling
-sweep: {name}-{folder.name}
+sweep: {sweep_name(folder, name)}
 data: {REPO / 'data/infilling/sample.jsonl'}
 limit: 2
 models: [smollm2]
@@ -120,7 +125,7 @@ def test_a_sweep_killed_while_its_batch_runs_resumes_that_batch(server, tmp_path
         # Killed once the batch is in the cache and on the cell run: the sweep records it in that order, and a kill
         # between the two would leave the resumed run untagged (the tag shows the same run resumed).
         while not (cache_path.exists() and RequestCache(cache_path).open_batches()
-                   and _batch_tagged(f"killed-{tmp_path.name}")):
+                   and _batch_tagged(sweep_name(tmp_path, "killed"))):
             assert sweep.poll() is None, sweep.stderr.read().decode()[-2000:]
             assert time.monotonic() < deadline, "the sweep never submitted its batch"
             time.sleep(0.5)
