@@ -33,6 +33,10 @@ class Item:
     """passed, failed, error or skipped."""
     cpu: float = 0.0
     """CPU seconds of the item's worker and the subprocesses it waited for (tests/conftest.py), setup to teardown."""
+    started_at: float | None = None
+    """When its setup began, in epoch seconds (tests/conftest.py); None in a file written without it."""
+    worker: str = ""
+    """The pytest-xdist worker that ran it ("gw0", ...; "main" without xdist)."""
 
 
 def read_items(path: Path) -> tuple[list[Item], float]:
@@ -46,8 +50,10 @@ def read_items(path: Path) -> tuple[list[Item], float]:
         name = case.get("name", "?").split("@")[0]
         nodeid = f"{module}.py::{name}" if module else name
         outcome = next((OUTCOMES[child.tag] for child in case if child.tag in OUTCOMES), "passed")
-        cpu = next((float(p.get("value")) for p in case.iter("property") if p.get("name") == "cpu_s"), 0.0)
-        items.append(Item(nodeid, float(case.get("time") or 0.0), outcome, cpu))
+        properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+        started = properties.get("started_at")
+        items.append(Item(nodeid, float(case.get("time") or 0.0), outcome, float(properties.get("cpu_s", 0.0)),
+                          float(started) if started else None, properties.get("worker", "")))
     wall = sum(float(s.get("time") or 0.0) for s in suites)
     return items, wall
 
@@ -60,10 +66,26 @@ def summary(items: list[Item], wall: float, top: int, budget: float | None) -> l
     if budget is not None:
         verdict = "within" if wall <= budget else "OVER"
         lines.append(f"budget: {budget:.0f} s, {verdict} ({wall / budget:.0%})")
+    lines.extend(worker_lines(items))
     lines.append(f"slowest {min(top, len(items))} items (wall, CPU):")
     for item in sorted(items, key=lambda i: i.seconds, reverse=True)[:top]:
         lines.append(f"  {item.seconds:7.1f} s {item.cpu:7.1f} CPU s  {item.nodeid}"
                      + ("" if item.outcome == "passed" else f"  [{item.outcome}]"))
+    return lines
+
+
+def worker_lines(items: list[Item]) -> list[str]:
+    """Each worker's busy seconds and when it ran out of work, from the first item's start: a worker that finishes
+    long before the last one shows work that could be spread better."""
+    timed = [i for i in items if i.started_at is not None and i.worker]
+    if not timed:
+        return []
+    start = min(i.started_at for i in timed)
+    lines = ["workers (busy s, done at s):"]
+    for worker in sorted({i.worker for i in timed}, key=lambda w: (len(w), w)):
+        own = [i for i in timed if i.worker == worker]
+        done = max(i.started_at + i.seconds for i in own) - start
+        lines.append(f"  {worker}: {sum(i.seconds for i in own):7.0f} s busy, done at {done:5.0f} s ({len(own)} items)")
     return lines
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ START_WEIGHTS = {"vllm": 8, "browser": 4, "server": 4, "slow": 2}
 ALL_CORES = pytest.StashKey[set]()  # the cores a worker was given, before it pinned itself to one
 PINNED = pytest.StashKey[set]()  # a worker's own core, while a vLLM test runs on every core
 CPU_AT_SETUP = pytest.StashKey[float]()  # the worker's CPU seconds (its own and its reaped children's) at setup
+STARTED_AT = pytest.StashKey[float]()  # when the item's setup began (epoch seconds)
 
 
 def pytest_configure(config):
@@ -45,6 +47,7 @@ def pytest_runtest_setup(item):
     """A vLLM engine binds its threads to cores it counts itself: it starts with every core in view. The item's CPU
     time is counted from here (see pytest_runtest_makereport)."""
     item.stash[CPU_AT_SETUP] = cpu_seconds()
+    item.stash[STARTED_AT] = time.time()
     cores = item.config.stash.get(ALL_CORES, None)
     if cores and item.get_closest_marker("vllm"):
         item.stash[PINNED] = os.sched_getaffinity(0)
@@ -149,7 +152,12 @@ def cpu_seconds() -> float:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Each item's CPU seconds (setup to teardown, subprocesses included) go into the JUnit file as property `cpu_s`:
-    unlike wall time it hardly changes with the machine's load, so bench/test_time.py can say where the work is."""
+    unlike wall time it hardly changes with the machine's load, so bench/test_time.py can say where the work is. Its
+    start (`started_at`, epoch seconds) and xdist worker (`worker`) go there too, so it can say how busy each worker
+    was and which one finished last."""
     outcome = yield
     if call.when == "teardown" and CPU_AT_SETUP in item.stash:
-        outcome.get_result().user_properties.append(("cpu_s", round(cpu_seconds() - item.stash[CPU_AT_SETUP], 2)))
+        properties = outcome.get_result().user_properties
+        properties.append(("cpu_s", round(cpu_seconds() - item.stash[CPU_AT_SETUP], 2)))
+        properties.append(("started_at", round(item.stash[STARTED_AT], 2)))
+        properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
