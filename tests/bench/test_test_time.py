@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -57,10 +58,12 @@ def test_pytest_records_each_items_cpu_seconds(tmp_path, repo_root):
         "def test_burn():\n"
         "    subprocess.run([sys.executable, '-c', 'sum(i * i for i in range(3_000_000))'], check=True)\n")
     junit = tmp_path / "times.xml"
+    # A plain pytest, as if not started by an xdist worker (whose variable it would inherit).
+    outside_xdist = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(repo_root),
                            "-c", str(repo_root / "pyproject.toml"), "--confcutdir", str(repo_root / "tests"),
                            "-p", "tests.conftest", f"--junitxml={junit}", str(tmp_path / "test_burn.py")],
-                          cwd=repo_root, capture_output=True, text=True)
+                          cwd=repo_root, capture_output=True, text=True, env=outside_xdist)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (item,), _ = read_items(junit)
     assert item.cpu > 0.1  # the child's work is counted, not only the worker's
