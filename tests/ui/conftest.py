@@ -86,8 +86,10 @@ def page(browser, app_url):
     page.set_default_timeout(60_000)
     page.goto(app_url)
     page.wait_for_selector("#tabs")
-    # The page's load events fill every tab (the Runs table first shows a placeholder); let them finish.
-    page.wait_for_function("() => !document.querySelector('#runs-table')?.innerText.includes('Loading runs')")
+    # The page's load events fill every tab (the Runs table first shows a placeholder); let them finish. The first
+    # page of a freshly started app took over a minute once, with engines starting on both cores.
+    page.wait_for_function("() => !document.querySelector('#runs-table')?.innerText.includes('Loading runs')",
+                           timeout=180_000)
     settle(page)
     yield page
     context.close()
