@@ -101,10 +101,8 @@ TEST_BUDGET_S := 660
 # minutes (the app, a judged sweep), stay on one worker so each fixture is built once. The third worker runs while
 # the others wait on servers, engines and browsers: a clean run measured 1,206 s of pytest against 1,318 s with two.
 TEST_WORKERS ?= 3
-# pytest-xdist arguments for $(1) workers. Groups are handed out in the order tests/conftest.py gives them (heaviest
-# first); xdist's default reorders them by their number of tests, which left the one-test modules that start an
-# engine or a sweep process (the slowest there are) to the end, one worker busy for minutes after the others ran out.
-xdist = -n $(1) --dist loadgroup --no-loadscope-reorder
+# pytest-xdist arguments for $(1) workers.
+xdist = -n $(1) --dist loadgroup
 # The suite starts about 150 Python processes (workers, sweeps, apps, servers). Where the environment sets
 # PYTHONDONTWRITEBYTECODE (many CI and container images do), each would compile the project's modules and pytest
 # rewrite the test modules from source again; an empty value lets them keep their bytecode in __pycache__ (ignored
