@@ -1,5 +1,5 @@
-"""Real servers the tests start on 127.0.0.1: a free port, an MLflow server (or `mlflow ui`) and the Gradio app, each
-in its own process group, waited for until it answers, stopped by PID."""
+"""Real servers the tests start on 127.0.0.1: a free port, an MLflow server (or `mlflow ui`), the Gradio app and a Ray
+head, each in its own process group, waited for until it answers, stopped by PID."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,8 +29,10 @@ def start_mlflow(arguments: list[str], log: Path, env: dict[str, str] | None = N
     port = port or free_port()
     mlflow_cli = str(Path(sys.executable).with_name("mlflow"))
     # The server's web workers are its children, in its process group: they stop with it.
-    return _start([mlflow_cli, command, *arguments, "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                  f"http://127.0.0.1:{port}", "/health", log, env, log.parent, timeout, f"mlflow {command}")
+    url = f"http://127.0.0.1:{port}"
+    process = _start([mlflow_cli, command, *arguments, "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                     answers_http(f"{url}/health"), log, env, log.parent, timeout, f"mlflow {command}")
+    return process, url
 
 
 def start_app(arguments: list[str], log: Path, env: dict[str, str] | None = None,
@@ -37,21 +40,52 @@ def start_app(arguments: list[str], log: Path, env: dict[str, str] | None = None
     """`python -m ui <arguments>` from the repository root on a free port; returns the process and its URL (ending
     in /) once the page answers."""
     port = free_port()
-    return _start([sys.executable, "-m", "ui", "--port", str(port), *arguments], f"http://127.0.0.1:{port}/", "",
-                  log, env, REPO, timeout, "the app")
+    url = f"http://127.0.0.1:{port}/"
+    process = _start([sys.executable, "-m", "ui", "--port", str(port), *arguments], answers_http(url), log, env, REPO,
+                     timeout, "the app")
+    return process, url
 
 
-def _start(command: list[str], url: str, probe: str, log: Path, env: dict[str, str] | None, cwd: Path,
-           timeout: float, what: str) -> tuple[subprocess.Popen, str]:
+def start_ray_head(root: Path, cpus: int, timeout: float = 120) -> tuple[subprocess.Popen, str]:
+    """`ray start --head --block` with `cpus` CPUs, its temporary files and head.log in `root`; returns the process and
+    the address a sweep joins (host:port) once its port accepts connections. `--block` keeps the head's processes
+    in its group, so they stop with it."""
+    port = free_port()
+    command = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+               f"--port={port}", f"--num-cpus={cpus}", "--include-dashboard=false", "--disable-usage-stats",
+               f"--temp-dir={root}"]
+    process = _start(command, accepts_connections(port), root / "head.log", None, root, timeout, "the Ray head")
+    return process, f"127.0.0.1:{port}"
+
+
+def answers_http(url: str) -> Callable[[], bool]:
+    def answers() -> bool:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return response.status == 200
+
+    return answers
+
+
+def accepts_connections(port: int) -> Callable[[], bool]:
+    def accepts() -> bool:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return True
+
+    return accepts
+
+
+def _start(command: list[str], ready: Callable[[], bool], log: Path, env: dict[str, str] | None, cwd: Path,
+           timeout: float, what: str) -> subprocess.Popen:
+    """Start `command` in its own process group, output to `log`, and wait until `ready()` (an OSError counts as not
+    yet); RuntimeError with the log's tail if it exits or `timeout` passes first."""
     with open(log, "ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                                    start_new_session=True)
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with urllib.request.urlopen(f"{url}{probe}", timeout=3) as response:
-                if response.status == 200:
-                    return process, url
+            if ready():
+                return process
         except OSError:
             pass
         if process.poll() is not None or time.monotonic() > deadline:

@@ -10,11 +10,8 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -22,6 +19,7 @@ import pytest
 from narrative_eval import tracking
 from narrative_eval.config import load_config
 from narrative_eval.sweep import run_sweep
+from tests.servers import start_ray_head
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 pytest.importorskip("ray", reason="the ray extra is not installed")
@@ -42,13 +40,13 @@ def ray_head(tmp_path_factory):
     Ray gives its raylet a fixed 30 s to register at start; on a machine busy with engines starting (the suite's
     other workers) it missed that once, so a head that exits during its start is tried again, up to three times."""
     for attempt in range(1, 4):
-        started = start_ray_head(tmp_path_factory.mktemp("ray"))
-        if isinstance(started, tuple):
+        try:
+            process, address = start_ray_head(tmp_path_factory.mktemp("ray"), cpus=2)
             break
-        if attempt == 3:
-            pytest.fail(f"the Ray head did not start in 3 tries; the last one said:\n{started}")
-    process, port = started
-    yield f"127.0.0.1:{port}"
+        except RuntimeError as failure:
+            if attempt == 3:
+                pytest.fail(f"3 tries: {failure}")
+    yield address
     os.killpg(process.pid, signal.SIGTERM)  # --block stops the head's processes when it is stopped
     try:
         process.wait(timeout=60)
@@ -81,29 +79,6 @@ executor_options: {{address: "{ray_head}", num_cpus: 1, max_retries: 1}}
 """
     )
     return path, root.name
-
-
-def start_ray_head(root: Path) -> tuple[subprocess.Popen, int] | str:
-    """A Ray head listening on a free port (its process and port), or the tail of its log if it exited or hung."""
-    from tests.servers import free_port
-
-    port = free_port()
-    command = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-               f"--port={port}", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
-               f"--temp-dir={root}"]
-    with open(root / "head.log", "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=2).close()
-            return process, port
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-                return (root / "head.log").read_text(errors="replace")[-3000:]
-            time.sleep(0.5)
 
 
 def run_cli(path, sweep: str, executor: str, repo_root) -> None:
