@@ -15,6 +15,7 @@ from narrative_eval.data.tasks import load_tasks
 from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec, ScoreRecord
 from narrative_eval.study import Runtime
 from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
+from narrative_eval.studies.incremental.report import NO_COMPARISON_TITLE
 from narrative_eval.sweep import run_sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -166,3 +167,36 @@ def test_scoreable_rules(runtime, smollm2_spec):
 
     [kept] = [Trajectory(**{k: v for k, v in a.items() if k not in ("model", "attempt", "kept")}) for a in result.artifacts["trajectories.json"] if a["kept"]]
     assert kept.truncated and not is_scoreable(kept) and not is_scoreable(kept, score_truncated=True)
+
+
+@pytest.mark.slow
+def test_a_sweep_with_nothing_scored_keeps_its_cells_and_says_why(tmp_path, repo_root):
+    """Every trajectory cut at the token limit and none scored (as when a judge's every reply fails to parse): the
+    sweep finishes, its cells stay FINISHED, and the report has its diagnostics and a note instead of a traceback."""
+    pytest.importorskip("llama_cpp")
+    config_path = tmp_path / "unscored.yaml"
+    config_path.write_text(
+        f"""
+study: incremental-delivery
+sweep: creative-unscored-{tmp_path.name}
+data: {TASKS_JSON}
+constraints: {CONSTRAINTS}
+limit: 1
+models: [smollm2]
+prompt_settings: [default]
+conditions: [full, sharded]
+generation: {{temperature: 0.8, max_new_tokens: 3}}
+judges: [{{id: smollm2-judge, model: smollm2}}]
+extra: {{max_regenerations: 0}}
+report_dir: {tmp_path / 'report'}
+judge_checks: false
+"""
+    )
+    config = load_config(config_path, catalog=repo_root / "experiments/configs/models.yaml")
+    outcome = run_sweep(config)
+    assert outcome.count("failed") == 0 and outcome.count("finished") == 2, [c.error for c in outcome.cells]
+    assert {tracking.client().get_run(c.run_id).info.status for c in outcome.cells} == {"FINISHED"}
+    note = outcome.tables[NO_COMPARISON_TITLE]
+    assert "no 'full' records to compare (conditions present: none)" in note and "failure_rate" in note
+    assert (tmp_path / "report" / "task_composition.csv").is_file()
+    assert not (tmp_path / "report" / "model_ci.csv").exists()

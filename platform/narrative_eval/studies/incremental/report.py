@@ -165,6 +165,13 @@ def icir_by_condition(responses: pd.DataFrame, judge: str | None, n_boot: int, s
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+class NothingToCompare(ValueError):
+    """The records hold no scored response of FULL or of the comparison condition, so no pair can be formed."""
+
+
+NO_COMPARISON_TITLE = "Nothing to compare"
+
+
 def write_creative_report(
     records: Iterable[ScoreRecord],
     out_dir: str | Path,
@@ -182,7 +189,8 @@ def write_creative_report(
     present = set(responses["condition"])
     for needed in (REFERENCE, comparison):
         if needed not in present:
-            raise ValueError(f"no '{needed}' records to compare (conditions present: {', '.join(sorted(present)) or 'none'})")
+            raise NothingToCompare(f"no '{needed}' records to compare (conditions present: "
+                                   f"{', '.join(sorted(present)) or 'none'})")
     judges = sorted(responses["judge"].unique())
     panel = judges_per_response(responses) > 1
     if judge is not None and judge not in judges:
@@ -229,9 +237,21 @@ def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DE
     beside it as score_records.jsonl; Table 1 and Figure 3 from the cells' tasks and conversations; the judges'
     control checks last, with a note under the tables of a judge that failed one."""
     records = export_sweep_records(sweep, out_dir, data_sha256)
-    tables = write_creative_report(records, out_dir, n_boot=n_boot, seed=seed,
-                                   diagnostics=sweep_inputs(sweep, records, data_sha256))
+    diagnostics = sweep_inputs(sweep, records, data_sha256)
+    try:
+        tables = write_creative_report(records, out_dir, n_boot=n_boot, seed=seed, diagnostics=diagnostics)
+    except NothingToCompare as missing:
+        # The cells finished but a judge scored none of one condition's responses (every reply failed to parse, or
+        # every trajectory was truncated): the sweep's work is kept and the report says why it has no comparison.
+        tables = {NO_COMPARISON_TITLE: no_comparison_note(str(missing)),
+                  **write_diagnostics(diagnostics, Path(out_dir))}
     return with_sweep_checks(tables, sweep, out_dir, data_sha256)
+
+
+def no_comparison_note(reason: str) -> str:
+    """Why a sweep's report has no FULL - X tables, and where to look."""
+    return (f"No comparison tables: {reason}. Each cell's `judge/<judge>/failure_rate` and `truncated_rate` say how "
+            "many responses went unscored; `score_records.jsonl` beside this report holds what was scored.")
 
 
 def with_sweep_checks(tables: dict[str, str], sweep: str, out_dir: str | Path, data_sha256: str | None = None,
