@@ -3,6 +3,7 @@ head, each in its own process group, waited for until it answers, stopped by PID
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -23,7 +24,7 @@ def free_port() -> int:
 
 
 def start_mlflow(arguments: list[str], log: Path, env: dict[str, str] | None = None, command: str = "server",
-                 port: int | None = None, timeout: float = 180) -> tuple[subprocess.Popen, str]:
+                 port: int | None = None, timeout: float = 300) -> tuple[subprocess.Popen, str]:
     """`mlflow <command> <arguments>` on `port` (default: a free one); returns the process and its URL once /health
     answers."""
     port = port or free_port()
@@ -94,10 +95,16 @@ def _start(command: list[str], ready: Callable[[], bool], log: Path, env: dict[s
         time.sleep(0.5)
 
 
-def stop(process: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
-    """Signal the process group by PID and wait for it."""
+def stop(process: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 30) -> None:
+    """Signal the process group by PID and wait for it; a group still there after `grace` seconds is killed (a server
+    caught half-started on a loaded machine may not handle SIGTERM yet)."""
     try:
         os.killpg(process.pid, sig)
     except ProcessLookupError:
         return
-    process.wait(timeout=30)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)

@@ -130,7 +130,7 @@ def postgres_server() -> Iterator[PostgresServer]:
         )
     server = PostgresServer(port=port, data_dir=data_dir, pid=process.pid)
     try:
-        _wait_until(lambda: server.connect().close() is None, "PostgreSQL", 60, process, log)
+        _wait_until(lambda: server.connect().close() is None, "PostgreSQL", 180, process, log)
         # The postmaster, not the runuser wrapper, is the process to signal.
         server.pid = int((data_dir / "postmaster.pid").read_text().split()[0])
         connection = server.connect()
