@@ -29,6 +29,9 @@ Options:
   maps to 'bitsandbytes' (CUDA only). The CPU build runs GPTQ/AWQ 4-bit checkpoints.
 - `engine_args`: a dict passed to `LLM` as is.
 
+On CPU an engine step may take up to an hour (`VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`, where the environment
+does not set it; vLLM's own 300 s ends the engine when a long batch's step outlasts it on a slow CPU).
+
 Reproducibility: a request's seed fixes its sampling, but its logits come from kernels that
 see the whole running batch; see docs/deployment.md for when batch composition matters.
 `run_params()` names the engine build and the batch settings for the cell's MLflow params.
@@ -61,6 +64,10 @@ ENGINE_OPTIONS = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_l
 CPU_KV_CACHE_GIB = 2.0
 # The engine process reads its core binding from the environment it is started with.
 RESERVED_CORES_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+STEP_TIMEOUT_ENV = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"
+# vLLM's default (300 s) ends the engine, and so the sweep, when one step outlasts it: a step of 40 prompts of 300
+# tokens took longer than that on a loaded 2-core CPU without AVX-512. On CPU the limit is an hour.
+CPU_STEP_TIMEOUT_S = 3600
 DEFAULT_BATCH = 256
 
 
@@ -126,9 +133,13 @@ def _is_request_error(error: Exception) -> bool:
     return isinstance(error, VLLMValidationError)
 
 
-def engine_environment(reserved_cores: int | None) -> dict[str, str]:
-    """The environment a vLLM engine (offline or `vllm serve`) starts with for `cpu_reserved_cores`."""
-    return {} if reserved_cores is None else {RESERVED_CORES_ENV: str(reserved_cores)}
+def engine_environment(reserved_cores: int | None, cpu: bool = False) -> dict[str, str]:
+    """The environment a vLLM engine starts with for `cpu_reserved_cores`; on CPU, a longer limit on one engine step
+    unless the environment sets its own."""
+    environment = {} if reserved_cores is None else {RESERVED_CORES_ENV: str(reserved_cores)}
+    if cpu and STEP_TIMEOUT_ENV not in os.environ:
+        environment[STEP_TIMEOUT_ENV] = str(CPU_STEP_TIMEOUT_S)
+    return environment
 
 
 # vLLM reads these settings from os.environ, which is process-wide: engine starts in one process
@@ -272,7 +283,7 @@ class VllmBackend(Backend):
         from vllm import LLM
 
         try:
-            with started_with(engine_environment(self.reserved_cores)):
+            with started_with(engine_environment(self.reserved_cores, self.cpu)):
                 return LLM(model=self.path, **self.engine_args)
         except Exception as error:  # noqa: BLE001 - every start failure gets the same one-line remedy
             memory = "kv_cache_memory_gib" if self.cpu else "gpu_memory_utilization"
