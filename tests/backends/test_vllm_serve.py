@@ -109,7 +109,9 @@ def test_sweep_through_openai_compatible_is_batched_by_the_server(server, repo_r
         "generation": {"temperature": 0.7, "max_new_tokens": 48},
         "judges": [{"id": "served-judge", "model": served_spec(base, digest), "max_new_tokens": 96}],
         "report_dir": str(tmp_path / "report"),
-        "judge_checks": False,  # the served batching is tested; control items: tests/test_sweep_judge_checks.py
+        # The served batching is tested: no control items (tests/test_sweep_judge_checks.py), and the cheapest metric
+        # (the sweep command would load BERTScore's and Sem-F1's models for nothing here; tests/metrics has them).
+        "judge_checks": False, "metrics": {"names": ["rouge1"]},
     }))
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
            "NARRATIVE_EVAL_ARTIFACT_ROOT": str(tmp_path / "artifacts"), "NARRATIVE_EVAL_CACHE": str(tmp_path / "requests.sqlite")}
