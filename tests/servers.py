@@ -37,7 +37,7 @@ def start_mlflow(arguments: list[str], log: Path, env: dict[str, str] | None = N
 
 
 def start_app(arguments: list[str], log: Path, env: dict[str, str] | None = None,
-              timeout: float = 180) -> tuple[subprocess.Popen, str]:
+              timeout: float = 300) -> tuple[subprocess.Popen, str]:
     """`python -m ui <arguments>` from the repository root on a free port; returns the process and its URL (ending
     in /) once the page answers."""
     port = free_port()
