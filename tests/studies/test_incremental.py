@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import mlflow
@@ -70,35 +71,40 @@ def test_truncated_trajectories_are_regenerated_then_left_unscored(runtime, smol
     assert result.generated == 4  # two attempts x two tasks, one turn each, no judge call
 
 
+def creative_sweep(root: Path, sweep: str, repo_root: Path, settings: str):
+    """Both conditions of the embedded SmolLM2 on the shipped tasks through the real sweep runner and MLflow store,
+    with `settings` (YAML lines) added, its report in root/report; the study's cells and report are what is tested,
+    so no control items (tests/test_sweep_judge_checks.py has them). Returns the sweep's outcome."""
+    path = root / f"{sweep}.yaml"
+    path.write_text(f"""study: incremental-delivery
+sweep: {sweep}
+data: {TASKS_JSON}
+constraints: {CONSTRAINTS}
+models: [smollm2]
+prompt_settings: [default]
+conditions: [full, sharded]
+report_dir: {root / 'report'}
+judge_checks: false
+""" + textwrap.dedent(settings))
+    return run_sweep(load_config(path, catalog=repo_root / "experiments/configs/models.yaml"))
+
+
 @pytest.fixture(scope="module")
 def tiny_sweep(tmp_path_factory, repo_root):
     """Both conditions of one embedded model through the real sweep runner and MLflow store, judged, with its report."""
     pytest.importorskip("llama_cpp")
     root = tmp_path_factory.mktemp("creative-tiny")
-    config_path = root / "creative.yaml"
-    config_path.write_text(
-        f"""
-study: incremental-delivery
-sweep: creative-tiny-{root.name}
-data: {TASKS_JSON}
-constraints: {CONSTRAINTS}
-limit: 2
-models: [smollm2]
-prompt_settings: [default]
-conditions: [full, sharded]
-seeds: [0]
-generation: {{temperature: 0.8, max_new_tokens: 48}}
-judges:
-  - id: smollm2-judge
-    model: smollm2
-    max_new_tokens: 384
-extra: {{max_regenerations: 0, score_truncated: true}}
-report_dir: {root / 'report'}
-judge_checks: false  # the study's cells and report (tests/test_sweep_judge_checks.py: its controls)
-"""
-    )
-    config = load_config(config_path, catalog=repo_root / "experiments/configs/models.yaml")
-    return run_sweep(config), root / "report"
+    outcome = creative_sweep(root, f"creative-tiny-{root.name}", repo_root, """
+        limit: 2
+        seeds: [0]
+        generation: {temperature: 0.8, max_new_tokens: 48}
+        judges:
+          - id: smollm2-judge
+            model: smollm2
+            max_new_tokens: 384
+        extra: {max_regenerations: 0, score_truncated: true}
+        """)
+    return outcome, root / "report"
 
 
 @pytest.mark.slow
@@ -174,26 +180,12 @@ def test_a_sweep_with_nothing_scored_keeps_its_cells_and_says_why(tmp_path, repo
     """Every trajectory cut at the token limit and none scored (as when a judge's every reply fails to parse): the
     sweep finishes, its cells stay FINISHED, and the report has its diagnostics and a note instead of a traceback."""
     pytest.importorskip("llama_cpp")
-    config_path = tmp_path / "unscored.yaml"
-    config_path.write_text(
-        f"""
-study: incremental-delivery
-sweep: creative-unscored-{tmp_path.name}
-data: {TASKS_JSON}
-constraints: {CONSTRAINTS}
-limit: 1
-models: [smollm2]
-prompt_settings: [default]
-conditions: [full, sharded]
-generation: {{temperature: 0.8, max_new_tokens: 3}}
-judges: [{{id: smollm2-judge, model: smollm2}}]
-extra: {{max_regenerations: 0}}
-report_dir: {tmp_path / 'report'}
-judge_checks: false
-"""
-    )
-    config = load_config(config_path, catalog=repo_root / "experiments/configs/models.yaml")
-    outcome = run_sweep(config)
+    outcome = creative_sweep(tmp_path, f"creative-unscored-{tmp_path.name}", repo_root, """
+        limit: 1
+        generation: {temperature: 0.8, max_new_tokens: 3}
+        judges: [{id: smollm2-judge, model: smollm2}]
+        extra: {max_regenerations: 0}
+        """)
     assert outcome.count("failed") == 0 and outcome.count("finished") == 2, [c.error for c in outcome.cells]
     assert {tracking.client().get_run(c.run_id).info.status for c in outcome.cells} == {"FINISHED"}
     note = outcome.tables[NO_COMPARISON_TITLE]
