@@ -252,13 +252,18 @@ def test_engine_starts_take_turns_with_their_environment(monkeypatch):
 def test_a_cpu_engine_step_may_outlast_vllms_default_limit(monkeypatch):
     """vLLM ends the engine when one step outlasts VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (300 s by default), which a long
     batch's step did on a slow CPU: a CPU engine starts with an hour, unless the environment sets its own."""
-    from narrative_eval.backends.vllm_backend import CPU_STEP_TIMEOUT_S, STEP_TIMEOUT_ENV, engine_environment
+    from narrative_eval.backends.vllm_backend import (
+        CPU_STEP_TIMEOUT_S,
+        RESERVED_CORES_ENV,
+        STEP_TIMEOUT_ENV,
+        engine_environment,
+    )
 
     monkeypatch.delenv(STEP_TIMEOUT_ENV, raising=False)
     assert engine_environment(None, cpu=True) == {STEP_TIMEOUT_ENV: str(CPU_STEP_TIMEOUT_S)}
     assert engine_environment(None, cpu=False) == {}
     monkeypatch.setenv(STEP_TIMEOUT_ENV, "50")
-    assert engine_environment(1, cpu=True) == {"VLLM_CPU_NUM_OF_RESERVED_CPU": "1"}
+    assert engine_environment(1, cpu=True) == {RESERVED_CORES_ENV: "1"}
 
 
 def test_identity_is_the_gguf_digest(engine, model_cache):
