@@ -17,45 +17,40 @@ REPO = Path(__file__).resolve().parents[1]
 # started on the judged sweep), runs on the same xdist worker, so each is built once. Any other test runs on the
 # worker its module runs on (module fixtures too).
 SHARED_FIXTURES = ("e2e_sweep",)
-ALL_CORES = pytest.StashKey[set]()  # the cores a worker was given, before it pinned itself to one
-PINNED = pytest.StashKey[set]()  # a worker's own core, while a vLLM test runs on every core
+# One compute thread per process under pytest-xdist: torch, OpenMP, BLAS, tokenizers and llama.cpp (which reads
+# OMP_NUM_THREADS through backends.base.usable_cores) each start one. Several workers on few cores then never spread
+# one process's threads over cores that others are using (threads that wait on each other at every step, slowed many
+# times over), and the kernel moves single-threaded processes to whichever core is free.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1"}
+LIFTED = pytest.StashKey[dict]()  # the thread limits a vLLM test's setup took away, put back at its teardown
 CPU_AT_SETUP = pytest.StashKey[float]()  # the worker's CPU seconds (its own and its reaped children's) at setup
 STARTED_AT = pytest.StashKey[float]()  # when the item's setup began (epoch seconds)
 
 
 def pytest_configure(config):
     """The dependencies' known harmless warnings are filtered (listed once, in narrative_eval.quiet; the summary shows
-    any other). An xdist worker runs on one core, and so does all it starts (worker i on core i mod cores): a process
-    never spreads llama.cpp or torch threads over a core another worker uses, which slows them many times over; with
-    more workers than cores, two single-core workers share a core by turns, which costs nothing while one waits."""
+    any other). Under pytest-xdist the controller sets ONE_THREAD before it starts the workers, so the workers and
+    everything they start inherit it before any library reads it. (Pinning each worker to one core did the same for
+    thread counts, but two workers shared one core while the other idled: a core was idle a fifth of a clean run.)"""
     for known in KNOWN_WARNINGS:
         config.addinivalue_line("filterwarnings", known.pytest_filter())
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker is None:
-        return
-    cores = sorted(os.sched_getaffinity(0))
-    index = int(worker.removeprefix("gw"))
-    os.sched_setaffinity(0, {cores[index % len(cores)]})
-    config.stash[ALL_CORES] = set(cores)
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and getattr(config.option, "numprocesses", None):
+        os.environ.update(ONE_THREAD)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    """A vLLM engine binds its threads to cores it counts itself: it starts with every core in view. The item's CPU
+    """A vLLM engine sizes its threads by the cores it binds: it starts without the one-thread limits. The item's CPU
     time is counted from here (see pytest_runtest_makereport)."""
     item.stash[CPU_AT_SETUP] = cpu_seconds()
     item.stash[STARTED_AT] = time.time()
-    cores = item.config.stash.get(ALL_CORES, None)
-    if cores and item.get_closest_marker("vllm"):
-        item.stash[PINNED] = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, cores)
+    if item.get_closest_marker("vllm"):
+        item.stash[LIFTED] = {name: os.environ.pop(name) for name in ONE_THREAD if name in os.environ}
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item):
-    pinned = item.stash.get(PINNED, None)
-    if pinned:
-        os.sched_setaffinity(0, pinned)
+    os.environ.update(item.stash.get(LIFTED, {}))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -31,6 +31,9 @@ def start_mlflow(arguments: list[str], log: Path, env: dict[str, str] | None = N
     mlflow_cli = str(Path(sys.executable).with_name("mlflow"))
     # The server's web workers are its children, in its process group: they stop with it.
     url = f"http://127.0.0.1:{port}"
+    # Without MLflow's job runner: it starts eight Huey consumer processes (about 40 CPU s a server on 2 cores) for
+    # server-side jobs that nothing here submits.
+    env = {**(os.environ if env is None else env), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     process = _start([mlflow_cli, command, *arguments, "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
                      answers_http(f"{url}/health"), log, env, log.parent, timeout, f"mlflow {command}")
     return process, url

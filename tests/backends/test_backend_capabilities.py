@@ -149,3 +149,20 @@ def test_a_process_in_a_session_of_its_own_is_not_an_engine():
         for process in (job, engine):
             process.kill()
             process.wait()
+
+
+def test_engine_threads_follow_the_cores_and_omp_num_threads(monkeypatch):
+    """An engine's thread count is the cores the process may use, capped by OMP_NUM_THREADS where it is set (as torch
+    and BLAS read it); a value that is not a positive whole number is ignored."""
+    from narrative_eval.backends.base import usable_cores
+
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert usable_cores() == cores
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert usable_cores() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", str(cores + 8))
+    assert usable_cores() == cores
+    for ignored in ("0", "two", ""):
+        monkeypatch.setenv("OMP_NUM_THREADS", ignored)
+        assert usable_cores() == cores

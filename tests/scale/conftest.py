@@ -11,28 +11,21 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.servers import free_port, start_mlflow, stop
+
 # PostgreSQL refuses to run as root; as root the cluster runs as this system account.
 POSTGRES_USER = "postgres"
 POSTGRES_PACKAGES = ("postgresql",)
 MLFLOW_DATABASE = "mlflow"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def postgres_bin_dir() -> Path:
@@ -159,35 +152,11 @@ def _stop_postgres(server: PostgresServer, process: subprocess.Popen) -> None:
 @pytest.fixture(scope="module")
 def mlflow_server(postgres_server, tmp_path_factory) -> Iterator[MlflowServer]:
     root = tmp_path_factory.mktemp("mlflow-server")
-    artifacts, log = root / "artifacts", root / "server.log"
-    port = free_port()
-    mlflow_cli = Path(sys.executable).with_name("mlflow")
-    command = [
-        str(mlflow_cli), "server",
-        "--backend-store-uri", postgres_server.url(MLFLOW_DATABASE),
-        "--serve-artifacts", "--artifacts-destination", str(artifacts),
-        "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-    ]
+    artifacts = root / "artifacts"
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "NARRATIVE_EVAL_ARTIFACT_ROOT")}
-    with open(log, "wb") as log_file:
-        # Its own process group: the server's web workers are its children and stop with it.
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=root,
-                                   start_new_session=True)
-    server = MlflowServer(url=f"http://127.0.0.1:{port}", artifacts=artifacts, pid=process.pid)
-
-    def healthy() -> bool:
-        with urllib.request.urlopen(f"{server.url}/health", timeout=3) as response:
-            return response.status == 200
-
+    process, url = start_mlflow(["--backend-store-uri", postgres_server.url(MLFLOW_DATABASE), "--serve-artifacts",
+                                 "--artifacts-destination", str(artifacts)], root / "server.log", env, timeout=180)
     try:
-        _wait_until(healthy, "mlflow server", 180, process, log)
-        yield server
+        yield MlflowServer(url=url, artifacts=artifacts, pid=process.pid)
     finally:
-        try:
-            os.killpg(server.pid, signal.SIGTERM)
-            process.wait(timeout=30)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+        stop(process)

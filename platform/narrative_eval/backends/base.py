@@ -25,9 +25,12 @@ BACKENDS: Registry[type["Backend"]] = Registry(
 
 
 def usable_cores() -> int:
-    """The cores this process may run on: fewer than the machine has under a cpuset, taskset or container limit,
-    where a thread per machine core would leave threads waiting on each other for a core."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """The compute threads an engine of this process should start: the cores it may run on (fewer than the machine has
+    under a cpuset, taskset or container limit, where a thread per machine core would leave threads waiting on each
+    other for a core), and no more than OMP_NUM_THREADS where the environment sets it, as torch and BLAS read it."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    limit = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return min(cores, int(limit)) if limit.isdigit() and int(limit) > 0 else cores
 
 
 def backend(name: str):
