@@ -301,7 +301,8 @@ class ApiServer:
         from llama_cpp import Llama
 
         with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
-            llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=usable_cores(), verbose=False)
+            llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=usable_cores(), n_threads_batch=usable_cores(),
+                        verbose=False)
         from api_batches import BatchStore
 
         self.state = ServerState(llm=llm, api_key=api_key, batches=BatchStore())

@@ -85,6 +85,9 @@ class LlamaCppBackend(Backend):
         options = dict(spec.options)
         self.n_ctx = self.context_window = int(options.pop("n_ctx", 4096))
         threads = int(options.pop("n_threads", usable_cores()))
+        # Prompts are read with as many threads as replies are written: llama-cpp-python's own default for reading is
+        # the machine's core count, whatever the process may use, and those threads spin waiting for a core.
+        batch_threads = int(options.pop("n_threads_batch", threads))
         n_batch = int(options.pop("n_batch", DEFAULT_N_BATCH))
         prefix_block = int(options.pop("prefix_block", PREFIX_BLOCK))
         if prefix_block % 8 or n_batch % prefix_block:
@@ -97,6 +100,7 @@ class LlamaCppBackend(Backend):
                 model_path=self.path,
                 n_ctx=self.n_ctx,
                 n_threads=threads,
+                n_threads_batch=batch_threads,
                 n_batch=min(n_batch, self.n_ctx // prefix_block * prefix_block),
                 chat_format=chat_format,
                 verbose=False,
