@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+from narrative_eval.backends.base import usable_cores
 from narrative_eval.backends.llama_cpp import DEFAULT_N_BATCH, PREFIX_BLOCK, LlamaCppBackend, reuse_point
 from narrative_eval.records import GenerationParams, Message, ModelSpec
 from narrative_eval.weights import embedded_path
@@ -115,8 +116,10 @@ def test_aligned_prefix_reuse_gives_the_logits_of_a_fresh_read(model):
     row read, so equal logits there mean the reuse changed none of them."""
     from llama_cpp import Llama
 
+    threads = usable_cores()  # for reading too: llama-cpp-python's default there is every core of the machine
     with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
-        llm = Llama(model_path=str(embedded_path(model)), n_ctx=2048, n_batch=DEFAULT_N_BATCH, verbose=False)
+        llm = Llama(model_path=str(embedded_path(model)), n_ctx=2048, n_batch=DEFAULT_N_BATCH, n_threads=threads,
+                    n_threads_batch=threads, verbose=False)
 
     def last_logits() -> np.ndarray:
         return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).copy()

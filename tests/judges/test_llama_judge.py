@@ -145,3 +145,21 @@ def test_judging_is_deterministic_and_cached(smollm2_backend, smollm2_judge, tmp
     assert metrics["failure_rate"] == failure_rate(first)
     assert set(load_rubric("infilling_narrative").keys) <= set(metrics) or metrics["failure_rate"] == 1.0
     cache.close()
+
+
+def test_a_greedy_judge_on_llama_cpp_is_not_retried(smollm2_backend, smollm2_judge):
+    """llama.cpp repeats a greedy reply whatever the seed, so a greedy judgment that does not validate fails after one
+    attempt and says why; a sampling judge is still retried, each attempt a new request."""
+    short = smollm2_judge.model_copy(update={"max_new_tokens": 4})  # too few tokens for any valid answer
+    item = {"problem": PROBLEM, "candidate": CANDIDATE}
+    recording = RecordingBackend(smollm2_backend)
+    recording.repeats_greedy = smollm2_backend.repeats_greedy
+    [greedy] = judge_infills(recording, short, [item])
+    assert not greedy.ok and greedy.attempts == 1 and len(recording.prompts) == 1
+    assert "not retried" in greedy.error and "token limit" in greedy.error
+    # The premise, on the engine itself: the retry's seed would have brought the same reply.
+    [again] = judge_infills(smollm2_backend, short.model_copy(update={"seed": short.seed + 1}), [item])
+    assert again.raw_replies == greedy.raw_replies
+    sampling = short.model_copy(update={"temperature": 0.8})
+    [sampled] = judge_infills(smollm2_backend, sampling, [item])
+    assert not sampled.ok and sampled.attempts == sampling.max_retries + 1 and "not retried" not in sampled.error

@@ -81,6 +81,9 @@ class Backend(ABC):
     sequential: bool = False
     """True when the engine serves one conversation at a time and reuses the previous prompt's cached
     prefix: a multi-turn driver should then run each conversation to its end before the next."""
+    repeats_greedy: bool = False
+    """True when a greedy (temperature 0) request always gets the same reply, whatever its seed: a judge does not
+    retry such a reply when it fails validation, since the retry would repeat it."""
 
     batch_size: int = 8
     """Requests a study hands to one generate() call. Batching engines raise it (model option

@@ -207,6 +207,10 @@ class CachedBackend:
         return self.backend.sequential
 
     @property
+    def repeats_greedy(self) -> bool:
+        return self.backend.repeats_greedy
+
+    @property
     def batch_size(self) -> int:
         # In batch mode a study's chunk becomes provider batches: hand over as many requests as one may hold.
         if self.batch is not None:

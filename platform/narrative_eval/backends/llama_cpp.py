@@ -74,6 +74,7 @@ class LlamaCppBackend(Backend):
     supports_json_schema = True
     per_request_params = True
     sequential = True
+    repeats_greedy = True  # one sequence at a time, prefix reuse block-aligned: greedy replies are bit for bit
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)

@@ -3,7 +3,8 @@
 `judge_many` renders blinded prompts, sends them in batches with the rubric's JSON schema
 (constrained decoding where the backend supports it), validates every reply, and retries
 the ones that fail with seed = judge.seed + attempt, so a retry is a new request and is
-never served the same cached reply. Items that never validate come back as
+never served the same cached reply; a greedy judge on an engine that repeats greedy replies
+(`Backend.repeats_greedy`, llama.cpp) is not retried. Items that never validate come back as
 JudgeResult(ok=False) with every raw reply and the last validation error.
 """
 
@@ -72,7 +73,9 @@ def judge_many(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items:
     errors: list[str | None] = [None] * len(items)
     done: dict[int, tuple[dict, dict]] = {}
     pending = list(range(len(items)))
-    for attempt in range(judge.max_retries + 1):
+    # A greedy judge on an engine that repeats greedy replies would only get the failed reply again.
+    repeats = judge.temperature == 0 and getattr(backend, "repeats_greedy", False)
+    for attempt in range(1 if repeats else judge.max_retries + 1):
         if not pending:
             break
         groups: dict[str, list[int]] = defaultdict(list)
@@ -100,7 +103,10 @@ def judge_many(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items:
             scores, details = done[index]
             results.append(JudgeResult(ok=True, scores=scores, details=details, raw_replies=raw[index], **common))
         else:
-            results.append(JudgeResult(ok=False, raw_replies=raw[index], error=errors[index], **common))
+            error = errors[index]
+            if repeats and judge.max_retries and error is not None and "request failed" not in error:
+                error += " (not retried: a greedy reply of this engine repeats)"
+            results.append(JudgeResult(ok=False, raw_replies=raw[index], error=error, **common))
     return results
 
 

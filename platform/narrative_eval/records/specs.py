@@ -38,7 +38,7 @@ class JudgeSpec(Frozen):
     seed: int = 0
     """Judge sampling seed."""
     max_retries: int = 2
-    """Extra attempts when a reply does not validate."""
+    """Extra attempts when a reply does not validate (none for a greedy judge on an engine whose greedy replies repeat)."""
     max_new_tokens: int = 256
     """Token budget for one judgment."""
     rubric: str | None = None
