@@ -138,18 +138,20 @@ def run_cell(cell: CellSpec, runtime: Runtime) -> CellResult:
 def _generate(
     cell: CellSpec, runtime: Runtime, instances: list[InfillingInstance], example_answers: tuple[str, ...]
 ) -> list[InfillingSample]:
-    """Every instance under every seed, sent in chunks of the backend's batch size (each chunk cached as it returns)."""
+    """Every instance under every seed, sent in chunks of the backend's batch size (each chunk cached as it returns);
+    returned seed by seed."""
     generator = runtime.backend_for(cell.model)
     conversations = {i.instance_id: render_infilling(cell.prompt_setting, i, cell.extra.get("prompt_file")) for i in instances}
-    requests = [(seed, inst) for seed in cell.seeds for inst in instances]
+    # An instance's seeds are sent together: an engine that reuses the previous prompt's prefix reads the prompt once.
+    requests = [(seed, inst) for inst in instances for seed in cell.seeds]
     batches = chunks(requests, generator.batch_size)
-    samples: list[InfillingSample] = []
+    samples: dict[tuple[int, str], InfillingSample] = {}
     for batch in runtime.progress(batches, f"{cell.run_name}: {GENERATE}", len(batches)):
         params = [cell.generation.model_copy(update={"seed": derived_seed(seed, inst.instance_id)}) for seed, inst in batch]
         replies = generator.generate([conversations[inst.instance_id] for _, inst in batch], params)
         for (seed, inst), reply in zip(batch, replies, strict=True):
-            samples.append(make_sample(inst, seed, conversations[inst.instance_id], reply, example_answers))
-    return samples
+            samples[seed, inst.instance_id] = make_sample(inst, seed, conversations[inst.instance_id], reply, example_answers)
+    return [samples[seed, inst.instance_id] for seed in cell.seeds for inst in instances]
 
 
 def _score_metrics(cell: CellSpec, runtime: Runtime, samples: list[InfillingSample]) -> None:
@@ -166,7 +168,9 @@ def _score_metrics(cell: CellSpec, runtime: Runtime, samples: list[InfillingSamp
 
 def _judge(cell: CellSpec, runtime: Runtime, instances: list[InfillingInstance], samples: list[InfillingSample]) -> None:
     by_id = {inst.instance_id: inst for inst in instances}
-    scored = [s for s in samples if s.answer is not None]
+    position = {inst.instance_id: index for index, inst in enumerate(instances)}
+    # An instance's fills are judged together, so an engine reusing the previous prompt's prefix reads its passage once.
+    scored = sorted((s for s in samples if s.answer is not None), key=lambda s: position[s.instance_id])
     for judge in cell.judges:
         backend = runtime.backend_for(judge.model)
         batches = chunks(scored, backend.batch_size)
