@@ -24,6 +24,7 @@ LIMIT = 2
 
 @pytest.fixture(scope="module")
 def judged_sweep(tmp_path_factory, repo_root):
+    """One judged cell; no control items (tests/test_sweep.py checks the embedded judge on them)."""
     folder = tmp_path_factory.mktemp("records")
     path = folder / "records.yaml"
     path.write_text(f"""
@@ -38,6 +39,7 @@ generation: {{temperature: 0.3, max_new_tokens: 40}}
 judges:
   - id: tiny-judge
     model: smollm2
+judge_checks: false
 report_dir: {folder / 'report'}
 """)
     config = load_config(path, catalog=repo_root / "experiments/configs/models.yaml")
