@@ -1,8 +1,14 @@
-"""The error policy as a new user meets it: every bad input gives `error:` lines, exit 2 and no traceback."""
+"""The error policy as a new user meets it: every bad input gives `error:` lines, exit 2 and no traceback.
+
+Commands that must leave a store untouched, and the report and app commands, run as processes, as a user starts
+them; the sweep command's other bad inputs run in this process through the same entry point (`cli_main(main)`, all
+that `python -m experiments.sweep` adds is the exit), two seconds of imports saved on each."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import os
 import subprocess
@@ -11,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from experiments.sweep import main as sweep_main
 from narrative_eval.data.infilling import COLUMNS
+from narrative_eval.errors import DEBUG_ENV, cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "experiments" / "configs" / "quickstart.yaml"
@@ -41,6 +49,22 @@ def run_all(commands: dict[str, tuple]) -> dict[str, subprocess.CompletedProcess
     """Run several commands at once (each spends seconds importing), results by name."""
     started = {name: start(*args) for name, args in commands.items()}
     return {name: finish(process) for name, process in started.items()}
+
+
+def run_sweep_command(*args: str) -> subprocess.CompletedProcess:
+    """The sweep command (args after `-m experiments.sweep`) run in this process: its exit status and output."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = cli_main(sweep_main, list(args))
+        except SystemExit as exit_:  # argparse's own usage errors
+            status = exit_.code
+    return subprocess.CompletedProcess(["experiments.sweep", *args], status, out.getvalue(), err.getvalue())
+
+
+def run_sweep_commands(commands: dict[str, tuple]) -> dict[str, subprocess.CompletedProcess]:
+    """Several sweep commands (as for run_all, each starting with the module name) run in this process, by name."""
+    return {name: run_sweep_command(*args[1:]) for name, args in commands.items()}
 
 
 def errors_of(result) -> list[str]:
@@ -100,11 +124,17 @@ def sweep(*args: str, **kwargs):
     return command(*SWEEP, *args, **kwargs)
 
 
-def test_every_bad_input_is_a_clean_user_error(bad_inputs, tmp_path):
+@pytest.fixture
+def no_debug(monkeypatch):
+    """In-process commands see no debug request from the environment the tests run in."""
+    monkeypatch.delenv(DEBUG_ENV, raising=False)
+
+
+def test_every_bad_input_is_a_clean_user_error(bad_inputs, tmp_path, no_debug):
     """The issue's list: bad rows, wrong columns, binary, missing file, unknown model and key: exit 2, `error:` lines."""
     unknown_key = tmp_path / "typo.yaml"
     unknown_key.write_text(QUICKSTART.read_text() + "seed: [1]\nmax_tokens: 3\n")
-    results = run_all({
+    results = run_sweep_commands({
         "bad_rows": (*DRY, "--data", str(bad_inputs["bad_rows"])),
         "wrong_columns": (*DRY, "--data", str(bad_inputs["wrong_columns"])),
         "binary": (*DRY, "--data", str(bad_inputs["binary"])),
@@ -177,13 +207,14 @@ def test_inputs_that_would_run_nothing_are_user_errors_and_nothing_runs(tmp_path
     assert not (tmp_path / "must-not-run").exists()
 
 
-def test_utf16_data_is_read_and_debug_shows_the_traceback(bad_inputs):
+def test_utf16_data_is_read_and_debug_shows_the_traceback(bad_inputs, no_debug, monkeypatch):
     """UTF-16 with a byte-order mark is decoded; --debug / NARRATIVE_EVAL_DEBUG=1 show where a user error came from."""
-    results = run_all({
+    results = run_sweep_commands({
         "utf16": (*DRY, "--data", str(bad_inputs["utf16"])),
         "debug": (*DRY, "--debug", "--data", str(bad_inputs["bad_rows"])),
     })
-    by_env = finish(start(*DRY, "--data", str(bad_inputs["binary"]), env={"NARRATIVE_EVAL_DEBUG": "1"}))
+    monkeypatch.setenv(DEBUG_ENV, "1")
+    by_env = run_sweep_command(*DRY[1:], "--data", str(bad_inputs["binary"]))
     assert results["utf16"].returncode == 0, results["utf16"].stderr[-3000:]
     assert "generations: 18" in results["utf16"].stdout  # 3 instances x 2 models x 3 levels
     debug = results["debug"]

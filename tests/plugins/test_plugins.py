@@ -117,8 +117,10 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
         judges:
           - {{id: demo-judge, model: smollm2, rubric: three_dims, max_new_tokens: 96}}
         executor: last_first
+        judge_checks: false
         report_dir: {tmp_path / 'report'}
     """))
+    # No control items: what they check does not depend on a plugin (tests/test_sweep_judge_checks.py).
     found = run_with_plugin(plugin_path, tmp_path, f"""
         import json
         from narrative_eval import tracking
