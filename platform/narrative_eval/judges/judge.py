@@ -75,6 +75,7 @@ def judge_many(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items:
     pending = list(range(len(items)))
     # A greedy judge on an engine that repeats greedy replies would only get the failed reply again.
     repeats = judge.temperature == 0 and getattr(backend, "repeats_greedy", False)
+    not_retried = " (not retried: a greedy reply of this engine repeats)" if repeats and judge.max_retries else ""
     for attempt in range(1 if repeats else judge.max_retries + 1):
         if not pending:
             break
@@ -93,7 +94,7 @@ def judge_many(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items:
                     done[index] = parse_reply(loaded, reply.text, requirement_ids[index])
                 except JudgeReplyError as error:
                     truncated = " (reply hit the token limit)" if reply.finish_reason == "length" else ""
-                    errors[index] = f"attempt {attempt + 1}: {error}{truncated}"
+                    errors[index] = f"attempt {attempt + 1}: {error}{truncated}{not_retried}"
         pending = [i for i in pending if i not in done]
 
     results = []
@@ -103,10 +104,7 @@ def judge_many(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items:
             scores, details = done[index]
             results.append(JudgeResult(ok=True, scores=scores, details=details, raw_replies=raw[index], **common))
         else:
-            error = errors[index]
-            if repeats and judge.max_retries and error is not None and "request failed" not in error:
-                error += " (not retried: a greedy reply of this engine repeats)"
-            results.append(JudgeResult(ok=False, raw_replies=raw[index], error=error, **common))
+            results.append(JudgeResult(ok=False, raw_replies=raw[index], error=errors[index], **common))
     return results
 
 
