@@ -31,7 +31,7 @@ def tiny_config(tmp_path_factory, repo_root, published_csv):
 study: infilling
 sweep: tiny-{path.parent.name}
 data: {published_csv}
-limit: 3
+limit: 2
 models: [smollm2]
 prompt_settings: [L1, L2]
 seeds: [0, 1]
@@ -96,7 +96,7 @@ def test_sweep_logs_cells_under_parent(first_run, tiny_config):
 def test_generations_table_has_one_row_per_instance_and_seed(first_run, tiny_config):
     runs = tracking.sweep_cell_runs("infilling", tiny_config.sweep)
     table = tracking.load_table(runs.iloc[0]["run_id"])
-    assert len(table) == 3 * 2
+    assert len(table) == 2 * 2  # two instances, two seeds
     for column in ("instance_id", "seed", "messages", "raw_reply", "answer", "extraction_status", "gold", "bertscore"):
         assert column in table.columns
     assert set(table["extraction_status"]) <= {"tag", "echo", "fallback", "none"}
@@ -111,11 +111,11 @@ def test_report_written_and_attached_to_parent(first_run, tiny_config):
 
 
 def test_the_embedded_judge_is_checked_once_on_control_items(first_run):
-    """Its three instances' gold fills against another passage's gold and a repeated sentence: a row per check in
+    """Its two instances' gold fills against another passage's gold and a repeated sentence: a row per check in
     judge_checks.csv and its verdict as a tag on the parent run and both cells, whatever this small judge earns."""
     table = pd.read_csv(first_run.report_dir / "judge_checks.csv")
     assert list(table["check"]) == ["mismatched_fill", "degenerate_fill"] and set(table["judge"]) == {"tiny-judge"}
-    assert list(table["n"] + table["n_failed"]) == [3, 3]
+    assert list(table["n"] + table["n_failed"]) == [2, 2]
     failed = list(table.loc[~table["pass"], "check"])
     verdict = f"fail: {', '.join(failed)}" if failed else "pass"
     for run_id in [first_run.parent_run_id, *(cell.run_id for cell in first_run.cells)]:
