@@ -332,6 +332,9 @@ def write_cost_table(outcomes: list[CellOutcome], out_dir: Path, tables: dict[st
         totals = {k: totals[k] + figures[k] for k in COST_COLUMNS}
     rows.append({"cell": "total", **totals})
     frame = pd.DataFrame(rows)
+    # Tokens and requests are counts: whole numbers, never 4.297e+04 under the dollars' format.
+    counts = [k for k in COST_COLUMNS if not k.startswith("usd_")]
+    frame[counts] = frame[counts].round().astype(int)
     frame.to_csv(out_dir / "cost.csv", index=False)
     tables["Cost (tokens; USD at list and batch prices; paid by these runs)"] = frame.to_markdown(index=False, floatfmt=".4g")
     return totals

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from narrative_eval import tracking
@@ -105,6 +106,8 @@ def test_batch_sweep_gives_the_synchronous_replies_and_metrics(server, tmp_path,
     assert with_batch["cost/usd_paid"] == pytest.approx(with_batch["cost/usd_sync"] / 2)
     assert without["cost/usd_paid"] == pytest.approx(without["cost/usd_sync"])
     assert (batched.report_dir / "cost.csv").is_file() and any(t.startswith("Cost") for t in batched.tables)
+    counts = pd.read_csv(batched.report_dir / "cost.csv")[["tokens_in", "tokens_out", "requests_sync", "requests_batch"]]
+    assert all(kind == "i" for kind in counts.dtypes.map(lambda dtype: dtype.kind))  # counts, not 4.297e+04
 
 
 def _batch_tagged(sweep: str) -> bool:
