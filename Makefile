@@ -124,7 +124,7 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 test: install-test
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mkdocs build --strict --site-dir .cache/site
-	$(PYTEST) $(call xdist,$(TEST_WORKERS)) --junitxml=$(TEST_TIMES) $(PYTEST_ARGS); status=$$?; \
+	$(PYTEST) $(ALL_TIER) --junitxml=$(TEST_TIMES) $(PYTEST_ARGS); status=$$?; \
 		$(PY) bench/test_time.py $(TEST_TIMES) --budget $(TEST_BUDGET_S); exit $$status
 
 # The fast tier, for editing: nothing that starts an engine, a browser or a server, and no whole sweeps (tests are
@@ -132,9 +132,12 @@ test: install-test
 FAST_TESTS := not slow and not vllm and not browser and not server and not gpu
 # Two workers: its tests keep the cores busy, and a third would only share one (measured: 3:19-3:43 against 3:55).
 FAST_WORKERS ?= 2
+# Each tier's pytest arguments, shared by the tier's target and `make coverage`.
+ALL_TIER = $(call xdist,$(TEST_WORKERS))
+FAST_TIER = $(call xdist,$(FAST_WORKERS)) -m "$(FAST_TESTS)"
 test-fast: install-test
 	$(VENV)/bin/lint-imports
-	$(PYTEST) $(call xdist,$(FAST_WORKERS)) -m "$(FAST_TESTS)" $(PYTEST_ARGS)
+	$(PYTEST) $(FAST_TIER) $(PYTEST_ARGS)
 
 # Line coverage of platform/narrative_eval (coverage.py) over the whole suite, or over the fast tier with TIER=fast;
 # coverage is installed on first use. The summary is printed and kept in .cache/coverage/report.txt.
@@ -143,8 +146,8 @@ TIER ?= all
 coverage: install-test
 	$(PY) -m pip show coverage >/dev/null 2>&1 || $(PIP_INSTALL) -q "coverage>=7.10"
 	rm -rf .cache/coverage && mkdir -p .cache/coverage
-	PYTHONDONTWRITEBYTECODE= $(COVERAGE) run -m pytest -q $(if $(filter fast,$(TIER)),$(call xdist,$(FAST_WORKERS)) \
-		-m "$(FAST_TESTS)",$(call xdist,$(TEST_WORKERS))) $(PYTEST_ARGS); status=$$?; \
+	PYTHONDONTWRITEBYTECODE= $(COVERAGE) run -m pytest -q $(if $(filter fast,$(TIER)),$(FAST_TIER),$(ALL_TIER)) \
+		$(PYTEST_ARGS); status=$$?; \
 		$(COVERAGE) combine -q && $(COVERAGE) report > .cache/coverage/report.txt; \
 		tail -1 .cache/coverage/report.txt; exit $$status
 
