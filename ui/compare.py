@@ -219,11 +219,17 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     ordering = [runs, seed, disagree, high, instance]
     shown = [sweep, runs, seed, instance, high]
     sweep.change(on_sweep, [sweep], [runs, view])
-    runs.change(on_runs, [runs, seed], [seed]).then(on_order, ordering, [instance]).then(show, shown, [view])
+    # Events that read the run list take the values as the page sends them (preprocess=False): Gradio would refuse,
+    # with an error in the log, a run of the previous sweep still checked in an event sent just before a new sweep
+    # replaced the list. Such a run is never drawn (render keeps the chosen sweep's runs), and the seeds and instances
+    # read from it are replaced by the new list's own change event, which follows.
+    raw = {"preprocess": False}
+    runs.change(on_runs, [runs, seed], [seed], **raw).then(on_order, ordering, [instance], **raw).then(
+        show, shown, [view], **raw)
     for control in (seed.input, disagree.change, high.change):
-        control(on_order, ordering, [instance]).then(show, shown, [view])
-    prev_button.click(lambda r, s, d, h, c: step(r, s, d, h, c, -1), ordering, [instance])
-    next_button.click(lambda r, s, d, h, c: step(r, s, d, h, c, 1), ordering, [instance])
-    instance.change(show, shown, [view])
+        control(on_order, ordering, [instance], **raw).then(show, shown, [view], **raw)
+    prev_button.click(lambda r, s, d, h, c: step(r, s, d, h, c, -1), ordering, [instance], **raw)
+    next_button.click(lambda r, s, d, h, c: step(r, s, d, h, c, 1), ordering, [instance], **raw)
+    instance.change(show, shown, [view], **raw)
     demo.load(on_refresh, [sweep], [sweep])
     return {"sweep": sweep, "runs": runs, "instance": instance, "view": view}

@@ -87,3 +87,21 @@ def test_at_avg_is_the_metrics_packages():
     assert at_avg_of(row) == at_avg(row)
     assert math.isnan(at_avg_of({**row, at_avg_names()[0]: None}))
     assert math.isnan(at_avg_of({name: value for name, value in row.items() if name != at_avg_names()[-1]}))
+
+
+def test_compare_events_take_a_run_of_the_previous_sweep_without_an_error(tmp_path):
+    """An event sent just before a new sweep replaced the run list still carries the old runs: Gradio's own check of a
+    CheckboxGroup refuses them (an error in the app's log), so the events that read the list take the page's values
+    as sent, and such a run is never drawn."""
+    import gradio as gr
+
+    from ui import compare
+
+    with gr.Blocks() as demo:
+        parts = compare.build(AppSettings(configs_dir=tmp_path, jobs_dir=tmp_path / "jobs"), demo)
+    runs = parts["runs"]
+    with pytest.raises(gr.Error, match="not in the list of choices"):
+        gr.CheckboxGroup(choices=[("new", "run-of-the-new-sweep")]).preprocess(["run-of-the-old-sweep"])
+    readers = [fn for fn in demo.fns.values() if runs in fn.inputs]
+    assert len(readers) >= 8 and not [fn.name for fn in readers if fn.preprocess]
+    assert "run-card" not in compare.render("no-such-sweep", ["run-of-the-old-sweep"], 0, "instance-1")
