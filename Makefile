@@ -111,8 +111,8 @@ TEST_BUDGET_S := 660
 # one worker so each fixture is built once. The third worker runs while the others wait on servers, engines and
 # browsers. (Pinning each worker to a core put two of the three on one core: the other was idle a fifth of a run.)
 TEST_WORKERS ?= 3
-# pytest-xdist arguments for $(1) workers; the groups go out in the order tests/conftest.py gives them.
-xdist = -n $(1) --dist loadgroup --no-loadscope-reorder
+# pytest-xdist arguments for $(1) workers.
+xdist = -n $(1) --dist loadgroup
 # The suite starts about 150 Python processes (workers, sweeps, apps, servers). Where the environment sets
 # PYTHONDONTWRITEBYTECODE (many CI and container images do), each would compile the project's modules and pytest
 # rewrite the test modules from source again; an empty value lets them keep their bytecode in __pycache__ (ignored
