@@ -111,9 +111,9 @@ def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` skip where torch sees no CUDA device (CI has none; bench/gpu/check.sh runs on a GPU). On
     xdist workers (`--dist loadgroup`) every test gets its group. xdist hands the groups out largest first (by number of
     tests). Handing out the groups that hold a heavy test (engine, server, browser, whole sweep) first and the fast
-    tier's short groups last was measured slower twice: it runs every engine start at once at the beginning, and
-    later, though it evened out when the workers finish (a clean clone's three within 16 s instead of 122 s), its
-    heavy tests ran beside each other and took 5 % more CPU (pytest 988 s against 955 s, back to back)."""
+    tier's short groups last was measured no faster, twice: it evens out when the workers finish (a clean clone's
+    three within 16 s instead of 122 s), but three workers on two cores keep both busy until one is left, so that wins
+    little, while the heavy tests run beside each other (5 % more CPU; pytest 988 s against 955 s, back to back)."""
     if os.environ.get("PYTEST_XDIST_WORKER") is not None:
         group_for_xdist(items)
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
