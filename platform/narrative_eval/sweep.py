@@ -314,27 +314,31 @@ def check_budget(config: SweepConfig, cells: list[CellSpec]) -> None:
             f"or shrink the grid (--limit, --set models=[...]). Nothing was sent.")
 
 
-COST_COLUMNS = ("tokens_in", "tokens_out", "requests_sync", "requests_batch", "batches_submitted", "batch_requeued",
-                "usd_sync", "usd_batch", "usd_paid")
+COST_COUNTS = ("tokens_in", "tokens_out", "requests_sync", "requests_batch", "batches_submitted", "batch_requeued")
+COST_DOLLARS = ("usd_sync", "usd_batch", "usd_paid")
+COST_COLUMNS = COST_COUNTS + COST_DOLLARS
 
 
-def write_cost_table(outcomes: list[CellOutcome], out_dir: Path, tables: dict[str, str]) -> dict[str, float]:
+def cost_figures(metrics: dict[str, float]) -> dict[str, int | float]:
+    """A cell run's cost metrics: the counts as whole numbers (MLflow keeps every metric as a float, and the table's
+    dollar format would print 42972 tokens as 4.297e+04), the dollars as floats; 0 where the run logged none."""
+    counts = {k: round(metrics.get(f"cost/{k}", 0)) for k in COST_COUNTS}
+    return counts | {k: float(metrics.get(f"cost/{k}", 0.0)) for k in COST_DOLLARS}
+
+
+def write_cost_table(outcomes: list[CellOutcome], out_dir: Path, tables: dict[str, str]) -> dict[str, int | float]:
     """cost.csv and a 'Cost' table: per cell and in total, tokens and dollars (synchronous, batch, paid by these runs).
 
     Figures come from each cell's run, so cells finished by an earlier invocation count what they logged then."""
-    rows, totals = [], dict.fromkeys(COST_COLUMNS, 0.0)
+    rows, totals = [], cost_figures({})
     for outcome in outcomes:
         if outcome.run_id is None:
             continue
-        metrics = tracking.client().get_run(outcome.run_id).data.metrics
-        figures = {k: float(metrics.get(f"cost/{k}", 0.0)) for k in COST_COLUMNS}
+        figures = cost_figures(tracking.client().get_run(outcome.run_id).data.metrics)
         rows.append({"cell": outcome.cell.run_name, **figures})
         totals = {k: totals[k] + figures[k] for k in COST_COLUMNS}
     rows.append({"cell": "total", **totals})
     frame = pd.DataFrame(rows)
-    # Tokens and requests are counts: whole numbers, never 4.297e+04 under the dollars' format.
-    counts = [k for k in COST_COLUMNS if not k.startswith("usd_")]
-    frame[counts] = frame[counts].round().astype(int)
     frame.to_csv(out_dir / "cost.csv", index=False)
     tables["Cost (tokens; USD at list and batch prices; paid by these runs)"] = frame.to_markdown(index=False, floatfmt=".4g")
     return totals
