@@ -6,12 +6,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from browser_helpers import VIEWPORT, settle
 
 from tests.servers import start_app, stop
+from ui import jobs
 
 REPO = Path(__file__).resolve().parents[2]
 # The app package lives at the repo root (not in the installed library); `pytest` alone does not put it on sys.path.
@@ -55,6 +57,21 @@ def e2e_sweep(ui_paths, app_env) -> str:
     result = subprocess.run(command, cwd=REPO, env=app_env, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return E2E_SWEEP
+
+
+@pytest.fixture()
+def stops_its_jobs(ui_paths):
+    """A test that fails while its job runs stops the job, so the next test is not refused by the one-job limit."""
+    started_before = {job.job_id for job in jobs.list_jobs(ui_paths["jobs"])}
+    yield
+    left = [job for job in jobs.active_jobs(ui_paths["jobs"]) if job.job_id not in started_before]
+    for job in left:
+        jobs.cancel_job(job)
+    deadline = time.monotonic() + 120
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        active = {job.job_id for job in jobs.active_jobs(ui_paths["jobs"])}
+        left = [job for job in left if job.job_id in active]
 
 
 @pytest.fixture(scope="session")

@@ -44,7 +44,8 @@ def test_runs_shows_headline_numbers_first_with_chart_csv_and_run_ids(page, e2e_
     screenshot(page, "runs-all-columns")
 
 
-def test_launch_progress_survives_a_reload_and_a_reused_name_is_flagged(page, e2e_sweep, ui_paths, screenshot):
+def test_launch_progress_survives_a_reload_and_a_reused_name_is_flagged(page, e2e_sweep, ui_paths, screenshot,
+                                                                       stops_its_jobs):
     from playwright.sync_api import expect
 
     open_tab(page, "Launch")
