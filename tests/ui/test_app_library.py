@@ -105,3 +105,20 @@ def test_compare_events_take_a_run_of_the_previous_sweep_without_an_error(tmp_pa
     readers = [fn for fn in demo.fns.values() if runs in fn.inputs]
     assert len(readers) >= 8 and not [fn.name for fn in readers if fn.preprocess]
     assert "run-card" not in compare.render("no-such-sweep", ["run-of-the-old-sweep"], 0, "instance-1")
+
+
+def test_an_idle_app_polls_its_queue_every_20_ms_not_every_millisecond():
+    """Gradio's queue looks for work every 1 ms while it has none (3 % of a core for an idle app); the app slows that
+    to QUEUE_POLL_S and never speeds up a slower default."""
+    import gradio as gr
+
+    from ui.__main__ import QUEUE_POLL_S, _slow_idle_polling
+
+    with gr.Blocks() as demo:
+        gr.Markdown("idle")
+    demo.queue()
+    assert demo._queue.sleep_when_free < QUEUE_POLL_S  # Gradio's own default, which the app changes
+    demo._queue.progress_update_sleep_when_free = 0.5
+    _slow_idle_polling(demo)
+    assert demo._queue.sleep_when_free == QUEUE_POLL_S
+    assert demo._queue.progress_update_sleep_when_free == 0.5
