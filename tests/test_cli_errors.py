@@ -169,26 +169,29 @@ def runs_in_store(tracking_uri: str) -> int:
     return len(client.search_runs(experiments)) if experiments else 0
 
 
-def test_inputs_that_would_run_nothing_are_user_errors_and_nothing_runs(tmp_path):
+def test_inputs_that_would_run_nothing_are_user_errors_and_nothing_runs(tmp_path, no_debug):
     """A header-only data file, an empty task set, `seeds: []` and `--limit 0` used to finish a sweep on nothing (or
     run nothing without a word), and `seeds: [-1]` was taken: each is now one `error:` line, exit 2, no run."""
     header_only = write_csv(tmp_path / "header_only.csv", [], list(COLUMNS))
     empty_jsonl = _write(tmp_path / "empty.jsonl", b"")
     tasks, constraints = _write(tmp_path / "tasks.json", b"[]\n"), _write(tmp_path / "constraints.jsonl", b"")
     incremental = REPO / "experiments" / "configs" / "incremental_embedded.yaml"
-    # Not dry runs: they would start MLflow runs and write a report if the checks came too late.
+    # Not dry runs, so processes with a store of their own: they would start MLflow runs and write a report if the
+    # checks came too late. The dry runs write nothing and run in this process.
     real = (*SWEEP, "--config", str(QUICKSTART), "--set", "sweep=must-not-run", "--set", f"report_dir={tmp_path}/{{sweep}}")
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     started = {name: start(*args, env={"MLFLOW_TRACKING_URI": store}) for name, args in {
         "header_only": (*real, "--data", str(header_only)),
         "no_seeds": (*real, "--set", "seeds=[]"),
+    }.items()}
+    results = run_sweep_commands({
         "empty_jsonl": (*DRY, "--data", str(empty_jsonl)),
         "empty_tasks": (*SWEEP, "--config", str(incremental), "--dry-run", "--data", str(tasks),
                         "--set", f"constraints={constraints}"),
         "limit_zero": (*DRY, "--limit", "0"),
         "random_seed": (*DRY, "--set", "seeds=[0,-1]"),
-    }.items()}
-    results = {name: finish(process) for name, process in started.items()}
+    })
+    results.update({name: finish(process) for name, process in started.items()})
     assert assert_user_error(results["header_only"]) == [
         f"error: {header_only}: no instances: the file has its header and no rows"]
     assert assert_user_error(results["no_seeds"]) == [
