@@ -218,12 +218,15 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     refresh.click(on_refresh, [sweep], [sweep])
     ordering = [runs, seed, disagree, high, instance]
     shown = [sweep, runs, seed, instance, high]
-    sweep.change(on_sweep, [sweep], [runs, view])
     # Events that read the run list take the values as the page sends them (preprocess=False): Gradio would refuse,
     # with an error in the log, a run of the previous sweep still checked in an event sent just before a new sweep
     # replaced the list. Such a run is never drawn (render keeps the chosen sweep's runs), and the seeds and instances
     # read from it are replaced by the new list's own change event, which follows.
-    raw = {"preprocess": False}
+    # All of them, and the sweep's, run one at a time in the order the page sent them (one queue for the tab): run
+    # side by side, a view drawn for the values before a click could finish after the one drawn for the click.
+    serial = {"concurrency_limit": 1, "concurrency_id": "compare-view"}
+    raw = {"preprocess": False, **serial}
+    sweep.change(on_sweep, [sweep], [runs, view], **serial)
     runs.change(on_runs, [runs, seed], [seed], **raw).then(on_order, ordering, [instance], **raw).then(
         show, shown, [view], **raw)
     for control in (seed.input, disagree.change, high.change):

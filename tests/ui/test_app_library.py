@@ -92,7 +92,7 @@ def test_at_avg_is_the_metrics_packages():
 def test_compare_events_take_a_run_of_the_previous_sweep_without_an_error(tmp_path):
     """An event sent just before a new sweep replaced the run list still carries the old runs: Gradio's own check of a
     CheckboxGroup refuses them (an error in the app's log), so the events that read the list take the page's values
-    as sent, and such a run is never drawn."""
+    as sent, and such a run is never drawn. Those events, and the sweep's, run one at a time in the order sent."""
     import gradio as gr
 
     from ui import compare
@@ -104,6 +104,10 @@ def test_compare_events_take_a_run_of_the_previous_sweep_without_an_error(tmp_pa
         gr.CheckboxGroup(choices=[("new", "run-of-the-new-sweep")]).preprocess(["run-of-the-old-sweep"])
     readers = [fn for fn in demo.fns.values() if runs in fn.inputs]
     assert len(readers) >= 8 and not [fn.name for fn in readers if fn.preprocess]
+    # The events that lead to the view run one at a time, in the order sent, so a view drawn for older values never
+    # lands after the one drawn for a click.
+    drawing = [fn for fn in demo.fns.values() if runs in fn.inputs or parts["view"] in fn.outputs]
+    assert {(fn.concurrency_id, fn.concurrency_limit) for fn in drawing} == {("compare-view", 1)}
     assert "run-card" not in compare.render("no-such-sweep", ["run-of-the-old-sweep"], 0, "instance-1")
 
 
