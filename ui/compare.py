@@ -223,8 +223,8 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     # replaced the list. Such a run is never drawn (render keeps the chosen sweep's runs), and the seeds and instances
     # read from it are replaced by the new list's own change event, which follows.
     # All of them, and the sweep's, run one at a time in the order they were sent (one queue for the tab, shared by
-    # the pages open on the app): run side by side, a view drawn for the
-    # values before a click could finish after the one drawn for the click.
+    # the pages open on the app): run side by side, a view drawn for the values before a click could finish after
+    # the one drawn for the click.
     serial = {"concurrency_limit": 1, "concurrency_id": "compare-view"}
     raw = {"preprocess": False, **serial}
     sweep.change(on_sweep, [sweep], [runs, view], **serial)
