@@ -92,14 +92,18 @@ system-packages:
 system-packages-test: system-packages
 	@dpkg -s $(APT_TEST) >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(APT_TEST); }
 
-install: $(STAMP).base system-packages
+# WordNet for METEOR, copied from the Debian package into .cache/nltk_data and checked once per install (7 s each
+# time it ran); METEOR copies it again by itself if that folder is deleted.
+$(STAMP).wordnet: $(STAMP).base | system-packages
 	$(PY) -m narrative_eval.metrics.wordnet
+	touch $@
+
+install: $(STAMP).base system-packages $(STAMP).wordnet
 
 install-vllm: $(STAMP).vllm
 
 # The test install includes vLLM (CPU build here), so CI runs the vLLM engine and `vllm serve` tests.
-install-test: $(STAMP).test system-packages-test
-	$(PY) -m narrative_eval.metrics.wordnet
+install-test: $(STAMP).test system-packages-test $(STAMP).wordnet
 
 demo: install
 	$(PY) -m experiments.sweep --config experiments/configs/quickstart.yaml
