@@ -6,11 +6,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from browser_helpers import VIEWPORT, settle
+from job_helpers import wait_until_ended
 
 from tests.servers import start_app, stop
 from ui import jobs
@@ -64,14 +64,10 @@ def stops_its_jobs(ui_paths):
     """A test that fails while its job runs stops the job, so the next test is not refused by the one-job limit."""
     started_before = {job.job_id for job in jobs.list_jobs(ui_paths["jobs"])}
     yield
-    left = [job for job in jobs.active_jobs(ui_paths["jobs"]) if job.job_id not in started_before]
-    for job in left:
-        jobs.cancel_job(job)
-    deadline = time.monotonic() + 120
-    while left and time.monotonic() < deadline:
-        time.sleep(0.5)
-        active = {job.job_id for job in jobs.active_jobs(ui_paths["jobs"])}
-        left = [job for job in left if job.job_id in active]
+    for job in jobs.active_jobs(ui_paths["jobs"]):
+        if job.job_id not in started_before:
+            jobs.cancel_job(job)
+            wait_until_ended(ui_paths["jobs"], job.job_id, timeout=120)
 
 
 @pytest.fixture(scope="session")

@@ -7,20 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
+from job_helpers import wait_until_ended
 
 from ui import jobs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_until_ended(folder, job_id, timeout=60.0) -> jobs.Job:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        job = next(j for j in jobs.list_jobs(folder) if j.job_id == job_id)
-        if job.status not in jobs.ACTIVE:
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} still {job.status}:\n{jobs.log_tail(job)[-2000:]}")
 
 
 def test_a_job_runs_detached_and_records_its_exit_status(tmp_path):
