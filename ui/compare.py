@@ -218,13 +218,12 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     refresh.click(on_refresh, [sweep], [sweep])
     ordering = [runs, seed, disagree, high, instance]
     shown = [sweep, runs, seed, instance, high]
-    # Events that read the run list take the values as the page sends them (preprocess=False): Gradio would refuse,
+    # The events that lead to the view run one at a time in the order sent (one queue, shared by the pages open on the
+    # app): side by side, a view drawn for the values before a click could finish after the one drawn for the click.
+    # Those that read the run list take the values as the page sends them (preprocess=False): Gradio would refuse,
     # with an error in the log, a run of the previous sweep still checked in an event sent just before a new sweep
     # replaced the list. Such a run is never drawn (render keeps the chosen sweep's runs), and the seeds and instances
     # read from it are replaced by the new list's own change event, which follows.
-    # All of them, and the sweep's, run one at a time in the order they were sent (one queue for the tab, shared by
-    # the pages open on the app): run side by side, a view drawn for the values before a click could finish after
-    # the one drawn for the click.
     serial = {"concurrency_limit": 1, "concurrency_id": "compare-view"}
     raw = {"preprocess": False, **serial}
     sweep.change(on_sweep, [sweep], [runs, view], **serial)
