@@ -5,8 +5,12 @@ downloads; the report's figures sit under the main table."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import html
+import os
 import tempfile
+import threading
 from pathlib import Path
 
 import gradio as gr
@@ -61,11 +65,25 @@ def table_html(shown: pd.DataFrame) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></div>")
 
 
+@functools.cache
+def _latex_folder() -> Path:
+    """One folder per app process for the LaTeX downloads."""
+    return Path(tempfile.mkdtemp(prefix="narrative-eval-tables-"))
+
+
 def latex_file(table: FoundTable, shown: pd.DataFrame) -> str:
-    """The shown table as a LaTeX file to download (labelled columns, intervals folded, its title as caption)."""
-    folder = Path(tempfile.mkdtemp(prefix="narrative-eval-table-"))
-    path = folder / f"{file_slug(table.name)}.tex"
-    path.write_text(latex_table(shown, table.title), encoding="utf-8")
+    """The shown table as a LaTeX file to download (labelled columns, intervals folded, its title as caption).
+    Written once per version of the table's CSV: the tab is drawn again on every page load and sweep change, and
+    a finished report's tables do not change."""
+    stat = table.path.stat()
+    version = hashlib.sha256(f"{table.path}|{stat.st_mtime_ns}|{stat.st_size}|{table.title}".encode()).hexdigest()[:16]
+    path = _latex_folder() / version / f"{file_slug(table.name)}.tex"
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        # Two pages drawing the tab at once must never hand out a half-written file.
+        staging = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.part")
+        staging.write_text(latex_table(shown, table.title), encoding="utf-8")
+        staging.replace(path)
     return str(path)
 
 

@@ -126,3 +126,20 @@ def test_an_idle_app_polls_its_queue_every_20_ms_not_every_millisecond():
     _slow_idle_polling(demo)
     assert demo._queue.sleep_when_free == QUEUE_POLL_S
     assert demo._queue.progress_update_sleep_when_free == 0.5
+
+
+def test_a_tables_latex_download_is_written_once_per_version_of_its_csv(tmp_path):
+    """The Figures tab is drawn again on every page load: its LaTeX files are made once per CSV version (not a new
+    temporary folder per table per draw), and a rewritten CSV gets a file of its own."""
+    from narrative_eval.reports.catalog import FoundTable, shown_table
+    from ui.figures import latex_file
+
+    csv = tmp_path / "main.csv"
+    csv.write_text("model,at_avg\nsmollm2,0.5\n")
+    table = FoundTable(csv, "Main results", "AtAvg per model.")
+    first = latex_file(table, shown_table(table))
+    assert latex_file(table, shown_table(table)) == first
+    assert "smollm2" in open(first).read() and "\\caption{Main results}" in open(first).read()
+    csv.write_text("model,at_avg\ngemma3,0.125\n")
+    second = latex_file(table, shown_table(table))
+    assert second != first and "gemma3" in open(second).read() and "smollm2" in open(first).read()
