@@ -19,12 +19,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 from typing import Any
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from narrative_eval.judges.checks import (
     PAIRWISE_RELATIONS,
@@ -120,7 +120,7 @@ def wilson_interval(successes: float, n: int, level: float = 0.95) -> tuple[floa
     """Wilson's score interval for a share of `successes` in `n` (successes may be fractional: ties count half)."""
     if n <= 0:
         return NAN, NAN
-    z = float(norm.ppf(0.5 + level / 2))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     share = successes / n
     centre = (share + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))

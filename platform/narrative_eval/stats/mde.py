@@ -10,10 +10,10 @@ comparisons of a metric, so instances sharing a passage count for what they are 
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 POWER = 0.80
 """Power the minimum detectable effect is computed for."""
@@ -24,7 +24,7 @@ ALPHA = 0.05
 
 def z_sum(alpha: float = ALPHA, power: float = POWER) -> float:
     """z_{1-α/2} + z_{power} (2.80 for α = 0.05 and 80% power)."""
-    return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
+    return NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
 
 
 def mde(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float:

@@ -34,10 +34,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from narrative_eval.stats.cell_scores import passage_of, row_scores
 
@@ -105,7 +105,7 @@ def human_anchored_mean(
     f, y, codes = f[keep], y[keep], codes[keep]
     rated = ~np.isnan(y)
     n_all, n_rated = int(f.size), int(rated.sum())
-    z = float(norm.ppf(0.5 + level / 2))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     missing = MeanInterval(math.nan, math.nan, math.nan)
     if n_all == 0:
         return HumanAnchoredMean(0, 0, missing, missing, missing, "no output with a judge score")
