@@ -166,8 +166,9 @@ def test_a_sweep_as_a_command_on_every_core_exits_when_its_work_is_done(model_ca
     Its engine is started with `cpu_reserved_cores: 0`, so this one start also shows that setting gives the worker
     every core and is logged with the cell (once a test of its own, with an engine of its own, beside the exit
     check in test_backend_registry.py)."""
+    # A quarter GiB of KV cache (11,648 tokens) holds this sweep; the CPU build fills all of it when it starts.
     all_cores = ("{id: smollm2-vllm-all-cores, backend: vllm, weights: embedded:smollm2-135m-instruct, "
-                 "options: {max_model_len: 1024, cpu_reserved_cores: 0}}")
+                 "options: {max_model_len: 1024, cpu_reserved_cores: 0, kv_cache_memory_gib: 0.25}}")
     stores = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "NARRATIVE_EVAL_CACHE": str(tmp_path / "r.sqlite"),
               "NARRATIVE_EVAL_ARTIFACT_ROOT": str(tmp_path / "artifacts")}
     command = [sys.executable, "-m", "experiments.sweep", "--config", "experiments/configs/quickstart.yaml", "--limit", "4",

