@@ -110,7 +110,7 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
         study: infilling
         sweep: plugin-demo
         data: {repo_root / 'data/infilling/sample.jsonl'}
-        limit: 4
+        limit: 2
         models: [smollm2]
         prompt_settings: [L2, terse]
         generation: {{temperature: 0.3, max_new_tokens: 48}}
