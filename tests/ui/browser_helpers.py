@@ -1,9 +1,24 @@
-"""Steps the browser tests share: open a tab, pick an option of a Gradio dropdown."""
+"""What the browser tests share: how Chromium is started, and steps: open a tab, pick an option of a Gradio
+dropdown."""
 
 from __future__ import annotations
 
 import re
 
+
+# Chromium keeps only the last --disable-features it is given, so this one repeats Playwright's own list (its
+# chromiumSwitches, Playwright 1.65) and adds the two omnibox popups: Chromium 156 otherwise renders them as pages in a
+# renderer of its own for every browser context, unseen in headless mode (0.6 CPU s each, one per test page).
+# test_browser_flags.py checks the list against the installed Playwright's.
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding", "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect", "TcpPortRandomizationWin", "OptimizationHints", "NetworkTimeServiceQuerying",
+    "AimEnabled", "PreconnectToSearch", "msForceBrowserSignIn", "msEdgeUpdateLaunchServicesPreferredVersion")
+OMNIBOX_POPUPS = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-features=" + ",".join(PLAYWRIGHT_DISABLED_FEATURES + OMNIBOX_POPUPS)]
 
 VIEWPORT = {"width": 1440, "height": 1000}
 """A laptop screen: every page the tests open (the app's, MLflow's) must read at this width."""

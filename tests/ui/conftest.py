@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser_helpers import VIEWPORT, settle
+from browser_helpers import CHROMIUM_ARGS, VIEWPORT, settle
 from job_helpers import wait_until_ended
 
 from tests.servers import start_app, stop
@@ -20,18 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-# Chromium keeps only the last --disable-features it is given, so this one repeats Playwright's own list (its
-# chromiumSwitches, Playwright 1.65) and adds the two omnibox popups: Chromium 156 otherwise renders them as pages in a
-# renderer of its own for every browser context, unseen in headless mode (0.6 CPU s each, one per test page).
-PLAYWRIGHT_DISABLED_FEATURES = (
-    "AvoidUnnecessaryBeforeUnloadCheckSync", "DestroyProfileOnBrowserClose", "HttpsUpgrades",
-    "HttpsFirstBalancedModeAutoEnable", "LensOverlay", "MediaRouter", "PaintHolding", "ThirdPartyStoragePartitioning",
-    "AvoidCorsURLLoaderRestartOnRedirect", "TcpPortRandomizationWin", "OptimizationHints", "NetworkTimeServiceQuerying",
-    "AimEnabled", "PreconnectToSearch", "msForceBrowserSignIn", "msEdgeUpdateLaunchServicesPreferredVersion")
-OMNIBOX_POPUPS = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-features=" + ",".join(PLAYWRIGHT_DISABLED_FEATURES + OMNIBOX_POPUPS)]
 SCREENSHOTS = REPO / "tests" / "ui" / "screenshots"
 """Where the browser tests save what they saw (full pages at VIEWPORT), as artifacts."""
 E2E_SWEEP = "ui-e2e"
