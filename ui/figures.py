@@ -79,7 +79,7 @@ def latex_file(table: FoundTable, shown: pd.DataFrame) -> str:
     version = hashlib.sha256(f"{table.path}|{stat.st_mtime_ns}|{stat.st_size}|{table.title}".encode()).hexdigest()[:16]
     path = _latex_folder() / version / f"{file_slug(table.name)}.tex"
     if not path.exists():
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         # Two pages drawing the tab at once must never hand out a half-written file.
         staging = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.part")
         staging.write_text(latex_table(shown, table.title), encoding="utf-8")
