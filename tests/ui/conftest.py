@@ -82,8 +82,11 @@ def app_url(e2e_sweep, ui_paths, app_env):
 def browser():
     if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
         pytest.skip("Debian chromium is not installed (make install-test installs it)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # Expectations wait as long as the pages' actions (60 s) instead of Playwright's 5 s: on a loaded machine the app
+    # took longer than 5 s to answer the Annotate tab's "Next" once (the whole suite under coverage, clean clone).
+    expect.set_options(timeout=60_000)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
