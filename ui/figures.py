@@ -8,9 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import html
-import os
 import tempfile
-import threading
 from pathlib import Path
 
 import gradio as gr
@@ -18,6 +16,7 @@ import pandas as pd
 
 from narrative_eval.reports.catalog import FoundTable, latex_table, report_tables, shown_table
 from narrative_eval.reports.tables import file_slug
+from narrative_eval.weights import write_once
 from ui.common import AppSettings, texts
 
 LONG_TEXT = 60
@@ -77,14 +76,12 @@ def latex_file(table: FoundTable, shown: pd.DataFrame) -> str:
     a finished report's tables do not change."""
     stat = table.path.stat()
     version = hashlib.sha256(f"{table.path}|{stat.st_mtime_ns}|{stat.st_size}|{table.title}".encode()).hexdigest()[:16]
-    path = _latex_folder() / version / f"{file_slug(table.name)}.tex"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Two pages drawing the tab at once must never hand out a half-written file.
-        staging = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.part")
-        staging.write_text(latex_table(shown, table.title), encoding="utf-8")
-        staging.replace(path)
-    return str(path)
+    name = f"{file_slug(table.name)}.tex"
+
+    def write(staging: Path) -> None:
+        (staging / name).write_text(latex_table(shown, table.title), encoding="utf-8")
+
+    return str(write_once(_latex_folder() / version, name, write) / name)
 
 
 def heading(table: FoundTable) -> str:
