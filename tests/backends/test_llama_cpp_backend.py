@@ -33,6 +33,34 @@ def test_json_schema_is_enforced(llama_backend, judge_schema):
     assert isinstance(verdict["score"], int) and isinstance(verdict["reason"], str)
 
 
+@pytest.mark.parametrize("model", ["smollm2-135m-instruct", "gemma3-270m"])
+def test_greedy_under_a_schema_gives_the_tokens_of_the_grammar_applied_first(model, judge_schema):
+    """The backend checks only greedy's first choice against a judge's JSON grammar; its replies are, token for token,
+    those of llama-cpp-python's own sampler, which filters the whole vocabulary at every step, including at the steps
+    where the grammar refuses that first choice."""
+    from llama_cpp import Llama
+
+    from narrative_eval.backends.llama_cpp import GrammarCheckedGreedy
+
+    spec = ModelSpec(id=f"{model}-grammar", weights=f"embedded:{model}", options={"n_ctx": 1024, "n_threads": 1})
+    backend = LlamaCppBackend(spec)
+    with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
+        stock = Llama(model_path=str(embedded_path(model)), n_ctx=1024, n_threads=1, n_threads_batch=1,
+                      chat_format=backend.llm.chat_format, verbose=False)
+    params = GenerationParams(temperature=0.0, max_new_tokens=32, json_schema=judge_schema)
+    prompt = "Rate the sentence 'The cat sat.' from 1 to 5 and explain why."
+    try:
+        [reply] = backend.generate([[Message(role="user", content=prompt)]], params)
+        sampler = backend.llm._sampler
+        expected = stock.create_chat_completion(messages=[{"role": "user", "content": prompt}], **backend._kwargs(params))
+    finally:
+        backend.close()
+        stock.close()
+    assert isinstance(sampler, GrammarCheckedGreedy) and sampler.refused > 0
+    assert reply.completion_tokens == expected["usage"]["completion_tokens"] > 8
+    assert reply.text == expected["choices"][0]["message"]["content"]
+
+
 def test_stream_matches_greedy_generation(llama_backend, conversations):
     params = GenerationParams(temperature=0.0, max_new_tokens=20)
     pieces = list(llama_backend.stream(conversations[0], params))
