@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from narrative_eval.backends.base import Backend, Conversation, backend, params_per_request, usable_cores
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 from narrative_eval.weights import default_chat_format, file_digest, resolve_weights
@@ -94,7 +96,6 @@ class GrammarCheckedGreedy:
     """
 
     def __init__(self, llama, grammar, repeat_penalty: float, frequency_penalty: float, presence_penalty: float):
-        import numpy as np
         from llama_cpp import _internals, llama_cpp
 
         self._c = llama_cpp
@@ -115,8 +116,6 @@ class GrammarCheckedGreedy:
         """Steps where the grammar refused greedy's first choice and the whole vocabulary was filtered."""
 
     def _best(self, ctx, idx: int, constrained: bool) -> int:
-        import numpy as np
-
         logits = np.ctypeslib.as_array(self._c.llama_get_logits_ith(ctx.ctx, idx), shape=(self.n_vocab,))
         if not constrained and self.neutral:
             return int(np.argmax(logits))  # the first highest logit, as llama.cpp's greedy picks it
