@@ -87,7 +87,7 @@ class GrammarCheckedGreedy:
     """Greedy decoding under a grammar (a judge's JSON schema) that checks only the token greedy picks.
 
     llama-cpp-python's sampler applies the grammar to every token of the vocabulary at every step
-    (6 ms a token for the embedded SmolLM2's 49,152, a quarter of a judge's time on one core). The
+    (6 ms a token for the embedded SmolLM2's 49,152, a quarter of the time of each replied token). The
     best token overall, when the grammar allows it, is also the best the grammar allows, so it is
     checked alone, and the whole vocabulary is filtered only when it is refused: the same token,
     bit for bit, as the grammar applied first (ties go to the lowest id either way; penalties and
