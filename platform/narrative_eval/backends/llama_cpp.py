@@ -65,10 +65,13 @@ def block_aligned_llama(llama_class: type, block: int = PREFIX_BLOCK) -> type:
             settings = inspect.signature(super()._init_sampler).bind(*args, grammar=grammar, **kwargs)
             settings.apply_defaults()
             options = settings.arguments
-            if grammar is None or options["temp"] != 0.0 or options["logits_processor"] is not None:
+            penalties = [options.get(name) for name in ("repeat_penalty", "frequency_penalty", "presence_penalty")]
+            # Anything but the case this was checked against (greedy, no logits processor, these settings under these
+            # names) keeps llama-cpp-python's own sampler.
+            if grammar is None or options.get("temp") != 0.0 or options.get("logits_processor") is not None \
+                    or None in penalties:
                 return super()._init_sampler(*args, grammar=grammar, **kwargs)
-            return GrammarCheckedGreedy(self, grammar, options["repeat_penalty"], options["frequency_penalty"],
-                                        options["presence_penalty"])
+            return GrammarCheckedGreedy(self, grammar, *penalties)
 
         def generate(self, tokens, *args, reset: bool = True, **kwargs):
             if reset and self.n_tokens > 0:
