@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import inspect
 import io
 import math
 import os
@@ -61,17 +60,14 @@ def block_aligned_llama(llama_class: type, block: int = PREFIX_BLOCK) -> type:
     class BlockAlignedLlama(llama_class):
         prefix_block = block
 
-        def _init_sampler(self, *args, grammar=None, **kwargs):
-            settings = inspect.signature(super()._init_sampler).bind(*args, grammar=grammar, **kwargs)
-            settings.apply_defaults()
-            options = settings.arguments
-            penalties = [options.get(name) for name in ("repeat_penalty", "frequency_penalty", "presence_penalty")]
-            # Anything but the case this was checked against (greedy, no logits processor, these settings under these
-            # names) keeps llama-cpp-python's own sampler.
-            if grammar is None or options.get("temp") != 0.0 or options.get("logits_processor") is not None \
-                    or None in penalties:
-                return super()._init_sampler(*args, grammar=grammar, **kwargs)
-            return GrammarCheckedGreedy(self, grammar, *penalties)
+        def _init_sampler(self, *args, **settings):
+            penalties = [settings.get(name) for name in ("repeat_penalty", "frequency_penalty", "presence_penalty")]
+            # Anything but the case this was checked against (greedy, a grammar, no logits processor, every setting
+            # passed by name, as llama-cpp-python's generate and sample do) keeps llama-cpp-python's own sampler.
+            if args or settings.get("grammar") is None or settings.get("temp") != 0.0 \
+                    or settings.get("logits_processor") is not None or None in penalties:
+                return super()._init_sampler(*args, **settings)
+            return GrammarCheckedGreedy(self, settings["grammar"], *penalties)
 
         def generate(self, tokens, *args, reset: bool = True, **kwargs):
             if reset and self.n_tokens > 0:
