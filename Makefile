@@ -114,8 +114,8 @@ TEST_TIMES := .cache/test-times.xml
 TEST_BUDGET_S := 660
 # Three pytest-xdist workers on CI's two cores, every process they start computing on one thread (tests/conftest.py),
 # so no process's threads wait on each other for a core another holds, and the kernel puts each on whichever core is
-# free; a module's tests, and the tests sharing a session fixture that takes minutes (the app, a judged sweep), stay on
-# one worker so each fixture is built once. The third worker runs while the others wait on servers, engines and
+# free; a module's tests, the tests sharing a session fixture that takes minutes (the app, a judged sweep), and modules
+# that name one xdist group (tests/shared_sweeps.py) stay on one worker so each fixture, or sweep, is run once. The third worker runs while the others wait on servers, engines and
 # browsers. (Pinning each worker to a core put two of the three on one core: the other was idle a fifth of a run.)
 TEST_WORKERS ?= 3
 # pytest-xdist arguments for $(1) workers.

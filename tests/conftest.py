@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,15 +57,21 @@ def pytest_runtest_teardown(item):
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_stores(tmp_path_factory):
-    """Tests never write into the repo's mlflow.db, mlruns/ or request cache."""
+    """Tests never write into the repo's mlflow.db, mlruns/ or request cache. The vLLM engines they start and stop
+    (SIGKILL included) leave their IPC sockets in a folder of the session's, removed at its end, instead of /tmp
+    (a short path: a Unix socket's may not exceed 107 bytes)."""
     root = tmp_path_factory.mktemp("stores")
-    saved = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "NARRATIVE_EVAL_ARTIFACT_ROOT", "NARRATIVE_EVAL_CACHE")}
+    names = ("MLFLOW_TRACKING_URI", "NARRATIVE_EVAL_ARTIFACT_ROOT", "NARRATIVE_EVAL_CACHE", "VLLM_RPC_BASE_PATH")
+    saved = {k: os.environ.get(k) for k in names}
+    sockets = tempfile.mkdtemp(prefix="ne-vllm-")
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{root / 'mlflow.db'}"
     os.environ["NARRATIVE_EVAL_ARTIFACT_ROOT"] = str(root / "artifacts")
     os.environ["NARRATIVE_EVAL_CACHE"] = str(root / "requests.sqlite")
+    os.environ["VLLM_RPC_BASE_PATH"] = sockets
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     yield root
+    shutil.rmtree(sockets, ignore_errors=True)
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
@@ -127,8 +135,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 def group_for_xdist(items: list) -> None:
-    """Mark each item with its xdist group: the shared session fixture it uses, else its module."""
+    """Mark each item with its xdist group: the group its module names (`pytest.mark.xdist_group`, for modules that
+    must share a worker), else the shared session fixture it uses, else its module."""
     for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
         shared = next((name for name in SHARED_FIXTURES if name in item.fixturenames), None)
         item.add_marker(pytest.mark.xdist_group(shared or item.nodeid.split("::")[0]))
 

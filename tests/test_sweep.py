@@ -9,8 +9,10 @@ import pytest
 from narrative_eval import tracking
 from narrative_eval.config import load_config
 from narrative_eval.sweep import AFTER_CELLS, expand_grid, progress_plan, run_sweep
+from tests import shared_sweeps
 
-
+# On one xdist worker with tests/tracing/test_evaluation_records.py, whose sweep asks this one's L2 cell again.
+pytestmark = pytest.mark.xdist_group(shared_sweeps.INFILLING_GROUP)
 PUBLISHED_COLUMNS = ["dataset", "ref_id", "source_text", "problem", "gold_answer", "unit", "n", "unit_idx"]
 
 
@@ -31,16 +33,9 @@ def tiny_config(tmp_path_factory, repo_root, published_csv):
 study: infilling
 sweep: tiny-{path.parent.name}
 data: {published_csv}
-limit: 2
-models: [smollm2]
 prompt_settings: [L1, L2]
-seeds: [0, 1]
-generation: {{temperature: 0.3, max_new_tokens: 40}}
-judges:
-  - id: tiny-judge
-    model: smollm2
 report_dir: {path.parent / 'report'}
-"""
+""" + shared_sweeps.config_lines(shared_sweeps.INFILLING)
     )
     return load_config(path, catalog=repo_root / "experiments/configs/models.yaml")
 

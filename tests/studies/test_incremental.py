@@ -18,10 +18,13 @@ from narrative_eval.study import Runtime
 from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
 from narrative_eval.studies.incremental.report import NO_COMPARISON_TITLE
 from narrative_eval.sweep import run_sweep
+from tests import shared_sweeps
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS_JSON = REPO / "data" / "creative" / "tasks.json"
 CONSTRAINTS = REPO / "data" / "creative" / "constraints.jsonl"
+# On one xdist worker with tests/ui/test_annotate_stories.py, which asks tiny_sweep's first task again (tests/shared_sweeps.py).
+pytestmark = pytest.mark.xdist_group(shared_sweeps.CREATIVE_GROUP)
 REPORT_FILES = ("model_ci.csv", "paired_effects.csv", "equal_adherence.csv", "equal_genre.csv", "model_effects.csv", "model_effects.png")
 
 
@@ -94,16 +97,7 @@ def tiny_sweep(tmp_path_factory, repo_root):
     """Both conditions of one embedded model through the real sweep runner and MLflow store, judged, with its report."""
     pytest.importorskip("llama_cpp")
     root = tmp_path_factory.mktemp("creative-tiny")
-    outcome = creative_sweep(root, f"creative-tiny-{root.name}", repo_root, """
-        limit: 2
-        seeds: [0]
-        generation: {temperature: 0.8, max_new_tokens: 48}
-        judges:
-          - id: smollm2-judge
-            model: smollm2
-            max_new_tokens: 384
-        extra: {max_regenerations: 0, score_truncated: true}
-        """)
+    outcome = creative_sweep(root, f"creative-tiny-{root.name}", repo_root, "limit: 2\n" + shared_sweeps.config_lines(shared_sweeps.CREATIVE))
     return outcome, root / "report"
 
 

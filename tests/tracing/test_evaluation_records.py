@@ -17,9 +17,12 @@ from narrative_eval.sweep import run_sweep
 from narrative_eval.tracing import DESCRIPTION_TAG, dataset_digest, log_cell_records
 from narrative_eval.tracing.datasets import SWEEPS_TAG, dataset_name
 from narrative_eval.tracing.traces import DIGITS
+from tests import shared_sweeps
 
-SEEDS = (0, 1)
-LIMIT = 2
+# On one xdist worker with tests/test_sweep.py: judged_sweep asks what that module's L2 cell asked (tests/shared_sweeps.py).
+pytestmark = pytest.mark.xdist_group(shared_sweeps.INFILLING_GROUP)
+SEEDS = tuple(shared_sweeps.INFILLING["seeds"])
+LIMIT = shared_sweeps.INFILLING["limit"]
 
 
 @pytest.fixture(scope="module")
@@ -31,17 +34,10 @@ def judged_sweep(tmp_path_factory, repo_root):
 study: infilling
 sweep: records-{folder.name}
 data: {repo_root / 'data/infilling/sample.jsonl'}
-limit: {LIMIT}
-models: [smollm2]
 prompt_settings: [L2]
-seeds: [{', '.join(map(str, SEEDS))}]
-generation: {{temperature: 0.3, max_new_tokens: 40}}
-judges:
-  - id: tiny-judge
-    model: smollm2
 judge_checks: false
 report_dir: {folder / 'report'}
-""")
+""" + shared_sweeps.config_lines(shared_sweeps.INFILLING))
     config = load_config(path, catalog=repo_root / "experiments/configs/models.yaml")
     outcome = run_sweep(config)
     assert outcome.count("finished") == 1, [c.error for c in outcome.cells]

@@ -45,12 +45,15 @@ def app_env(ui_paths) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def e2e_sweep(ui_paths, app_env) -> str:
-    """Two embedded models (smollm2, gemma3) x one level on three shipped instances, judged, into the test store."""
+    """Two embedded models (smollm2, gemma3) x one level on three shipped instances, judged, into the test store.
+    Without the judge's control items: what the app shows of a judge's checks comes from run tags the tests set
+    (test_paper_tables.py), a launched job runs the checks (test_research_tool.py), and tests/test_sweep_judge_checks.py
+    checks the checks themselves."""
     command = [
         sys.executable, "-m", "experiments.sweep", "--config", "experiments/configs/quickstart.yaml",
         "--set", f"sweep={E2E_SWEEP}", "--set", "models=[smollm2,gemma3]", "--set", "prompt_settings=[L2]",
         "--set", "generation.max_new_tokens=40", "--set", f"report_dir={ui_paths['reports']}/{{sweep}}",
-        "--limit", "3", "--no-progress",
+        "--set", "judge_checks=false", "--limit", "3", "--no-progress",
     ]
     result = subprocess.run(command, cwd=REPO, env=app_env, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from browser_helpers import choose, open_tab, settle
 
+from tests import shared_sweeps
 from tests.servers import start_app, stop
 
-pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
+# One worker with tests/studies/test_incremental.py: the sweep below asks what its tiny sweep asked (tests/shared_sweeps.py).
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow, pytest.mark.xdist_group(shared_sweeps.CREATIVE_GROUP)]
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = "ui-stories"
@@ -33,11 +35,13 @@ def stories_env(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def stories_sweep(stories_env) -> Path:
-    """One task, FULL and SHARDED, on the embedded SmolLM2 judged by itself; returns the sweep's report folder."""
+    """One task, FULL and SHARDED, on the embedded SmolLM2 judged by itself; returns the sweep's report folder. Its
+    requests are those of the first task of tests/studies/test_incremental.py's tiny sweep, which ran before it on
+    this worker: the session's request cache answers them all."""
     root, env = stories_env
     command = [
         sys.executable, "-m", "experiments.sweep", "--config", "experiments/configs/incremental_embedded.yaml",
-        "--set", f"sweep={SWEEP}", "--set", "models=[smollm2]", "--set", "generation.max_new_tokens=32",
+        "--set", f"sweep={SWEEP}", "--set", "models=[smollm2]", *shared_sweeps.set_arguments(shared_sweeps.CREATIVE),
         "--set", f"report_dir={root / 'reports'}/{{sweep}}", "--limit", "1", "--no-progress",
         # The judge's control items are not rated here (tests/test_sweep_judge_checks.py checks them).
         "--set", "judge_checks=false",
