@@ -5,10 +5,8 @@ downloads; the report's figures sit under the main table."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import html
-import tempfile
 from pathlib import Path
 
 import gradio as gr
@@ -16,8 +14,7 @@ import pandas as pd
 
 from narrative_eval.reports.catalog import FoundTable, latex_table, report_tables, shown_table
 from narrative_eval.reports.tables import file_slug
-from narrative_eval.weights import write_once
-from ui.common import AppSettings, texts
+from ui.common import AppSettings, download_file, texts
 
 LONG_TEXT = 60
 """Cells longer than this (passages, fills) wrap in a wide column instead of stretching the table."""
@@ -64,24 +61,13 @@ def table_html(shown: pd.DataFrame) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></div>")
 
 
-@functools.cache
-def _latex_folder() -> Path:
-    """One folder per app process for the LaTeX downloads."""
-    return Path(tempfile.mkdtemp(prefix="narrative-eval-tables-"))
-
-
 def latex_file(table: FoundTable, shown: pd.DataFrame) -> str:
     """The shown table as a LaTeX file to download (labelled columns, intervals folded, its title as caption).
     Written once per version of the table's CSV: the tab is drawn again on every page load and sweep change, and
     a finished report's tables do not change."""
     stat = table.path.stat()
     version = hashlib.sha256(f"{table.path}|{stat.st_mtime_ns}|{stat.st_size}|{table.title}".encode()).hexdigest()[:16]
-    name = f"{file_slug(table.name)}.tex"
-
-    def write(staging: Path) -> None:
-        (staging / name).write_text(latex_table(shown, table.title), encoding="utf-8")
-
-    return str(write_once(_latex_folder() / version, name, write) / name)
+    return str(download_file(f"{file_slug(table.name)}.tex", version, lambda: latex_table(shown, table.title)))
 
 
 def heading(table: FoundTable) -> str:

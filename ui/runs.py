@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import html
 import re
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
 import gradio as gr
 import pandas as pd
@@ -24,8 +22,8 @@ from narrative_eval.reports.tables import interval_text
 from narrative_eval.stats.judge_checks import TAG_PREFIX
 from narrative_eval.stats.reference import load_reference, reference_wide
 from narrative_eval.study import study_of_experiment
-from ui.common import (STUDIES, AppSettings, cell_runs, column, failed_judge_checks, judge_check_note,
-                       judge_ids_of, mlflow_ui_available, pick_sweep, run_label, run_link, texts)
+from ui.common import (STUDIES, AppSettings, cell_runs, column, content_version, download_file, failed_judge_checks,
+                       judge_check_note, judge_ids_of, mlflow_ui_available, pick_sweep, run_label, run_link, texts)
 
 MEAN = "mean over seeds"
 ALL_JUDGES = "all judges"
@@ -233,11 +231,10 @@ def csv_file(study: str, sweep: str | None, models, settings_, conditions, seed:
     runs = filtered_runs(study, sweep, models or [], settings_ or [], conditions or [])
     if runs.empty:
         return None
-    folder = Path(tempfile.mkdtemp(prefix="narrative-eval-runs-"))
-    path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', sweep or 'runs')}-runs.csv"
     table = runs_frame(runs, seed or MEAN, judge or ALL_JUDGES, column_set_names(), study, as_text=False)
-    table.to_csv(path, index=False)
-    return str(path)
+    text = table.to_csv(index=False)
+    name = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', sweep or 'runs')}-runs.csv"
+    return str(download_file(name, content_version(text), lambda: text))
 
 
 def chart_choices(runs: pd.DataFrame) -> list[tuple[str, str]]:
