@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import atexit
-import hashlib
 import html
 import json
 import math
 import re
-import shutil
-import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +25,6 @@ from narrative_eval.data.infilling import BLANK_RE
 from narrative_eval.metrics import at_avg, at_avg_names
 from narrative_eval.stats.judge_checks import failed_in_tags
 from narrative_eval.study import STUDIES as STUDY_REGISTRY
-from narrative_eval.weights import write_once
 
 REPO = Path(__file__).resolve().parents[1]
 """The repository root (the app resolves data, reports and configs against it)."""
@@ -64,27 +58,6 @@ class AppSettings:
     """Where `mlflow ui` is expected; runs link there when it answers."""
     max_jobs: int = 1
     """How many launched sweeps may run at once."""
-
-
-@cache
-def download_folder() -> Path:
-    """One folder per app process for the files its download buttons offer (CSV, LaTeX), removed when the app
-    exits (Gradio serves its own copy of a file once it is returned)."""
-    folder = Path(tempfile.mkdtemp(prefix="narrative-eval-downloads-"))
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
-
-
-def download_file(name: str, version: str, text: Callable[[], str]) -> Path:
-    """download_folder()/<version>/<name>, its text made and written only the first time that version is asked
-    for: a tab drawn again (every page load, every filter change) offers the same file."""
-    write = lambda staging: (staging / name).write_text(text(), encoding="utf-8")  # noqa: E731
-    return write_once(download_folder() / version, name, write) / name
-
-
-def content_version(text: str) -> str:
-    """A short digest of a download's text, as its version."""
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def user_error(message: str) -> gr.Error:

@@ -14,7 +14,8 @@ import pandas as pd
 
 from narrative_eval.reports.catalog import FoundTable, latex_table, report_tables, shown_table
 from narrative_eval.reports.tables import file_slug
-from ui.common import AppSettings, download_file, texts
+from ui.common import AppSettings, texts
+from ui.downloads import download_file
 
 LONG_TEXT = 60
 """Cells longer than this (passages, fills) wrap in a wide column instead of stretching the table."""

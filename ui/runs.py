@@ -22,8 +22,9 @@ from narrative_eval.reports.tables import interval_text
 from narrative_eval.stats.judge_checks import TAG_PREFIX
 from narrative_eval.stats.reference import load_reference, reference_wide
 from narrative_eval.study import study_of_experiment
-from ui.common import (STUDIES, AppSettings, cell_runs, column, content_version, download_file, failed_judge_checks,
-                       judge_check_note, judge_ids_of, mlflow_ui_available, pick_sweep, run_label, run_link, texts)
+from ui.common import (STUDIES, AppSettings, cell_runs, column, failed_judge_checks, judge_check_note, judge_ids_of,
+                       mlflow_ui_available, pick_sweep, run_label, run_link, texts)
+from ui.downloads import content_version, download_file
 
 MEAN = "mean over seeds"
 ALL_JUDGES = "all judges"

@@ -4,10 +4,6 @@ study computes it, and each model's note in the live list from its backend's cap
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 import yaml
@@ -18,7 +14,6 @@ from narrative_eval.metrics import at_avg, at_avg_names
 from ui import launch, live
 from ui.common import AppSettings, at_avg_of
 
-REPO = Path(__file__).resolve().parents[2]
 CATALOG = {
     "models": {
         "tiny": {"backend": "llama_cpp", "weights": "embedded:smollm2-135m-instruct", "quantization": "gguf-q4_1"},
@@ -148,27 +143,3 @@ def test_a_tables_latex_download_is_written_once_per_version_of_its_csv(tmp_path
     csv.write_text("model,at_avg\ngemma3,0.125\n")
     second = latex_file(table, shown_table(table))
     assert second != first and "gemma3" in open(second).read() and "smollm2" in open(first).read()
-
-
-def test_a_download_is_written_once_per_version_and_its_folder_goes_with_the_app():
-    """The Runs tab's CSV and the Figures tab's LaTeX files are drawn again on every page load and filter change: each
-    version is written once, into one folder per app process that is removed when the process exits."""
-    script = textwrap.dedent("""
-        from ui.common import download_file
-        made = []
-
-        def text():
-            made.append(1)
-            return "model,at_avg\\nsmollm2,0.3\\n"
-
-        first = download_file("quickstart-runs.csv", "v1", text)
-        again = download_file("quickstart-runs.csv", "v1", text)
-        other = download_file("quickstart-runs.csv", "v2", text)
-        assert first == again != other and first.parent.parent == other.parent.parent, (first, other)
-        assert first.read_text() == "model,at_avg\\nsmollm2,0.3\\n" and len(made) == 2, made
-        print(first.parent.parent)
-    """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    folder = Path(done.stdout.strip().splitlines()[-1])
-    assert folder.name.startswith("narrative-eval-downloads-") and not folder.exists(), folder
