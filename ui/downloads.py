@@ -26,7 +26,10 @@ def download_folder() -> Path:
 def download_file(name: str, version: str, text: Callable[[], str]) -> Path:
     """download_folder()/<version>/<name>, its text made and written only the first time that version is asked for:
     a tab drawn again (every page load, every filter change) offers the same file."""
-    write = lambda staging: (staging / name).write_text(text(), encoding="utf-8")  # noqa: E731
+
+    def write(staging: Path) -> None:
+        (staging / name).write_text(text(), encoding="utf-8")
+
     return write_once(download_folder() / version, name, write) / name
 
 
