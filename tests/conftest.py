@@ -58,8 +58,8 @@ def pytest_runtest_teardown(item):
 @pytest.fixture(scope="session", autouse=True)
 def isolated_stores(tmp_path_factory):
     """Tests never write into the repo's mlflow.db, mlruns/ or request cache. The vLLM engines they start and stop
-    (SIGKILL included) leave their IPC sockets in a folder of the session's, removed at its end, instead of /tmp
-    (a short path: a Unix socket's may not exceed 107 bytes)."""
+    (SIGKILL included) leave their IPC sockets in a folder of the session's, removed at its end (a short path: a Unix
+    socket's may not exceed 107 bytes); tests/vllm_scratch.py's tests start vLLM without it, as a user would."""
     root = tmp_path_factory.mktemp("stores")
     names = ("MLFLOW_TRACKING_URI", "NARRATIVE_EVAL_ARTIFACT_ROOT", "NARRATIVE_EVAL_CACHE", "VLLM_RPC_BASE_PATH")
     saved = {k: os.environ.get(k) for k in names}

@@ -20,6 +20,7 @@ from mlflow import MlflowClient
 
 from narrative_eval.backends.cache import CachedBackend, RequestCache
 from narrative_eval.records import GenerationParams, Message, ModelSpec
+from tests import vllm_scratch
 
 # find_spec, not importorskip: importing vllm costs seconds at collection, also where these tests are deselected.
 pytestmark = [pytest.mark.vllm, pytest.mark.slow,
@@ -160,12 +161,21 @@ def test_the_default_keeps_one_core_for_the_scheduler(engine, model_cache):
     assert engine.run_params()["cpu_reserved_cores"] == (outside or "vllm-default")
 
 
-def test_a_sweep_as_a_command_on_every_core_exits_when_its_work_is_done(model_cache, repo_root, tmp_path):
+@pytest.fixture
+def temporary_folder():
+    with vllm_scratch.short_temporary_folder() as folder:
+        yield folder
+
+
+def test_a_sweep_as_a_command_on_every_core_exits_when_its_work_is_done(model_cache, repo_root, tmp_path,
+                                                                        temporary_folder):
     """Loaded backends are closed at exit: with a vLLM engine left open, the command hung after its last line.
 
     Its engine is started with `cpu_reserved_cores: 0`, so this one start also shows that setting gives the worker
     every core and is logged with the cell (once a test of its own, with an engine of its own, beside the exit
-    check in test_backend_registry.py)."""
+    check in test_backend_registry.py). The command gets a temporary folder of its own and no VLLM_RPC_BASE_PATH, as
+    a user's would: the engine's IPC socket files and rendezvous file go to a folder of their own there, gone when
+    the command is."""
     # A quarter GiB of KV cache (11,648 tokens) holds this sweep; the CPU build fills all of it when it starts.
     all_cores = ("{id: smollm2-vllm-all-cores, backend: vllm, weights: embedded:smollm2-135m-instruct, "
                  "options: {max_model_len: 1024, cpu_reserved_cores: 0, kv_cache_memory_gib: 0.25}}")
@@ -177,16 +187,18 @@ def test_a_sweep_as_a_command_on_every_core_exits_when_its_work_is_done(model_ca
                "--set", "metrics.names=[rouge1]"]  # the exit is tested, not the metrics: the cheapest one
     ours = set(engine_workers())  # the module's engine: its workers are ours too
     bound: dict[int, int] = {}
+    socket_folders: set[str] = set()  # where the engine's sockets were seen while it ran
     watching = threading.Event()
 
     def watch_new_workers() -> None:
         while not watching.wait(0.5):
             bound.update({pid: cores for pid, cores in engine_workers().items() if pid not in ours})
+            socket_folders.update(vllm_scratch.socket_folders(temporary_folder))
 
     watcher = threading.Thread(target=watch_new_workers, daemon=True)
     with open(tmp_path / "sweep.log", "w") as log:
-        process = subprocess.Popen(command, cwd=repo_root, env={**os.environ, **stores}, stdout=subprocess.PIPE,
-                                   stderr=log, text=True)
+        process = subprocess.Popen(command, cwd=repo_root, env=vllm_scratch.user_environment(temporary_folder, **stores),
+                                   stdout=subprocess.PIPE, stderr=log, text=True)
         watcher.start()
         try:
             lines = iter(process.stdout.readline, "")  # vLLM logs to stdout too
@@ -203,6 +215,9 @@ def test_a_sweep_as_a_command_on_every_core_exits_when_its_work_is_done(model_ca
                 process.kill()
     assert process.returncode == 0
     assert list(bound.values()) == [os.cpu_count() or 1]  # one worker, bound to every core
+    [folder] = socket_folders
+    assert folder.startswith(vllm_scratch.SCRATCH_PREFIX)
+    assert vllm_scratch.leftovers(temporary_folder) == []
 
     client = MlflowClient(tracking_uri=stores["MLFLOW_TRACKING_URI"])
     experiment = client.get_experiment_by_name("infilling")

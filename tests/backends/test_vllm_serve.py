@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from narrative_eval.records import GenerationParams, Message, ModelSpec
+from tests import vllm_scratch
 
 pytest.importorskip("openai")
 # find_spec, not importorskip: importing vllm costs seconds at collection, also where these tests are deselected.
@@ -59,7 +60,14 @@ def wait_healthy(process: subprocess.Popen, base: str, log: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, model_cache):
+def server_temporary_folder():
+    """The server's temporary folder, as a user's would be (no VLLM_RPC_BASE_PATH)."""
+    with vllm_scratch.short_temporary_folder() as folder:
+        yield folder
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, model_cache, server_temporary_folder):
     """`vllm serve <converted SmolLM2>`; yields (base URL, process, GGUF digest)."""
     from narrative_eval.weights import gguf_sha256, hf_directory, resolve_weights
 
@@ -74,7 +82,8 @@ def server(tmp_path_factory, model_cache):
                "--kv-cache-memory-bytes", str(2**28), "--enforce-eager", "--no-enable-prefix-caching",
                "--no-enable-chunked-prefill"]  # as the vllm backend does on CPU (see vllm_backend.py)
     with open(log, "w") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_NO_USAGE_STATS": "1"})
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
+                                   env=vllm_scratch.user_environment(server_temporary_folder, VLLM_NO_USAGE_STATS="1"))
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(process, base, log)
@@ -169,13 +178,17 @@ def test_same_seed_gives_the_same_reply_from_the_server(server):
     backend.close()
 
 
-def test_server_stopped_by_pid_gives_failed_replies_not_a_crash(server):
-    """Last on purpose: stops the module's server, as a server dying mid-sweep would."""
+def test_server_stopped_by_pid_gives_failed_replies_not_a_crash(server, server_temporary_folder):
+    """Last on purpose: stops the module's server, as a server dying mid-sweep would. The server's IPC sockets were in
+    a folder of its own, gone with the server."""
     from narrative_eval.backends.openai_compatible import OpenAICompatibleBackend
 
     base, process, digest = server
+    [folder] = vllm_scratch.socket_folders(server_temporary_folder)
+    assert folder.startswith(vllm_scratch.SCRATCH_PREFIX)
     os.kill(process.pid, signal.SIGTERM)
     process.wait(timeout=60)
+    assert vllm_scratch.leftovers(server_temporary_folder) == []
     backend = OpenAICompatibleBackend(ModelSpec(**served_spec(base, digest, max_attempts=2, retry_base_delay=0.1)))
     replies = backend.generate([[Message(role="user", content="Hello")]], GenerationParams(max_new_tokens=8, seed=0))
     assert not replies[0].ok and replies[0].error and "\n" not in replies[0].error

