@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
@@ -224,6 +225,15 @@ def test_a_sweep_as_a_command_on_every_core_exits_when_its_work_is_done(model_ca
     [cell] = client.search_runs([experiment.experiment_id], "tags.`narrative_eval.kind` = 'cell'")
     assert cell.data.params["engine.cpu_reserved_cores"] == "0"
     assert cell.data.metrics["n_instances"] == 4 and cell.info.status == "FINISHED"
+
+
+def test_the_engine_keeps_its_temporary_files_in_a_folder_of_its_own(engine):
+    """Where the environment names the sockets' folder (here tests/conftest.py does), only the engine's temporary
+    files go to its own folder: vLLM's rendezvous file, which it would leave in the system's temporary folder."""
+    scratch = Path(engine.scratch)
+    assert scratch.name.startswith(vllm_scratch.SCRATCH_PREFIX)
+    assert any(name.startswith("vllm_dist_") for name in os.listdir(scratch)), os.listdir(scratch)
+    assert vllm_scratch.sockets_under(scratch) == []
 
 
 def test_cpu_reserved_cores_out_of_range_fails_before_start(model_cache):

@@ -37,8 +37,8 @@ see the whole running batch; see docs/deployment.md for when batch composition m
 `run_params()` names the engine build and the batch settings for the cell's MLflow params.
 
 Each engine's IPC socket files and temporary files (vLLM leaves both behind, however it stops) go to a folder of
-its own in the system's temporary folder, removed when the backend closes; where `VLLM_RPC_BASE_PATH` is set, vLLM
-uses that folder as it always does.
+its own in the system's temporary folder, removed when the backend closes; where `VLLM_RPC_BASE_PATH` is set, the
+sockets go to that folder as they always did.
 """
 
 from __future__ import annotations
@@ -150,21 +150,22 @@ def engine_environment(reserved_cores: int | None, cpu: bool = False) -> dict[st
     return environment
 
 
-def scratch_folder() -> str | None:
-    """A new folder for one engine's IPC sockets and rendezvous file, or None where the environment names a
-    socket folder (the user's choice, left alone).
+def scratch_folder() -> str:
+    """A new folder for one engine's IPC sockets and temporary files, to be removed when the engine stops.
 
-    vLLM leaves an engine's socket files (seven on CPU) and its torch.distributed file store in the system's
-    temporary folder when it stops, however it stops; in a folder of its own they go with the folder."""
-    if SOCKETS_ENV in os.environ:
-        return None
+    vLLM leaves an engine's socket files (seven on CPU) and its torch.distributed rendezvous file in the system's
+    temporary folder when it stops, however it stops; in a folder of their own they go with the folder."""
     return tempfile.mkdtemp(prefix="narrative-eval-vllm-")
 
 
 def scratch_environment(folder: str) -> dict[str, str]:
-    """The environment that puts an engine's sockets and temporary files in `folder` (the engine process reads
-    TMPDIR when it starts; this process has read its own already)."""
-    return {SOCKETS_ENV: folder, "TMPDIR": folder}
+    """The environment that puts an engine's temporary files in `folder` (its process reads TMPDIR when it starts;
+    this process has read its own already), and its sockets too unless the environment names their folder (the
+    user's choice, left alone)."""
+    environment = {"TMPDIR": folder}
+    if SOCKETS_ENV not in os.environ:
+        environment[SOCKETS_ENV] = folder
+    return environment
 
 
 # vLLM reads these settings from os.environ, which is process-wide: engine starts in one process
@@ -309,9 +310,7 @@ class VllmBackend(Backend):
     def _start(self):
         from vllm import LLM
 
-        environment = engine_environment(self.reserved_cores, self.cpu)
-        if self.scratch is not None:
-            environment.update(scratch_environment(self.scratch))
+        environment = {**engine_environment(self.reserved_cores, self.cpu), **scratch_environment(self.scratch)}
         try:
             with started_with(environment):
                 return LLM(model=self.path, **self.engine_args)
@@ -416,5 +415,4 @@ class VllmBackend(Backend):
         self._remove_scratch()
 
     def _remove_scratch(self) -> None:
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)

@@ -39,13 +39,11 @@ def main(argv: list[str] | None = None) -> None:
 
     sys.argv = ["vllm", "serve", *(sys.argv[1:] if argv is None else argv)]
     scratch = scratch_folder()
-    if scratch is not None:
-        os.environ.update(scratch_environment(scratch))
+    os.environ.update(scratch_environment(scratch))
     try:
         vllm_main()
     finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
