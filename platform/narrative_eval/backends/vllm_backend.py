@@ -36,7 +36,7 @@ Reproducibility: a request's seed fixes its sampling, but its logits come from k
 see the whole running batch; see docs/deployment.md for when batch composition matters.
 `run_params()` names the engine build and the batch settings for the cell's MLflow params.
 
-Each engine's IPC socket files and temporary files (vLLM leaves both behind, however it stops) go to a folder of
+Each engine's IPC socket files (vLLM leaves them behind, however it stops) and temporary files go to a folder of
 its own in the system's temporary folder, removed when the backend closes; where `VLLM_RPC_BASE_PATH` is set, the
 sockets go to that folder as they always did.
 """
@@ -153,8 +153,8 @@ def engine_environment(reserved_cores: int | None, cpu: bool = False) -> dict[st
 def scratch_folder() -> str:
     """A new folder for one engine's IPC sockets and temporary files, to be removed when the engine stops.
 
-    vLLM leaves an engine's socket files (seven on CPU) and its torch.distributed rendezvous file in the system's
-    temporary folder when it stops, however it stops; in a folder of their own they go with the folder."""
+    vLLM leaves an engine's socket files (seven on CPU) in the system's temporary folder however it stops, and its
+    torch.distributed rendezvous file when it does not shut down cleanly; in a folder of their own they go with it."""
     return tempfile.mkdtemp(prefix="narrative-eval-vllm-")
 
 
