@@ -118,7 +118,7 @@ TEST_BUDGET_S := 660
 # that name one xdist group (tests/shared_sweeps.py) stay on one worker so each fixture, or sweep, is run once. The third worker runs while the others wait on servers, engines and
 # browsers. (Pinning each worker to a core put two of the three on one core: the other was idle a fifth of a run.)
 # A fourth worker measured no faster: with three both cores are busy from the end of the install to the last minute, and clean
-# clones took the same 0.64 s of wall time per CPU second of the whole run with three (twice) and with four.
+# clones took the same 0.64 s of wall time per CPU second of the whole run with three (four runs) and with four.
 TEST_WORKERS ?= 3
 # pytest-xdist arguments for $(1) workers.
 xdist = -n $(1) --dist loadgroup
