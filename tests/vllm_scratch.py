@@ -14,8 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-SCRATCH_PREFIX = "narrative-eval-vllm-"
-"""How the backend's per-engine folder is named (narrative_eval.backends.vllm_backend.scratch_folder)."""
+from narrative_eval.backends.vllm_backend import SCRATCH_PREFIX, SOCKETS_ENV
 
 
 @contextlib.contextmanager
@@ -33,7 +32,7 @@ def user_environment(folder: Path, **extra: str) -> dict[str, str]:
     """This process's environment as a user's command would have it: `folder` as its temporary folder and no
     VLLM_RPC_BASE_PATH (tests/conftest.py sets one for the session)."""
     environment = {**os.environ, **extra, "TMPDIR": str(folder)}
-    environment.pop("VLLM_RPC_BASE_PATH", None)
+    environment.pop(SOCKETS_ENV, None)
     return environment
 
 

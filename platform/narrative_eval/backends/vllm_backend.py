@@ -73,6 +73,8 @@ RESERVED_CORES_ENV = "VLLM_CPU_NUM_OF_RESERVED_CPU"
 STEP_TIMEOUT_ENV = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"
 # Where vLLM binds its ZeroMQ sockets as files: the system's temporary folder unless this is set.
 SOCKETS_ENV = "VLLM_RPC_BASE_PATH"
+# How each engine's own folder for its sockets and temporary files is named (scratch_folder).
+SCRATCH_PREFIX = "narrative-eval-vllm-"
 # vLLM's default (300 s) ends the engine, and so the sweep, when one step outlasts it: a step of 40 prompts of 300
 # tokens took longer than that on a loaded 2-core CPU without AVX-512. On CPU the limit is an hour.
 CPU_STEP_TIMEOUT_S = 3600
@@ -155,7 +157,7 @@ def scratch_folder() -> str:
 
     vLLM leaves an engine's socket files (seven on CPU) in the system's temporary folder however it stops, and its
     torch.distributed rendezvous file when it does not shut down cleanly; in a folder of their own they go with it."""
-    return tempfile.mkdtemp(prefix="narrative-eval-vllm-")
+    return tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
 
 
 def scratch_environment(folder: str) -> dict[str, str]:
