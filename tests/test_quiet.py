@@ -101,3 +101,26 @@ def test_printed_known_warnings_and_log_lines_are_recognised_and_only_they():
     assert not known_output("/venv/mlflow/data/x.py:1: DeprecationWarning: The specified dataset source can be")
     assert not known_output("WARNING narrative_eval.cells: cell smollm2/L2 retried once")
     assert not known_output("cells: 6 finished, 0 already done (skipped), 0 failed")
+
+
+def test_mlflow_draws_no_artifact_download_bar(tmp_path, monkeypatch, capfd):
+    """MLflow's 'Downloading artifacts' bar (416 lines in 25 minutes of the app's log, and in a sweep's output even with
+    --no-progress) is off in every command, as the environment switch its child processes inherit."""
+    import mlflow
+
+    from narrative_eval import tracking
+
+    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "true")  # so the test's end restores what was there
+    monkeypatch.delenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    (tmp_path / "table.json").write_text("{}")
+    run_id = tracking.start_sweep_run("quiet-bars", "bars", {})
+    tracking.client().log_artifact(run_id, str(tmp_path / "table.json"))
+
+    def download() -> str:
+        capfd.readouterr()
+        mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="table.json", dst_path=str(tmp_path / "out"))
+        return capfd.readouterr().err
+
+    assert "Downloading artifacts" in download()  # the bar was real
+    quiet_dependencies()
+    assert "Downloading artifacts" not in download()

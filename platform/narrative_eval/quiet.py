@@ -9,6 +9,7 @@ or PYTHONWARNINGS is an explicit request and turns the warning filters off (the 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import warnings
@@ -89,6 +90,17 @@ KNOWN_LOG_LINES: tuple[KnownLogLine, ...] = (
 )
 
 
+QUIET_ENVIRONMENT: dict[str, tuple[str, str]] = {
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": (
+        "false",
+        "MLflow draws a 'Downloading artifacts' bar for every artifact it reads back (a run's generations table, a "
+        "report's files): hundreds of bar lines in the app's log and in a sweep's output, even with --no-progress, "
+        "burying real errors"),
+}
+"""Environment switches that turn off a dependency's chatter: name -> (value, why). Set unless the environment
+already names them (a user's own choice stays), so the processes a command starts inherit them."""
+
+
 class _DropKnownLines(logging.Filter):
     """Drops a logger's records whose message starts with one of the known patterns."""
 
@@ -101,7 +113,9 @@ class _DropKnownLines(logging.Filter):
 
 
 def quiet_dependencies() -> None:
-    """Silence the known harmless warnings and log lines of dependencies; safe to call more than once."""
+    """Silence the known harmless warnings, log lines and bars of dependencies; safe to call more than once."""
+    for name, (value, _why) in QUIET_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
     if not sys.warnoptions:
         for known in KNOWN_WARNINGS:
             warnings.filterwarnings("ignore", message=known.message, category=known.category, module=known.module)
