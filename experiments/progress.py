@@ -2,8 +2,8 @@
 
 The file (path from NARRATIVE_EVAL_PROGRESS_FILE, set by the app for the jobs it starts) holds the cells
 done out of the grid's cells, the current cell and the stages it went through so far (each with its items
-done out of its total, named as the study's progress calls name them), then the steps after the cells
-(report, the study's after-sweep steps), so the app shows where a sweep stands, survives a page reload or an
+done out of its total, named as the study's progress calls name them), the cells that failed (a failed cell is
+counted as failed, never as done), then the steps after the cells (report, the study's after-sweep steps), so the app shows where a sweep stands, survives a page reload or an
 app restart, and can say what a stop interrupted.
 """
 
@@ -19,6 +19,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from narrative_eval import tracking
+from narrative_eval.study import experiment_of
 from narrative_eval.sweep import AFTER_CELLS
 
 PROGRESS_ENV = "NARRATIVE_EVAL_PROGRESS_FILE"
@@ -87,6 +89,9 @@ class _State:
     """The sweep's progress as last written."""
 
     cells_done = 0
+    """Cells that ended, failed ones included."""
+    cells_failed: list[str] = []
+    """Run names of the cells that failed."""
     cells_total: int | None = None
     cell = ""
     phase = "cells"
@@ -96,7 +101,8 @@ class _State:
 
 
 def _payload() -> dict[str, Any]:
-    return {"cells_done": _State.cells_done, "cells_total": _State.cells_total, "cell": _State.cell,
+    return {"cells_done": _State.cells_done, "cells_failed": _State.cells_failed, "cells_total": _State.cells_total,
+            "cell": _State.cell,
             "phase": _State.phase, "stages": _State.stages, "after": _State.after, "updated": time.time()}
 
 
@@ -133,6 +139,8 @@ def file_progress(items: Iterable[Any], description: str, total: int | None, req
             _write(force=True)
             yield item
             _State.cells_done += 1
+            if _failed(item):
+                _State.cells_failed = [*_State.cells_failed, _State.cell]
         _write(force=True)
         return
     scope, _, step = description.partition(": ")
@@ -148,6 +156,19 @@ def file_progress(items: Iterable[Any], description: str, total: int | None, req
         stage["done"] += units(item)
         _write()
     _write(force=True)
+
+
+def _failed(cell: Any) -> bool:
+    """Whether a cell the executor has just handed back ended FAILED in MLflow (an executor that hands out indices,
+    Ray's, is not asked: its cells' states are read from MLflow by the app)."""
+    study, spec_hash = getattr(cell, "study", None), getattr(cell, "spec_hash", None)
+    if not study or not spec_hash:
+        return False
+    try:
+        found = tracking.find_cell_run(experiment_of(study), cell)
+    except Exception:  # progress is a courtesy: an unreachable store must not stop the sweep here
+        return False
+    return found is not None and found[1] == "FAILED"
 
 
 def read_progress(path: str | Path) -> dict[str, Any] | None:

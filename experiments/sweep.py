@@ -28,7 +28,7 @@ from narrative_eval.reports.judge_checks import JUDGE_CHECKS_NAME, failed_checks
 from narrative_eval.stats.judge_checks import CheckRow
 from narrative_eval.stats.mde import mde_summary, plan_from
 from narrative_eval.study import STUDIES, load_study
-from narrative_eval.sweep import collect_batches, describe_grid, estimate_lines, expand_grid, run_sweep
+from narrative_eval.sweep import checked_grid, collect_batches, estimate_lines, expand_grid, run_sweep
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -92,18 +92,6 @@ def print_plan(config: SweepConfig, mde_csv: str, target: float | None) -> None:
     print(f"planned from the variance in {mde_csv}:")
     for line in plan_from(mde_csv, n_instances, target):
         print(f"  {line}")
-
-
-def checked_grid(config: SweepConfig) -> dict:
-    """The grid's counts, after checking every input file the sweep reads: all problems are reported at once."""
-    problems: list[str] = []
-    require_file(config.data, "data file", problems)
-    for what, path in config.section.required_files().items():
-        require_file(path, what, problems)
-    if problems:
-        raise UserError(problems)
-    # Counting the requests reads and validates the data (every bad row, with its file:line).
-    return describe_grid(config)
 
 
 def _run_stoppable(config: SweepConfig, progress, executor: str | None):

@@ -23,7 +23,7 @@ from narrative_eval.study import experiment_of
 from ui import annotate_stories
 from ui.annotate_common import (build_agreement, checked_rater, first_unrated, judge_scores_of, progress_line, rating_as_feedback,
                                 rating_form, rubric_dimensions, saved_message, scale_descriptions, wire_submit)
-from ui.common import (AppSettings, cell_runs, esc, instances_by_id, passage_html, problem_from_messages, run_table, texts,
+from ui.common import (AppSettings, beside_the_form, cell_runs, esc, instances_by_id, passage_html, problem_from_messages, run_table, texts,
                        user_error)
 
 STUDY = experiment_of(infilling.NAME)
@@ -171,8 +171,10 @@ def _build_fills(store: annotations.AnnotationStore, demo: gr.Blocks, rater: gr.
     judge, judges = build_agreement(store, [key for key, _ in dimensions()], STUDY, "Agreement with the judge",
                                     "Pairwise: direction of preference", "annotate-few")
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise, *form.pairwise]
-    form.next_button.click(partial(show_next, store), [rater, form.kind, form.sweep], next_outputs)
+    form.next_button.click(beside_the_form(partial(show_next, store), len(next_outputs)), [rater, form.kind, form.sweep],
+                           [*next_outputs, form.error])
     wire_submit(form.submit, partial(save_rating, store), [form.current, rater, *form.pairwise, *form.pointwise],
-                partial(show_next, store), [rater, form.kind, form.sweep], next_outputs, form.auto, (judges, None, [judge]))
+                partial(show_next, store), [rater, form.kind, form.sweep], next_outputs, form.auto, (judges, None, [judge]),
+                form.error)
     form.loaded.then(judges, None, [judge])
     return {"next": form.next_button, "submit": form.submit}

@@ -17,7 +17,7 @@ import pandas as pd
 from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
 from narrative_eval.tracing import log_human_feedback
-from ui.common import esc, pick_sweep, texts, user_error
+from ui.common import beside_the_form, error_box, esc, pick_sweep, texts, user_error
 
 FEW_ITEMS = 30
 """Below this many rated items an agreement figure is too uncertain to lean on."""
@@ -149,10 +149,11 @@ def build_agreement(store: annotations.AnnotationStore, keys: Sequence[str], stu
 
 
 def wire_submit(submit: gr.Button, save: Callable, save_inputs: list, show: Callable, show_inputs: list,
-                next_outputs: list, auto: gr.Checkbox, after: tuple) -> None:
-    """Submit saves the rating (outputs: the state, cleared, and the message); then, with `auto` checked, the next
-    item is shown with the 'Saved' message kept above it; then `after` (fn, inputs, outputs) runs.
-    `next_outputs` starts with the state, the item view and the message, as `show` returns them."""
+                next_outputs: list, auto: gr.Checkbox, after: tuple, error: gr.Markdown) -> None:
+    """Submit saves the rating (outputs: the state, cleared, and the message; a mistake goes to the form's `error`
+    box, and the item stays); then, with `auto` checked, the next item is shown with the 'Saved' message kept above
+    it; then `after` (fn, inputs, outputs) runs. `next_outputs` starts with the state, the item view and the message,
+    as `show` returns them."""
     current, message = next_outputs[0], next_outputs[2]
 
     def advance(auto_, state, message_, *args):
@@ -162,7 +163,7 @@ def wire_submit(submit: gr.Button, save: Callable, save_inputs: list, show: Call
         shown[2] = message_
         return shown
 
-    submit.click(save, save_inputs, [current, message]).success(
+    submit.click(beside_the_form(save, 2), save_inputs, [current, message, error]).success(
         advance, [auto, current, message, *show_inputs], next_outputs).then(*after)
 
 
@@ -187,7 +188,9 @@ class RatingForm:
     submit: gr.Button
     """Saves the rating."""
     message: gr.Markdown
-    """'Saved ...' or what is missing."""
+    """'Saved ...'."""
+    error: gr.Markdown
+    """What is missing or wrong in the form, beside it."""
     counter: gr.Markdown
     """'k of N' rated."""
     current: gr.State
@@ -212,6 +215,7 @@ def rating_form(demo: gr.Blocks, prefix: str, study: str, kinds: Sequence[str], 
         pairwise_inputs = pairwise()
     auto = gr.Checkbox(True, label=f"Show the next {item_word} after each rating", elem_id=f"{prefix}-auto")
     submit = gr.Button("Submit rating", elem_id=f"{prefix}-submit")
+    error = error_box(f"{prefix}-error")
     message = gr.Markdown(elem_id=f"{prefix}-message")
     counter = gr.Markdown(elem_id=f"{prefix}-progress")
 
@@ -221,5 +225,5 @@ def rating_form(demo: gr.Blocks, prefix: str, study: str, kinds: Sequence[str], 
 
     kind.change(lambda k: (gr.Group(visible=k == "pointwise"), gr.Group(visible=k == "pairwise")), [kind],
                 [pointwise_group, pairwise_group])
-    return RatingForm(kind, sweep, next_button, view, pointwise_inputs, pairwise_inputs, auto, submit, message, counter,
-                      gr.State(None), demo.load(on_refresh, [sweep], [sweep]))
+    return RatingForm(kind, sweep, next_button, view, pointwise_inputs, pairwise_inputs, auto, submit, message, error,
+                      counter, gr.State(None), demo.load(on_refresh, [sweep], [sweep]))

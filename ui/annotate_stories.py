@@ -28,7 +28,7 @@ from narrative_eval.studies.incremental.vocabulary import LEVELS, PAIRWISE_DIMEN
 from ui.annotate_common import (build_agreement, checked_rater, first_unrated, judge_scores_of, progress_line,
                                 rating_as_feedback, rating_form, rubric_dimensions, saved_message, scale_descriptions,
                                 wire_submit)
-from ui.common import REPO, AppSettings, cell_runs, esc, run_artifact, run_table, sweeps, texts, user_error
+from ui.common import REPO, AppSettings, beside_the_form, cell_runs, esc, run_artifact, run_table, sweeps, texts, user_error
 from ui.conversations import SCORES, TABLE, _truthy
 
 STUDY = stories.STUDY
@@ -231,9 +231,11 @@ def build(app: AppSettings, demo: gr.Blocks, store: annotations.AnnotationStore,
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise, *form.pairwise]
     form.loaded.then(judges, None, [judge])
     form.sweep.change(on_export_judges, [form.sweep], [export_judge])
-    form.next_button.click(partial(show_next, store), [rater, form.kind, form.sweep], next_outputs)
+    form.next_button.click(beside_the_form(partial(show_next, store), len(next_outputs)), [rater, form.kind, form.sweep],
+                           [*next_outputs, form.error])
     wire_submit(form.submit, partial(save_rating, store), [form.current, rater, *form.pointwise, *form.pairwise],
                 partial(show_next, store), [rater, form.kind, form.sweep], next_outputs, form.auto,
-                (lambda sweep_: (judges(), on_export_judges(sweep_)), [form.sweep], [judge, export_judge]))
-    export_button.click(partial(export, store, app), [form.sweep, export_judge], [files, exported])
+                (lambda sweep_: (judges(), on_export_judges(sweep_)), [form.sweep], [judge, export_judge]), form.error)
+    export_button.click(beside_the_form(partial(export, store, app), 2), [form.sweep, export_judge],
+                        [files, exported, form.error])
     return {"sweep": form.sweep, "next": form.next_button, "submit": form.submit, "export": export_button}

@@ -9,8 +9,9 @@ import re
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, wraps
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +61,34 @@ class AppSettings:
     """How many launched sweeps may run at once."""
 
 
-def user_error(message: str) -> gr.Error:
-    """An expected mistake in the page's input: shown to the user, never logged with a traceback."""
-    return gr.Error(message, title="Please check", print_exception=False)
+class FormError(gr.Error):
+    """An expected mistake in a form: said beside the form (`beside_the_form`), never logged."""
+
+
+def user_error(message: str) -> FormError:
+    """An expected mistake in the page's input: shown to the user beside the form, never logged with a traceback."""
+    return FormError(message, title="Please check", print_exception=False)
+
+
+def error_box(elem_id: str) -> gr.Markdown:
+    """Where a form says what is wrong with its input, under its buttons (empty while nothing is)."""
+    return gr.Markdown("", elem_id=elem_id, elem_classes=["form-error"])
+
+
+def beside_the_form(handler: Callable[..., Any], outputs: int) -> Callable[..., Any]:
+    """`handler` with one more output last, the form's error box: a FormError it raises is written there (its other
+    outputs left as they were), and the box is emptied when it succeeds. Gradio's own error toast logs nothing
+    either, but it sits away from the form and vanishes."""
+
+    @wraps(handler)
+    def answered(*values: Any) -> Any:
+        try:
+            result = handler(*values)
+        except FormError as error:
+            return (*(gr.skip() for _ in range(outputs)), f"⚠ {error.message}")
+        return (*(result if outputs > 1 else (result,)), "")
+
+    return answered
 
 
 @lru_cache(maxsize=1)

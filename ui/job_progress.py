@@ -17,20 +17,32 @@ from ui.common import AppSettings, esc, texts
 RUNNING_CEILING = 0.99
 """The most a running job's bar shows: 100% means done."""
 
-_ended_counts: dict[str, int] = {}
+_ended_counts: dict[str, tuple[int, int]] = {}
 
 
-def cells_done(job: jobs.Job) -> int:
-    """Finished cell runs of the job's sweep (asked of MLflow while the job runs, remembered once it ended)."""
+def cell_counts(job: jobs.Job) -> tuple[int, int]:
+    """(finished, failed) cell runs of the job's sweep, asked of MLflow while the job runs, remembered once it ended:
+    a failed cell is never counted as done."""
     if job.job_id in _ended_counts:
         return _ended_counts[job.job_id]
     try:
-        done = int(tracking.run_status_counts(job.study, job.sweep).get("FINISHED", 0))
+        counts = tracking.run_status_counts(job.study, job.sweep)
     except Exception:
-        return 0
+        return 0, 0
+    done = (int(counts.get("FINISHED", 0)), int(counts.get("FAILED", 0)))
     if job.status not in jobs.ACTIVE:
         _ended_counts[job.job_id] = done
     return done
+
+
+def cells_done(job: jobs.Job) -> int:
+    """Finished cell runs of the job's sweep (failed ones are not done)."""
+    return cell_counts(job)[0]
+
+
+def failed_note(failed: int) -> str:
+    """' · 3 failed' after a count of cells, or nothing when none failed."""
+    return f" · {failed} failed" if failed else ""
 
 
 def _stage_fraction(stage: dict[str, Any]) -> float:
@@ -68,11 +80,13 @@ def stages_text(job: jobs.Job, state: dict[str, Any] | None) -> str:
     """'cell 2 of 6 (smollm2/L2) · score 3/5' while cells run, 'after the cells · report 0/1' after them."""
     if state is None:
         return f"starting · {job.total_cells} cell(s)"
+    failed = len(state.get("cells_failed") or [])
     if state.get("phase") == AFTER_CELLS:
         current = (state.get("after") or [{}])[-1]
-        return f"{job.total_cells}/{job.total_cells} cells · {current.get('name', '')} {_count(current)}".strip()
+        return (f"{job.total_cells - failed}/{job.total_cells} cells{failed_note(failed)} · "
+                f"{current.get('name', '')} {_count(current)}").strip()
     cells = int(state.get("cells_done") or 0)
-    text = f"cell {min(cells + 1, max(job.total_cells, 1))} of {job.total_cells}"
+    text = f"cell {min(cells + 1, max(job.total_cells, 1))} of {job.total_cells}{failed_note(failed)}"
     if state.get("cell"):
         text += f" ({state['cell']})"
     current = (state.get("stages") or [None])[-1]
@@ -80,7 +94,7 @@ def stages_text(job: jobs.Job, state: dict[str, Any] | None) -> str:
 
 
 def _chip(name: str, state: str, count: str = "") -> str:
-    mark = {"done": "✓ ", "current": "▸ ", "coming": ""}[state]
+    mark = {"done": "✓ ", "current": "▸ ", "coming": "", "failed": "✗ "}[state]
     return f"<span class='stage {state}'>{mark}{esc(name)}{' ' + esc(count) if count else ''}</span>"
 
 
@@ -95,9 +109,13 @@ def stages_html(job: jobs.Job, state: dict[str, Any] | None) -> str:
     """The cells, the current cell's stages and the steps after the cells, each marked done, under way or to come."""
     state = state or {}
     after = state.get("phase") == AFTER_CELLS
-    cells = job.total_cells if after else int(state.get("cells_done") or 0)
+    failed = state.get("cells_failed") or []
+    cells = (job.total_cells if after else int(state.get("cells_done") or 0)) - len(failed)
     cell = f" (now {esc(state['cell'])})" if state.get("cell") and not after else ""
-    line = [_chip(f"cells {cells}/{job.total_cells}{cell}", "done" if after else "current")]
+    line = [_chip(f"cells {cells}/{job.total_cells}{cell}", "done" if after and not failed else "current")]
+    if failed:
+        line[0] += " " + _chip(f"{len(failed)} failed: {', '.join(failed[:4])}{' …' if len(failed) > 4 else ''}",
+                               "failed")
     if not after:
         line += _chips(state.get("stages") or [], job.cell_stages, False)
     line += _chips(state.get("after") or [], job.after_steps, False)
@@ -117,14 +135,14 @@ def outcome(job: jobs.Job, short: bool = False) -> str:
     the jobs table says it ('stopped after 4 of 6 cells')."""
     words = texts()["job_outcome_short" if short else "job_outcome"]
     state = job.progress() or {}
-    done, total = cells_done(job), job.total_cells
-    if job.status == "finished":
-        return words["finished"].format(done=done, total=total)
+    (done, failed), total = cell_counts(job), job.total_cells
     if job.status == "cancelled":
-        return words[_stopped_when(job, state, done)].format(done=done, total=total)
-    if job.status == "failed":
-        return words["failed"].format(code=job.returncode, done=done, total=total)
-    return words.get(job.status, job.status).format(done=done, total=total)
+        text = words[_stopped_when(job, state, done)].format(done=done, total=total)
+    elif job.status == "failed":
+        text = words["failed"].format(code=job.returncode, done=done, total=total)
+    else:
+        text = words.get(job.status, job.status).format(done=done, total=total)
+    return text + (words["cells_failed"].format(failed=failed) if failed else "")
 
 
 def _stopped_when(job: jobs.Job, state: dict[str, Any], done: int) -> str:
@@ -148,8 +166,10 @@ def progress_html(app: AppSettings) -> str:
             continue
         state = job.progress()
         share = fraction(job, state)
+        failed = len((state or {}).get("cells_failed") or [])
+        warning = f" <span class='stage failed'>✗ {failed} of {job.total_cells} cells failed</span>" if failed else ""
         rows.append(f"<div class='job-progress'><b>{esc(job.sweep)}</b> <progress max='100' value='{100 * share:.0f}'>"
-                    f"</progress> {100 * share:.0f}%</div>{stages_html(job, state)}")
+                    f"</progress> {100 * share:.0f}%{warning}</div>{stages_html(job, state)}")
     return "".join(rows) or "<div class='job-progress empty'>No sweep running.</div>"
 
 

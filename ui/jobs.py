@@ -37,6 +37,9 @@ TQDM_BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d+")
 """A progress-bar line (shown as progress, not as output)."""
 WARNING_SOURCE = re.compile(r"^\s+\S")
 """The indented source line Python prints under a warning."""
+TRACEBACK = "Traceback (most recent call last):"
+"""How Python starts a traceback; what follows, up to its exception line, stays in the job's log file only."""
+CHAINED = re.compile(r"^(During handling of the above exception|The above exception was the direct cause)")
 
 
 class JobLimitReached(RuntimeError):
@@ -77,6 +80,8 @@ class Job:
     """The stages of each cell, in order, as the sweep's progress names them (empty: not known in advance)."""
     after_steps: list[str] = field(default_factory=list)
     """The sweep's steps after its cells (its report first), as its progress names them."""
+    note: str = ""
+    """What the launch said about the job beyond its grid (a limit that cuts nothing: the whole data file runs)."""
 
     @property
     def path(self) -> Path:
@@ -156,7 +161,7 @@ def active_jobs(jobs_dir: str | Path) -> list[Job]:
 
 def start_job(jobs_dir: str | Path, *, study: str, sweep: str, command: list[str], total_cells: int,
               config_path: str = "", cwd: str | Path, max_jobs: int = 1, env: dict[str, str] | None = None,
-              job_id: str | None = None, stages: tuple[list[str], list[str]] = ([], [])) -> Job:
+              job_id: str | None = None, stages: tuple[list[str], list[str]] = ([], []), note: str = "") -> Job:
     """Start a sweep in the background (its own session, detached from the app and the browser)."""
     folder = Path(jobs_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -167,7 +172,7 @@ def start_job(jobs_dir: str | Path, *, study: str, sweep: str, command: list[str
     job_id = job_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     job = Job(job_id=job_id, study=study, sweep=sweep, command=command, total_cells=total_cells,
               log_path=str((folder / f"{job_id}.log").resolve()), config_path=config_path,
-              cell_stages=list(stages[0]), after_steps=list(stages[1]))
+              cell_stages=list(stages[0]), after_steps=list(stages[1]), note=note)
     save(job)
     environment = {**(env if env is not None else os.environ), PROGRESS_ENV: str(job.progress_path)}
     process = subprocess.Popen(
@@ -226,11 +231,25 @@ def shortened(line: str, max_chars: int) -> str:
 
 
 def own_lines(lines: list[str]) -> list[str]:
-    """The job's own lines, newest first: what a terminal would show of each, without bars and known warnings."""
+    """The job's own lines, newest first: what a terminal would show of each, without bars and known warnings, and
+    each traceback as one `error:` line (what led to it before, its exception after; the whole trace stays in the
+    job's log file)."""
     shown: list[str] = []
     dropped_warning = False
+    traceback_of: str | None = None  # the words before a traceback's first line, while inside one
     for raw in lines:
         line = ANSI.sub("", raw.split("\r")[-1]).rstrip()
+        if CHAINED.match(line):
+            continue  # between two tracebacks of one error: each says its own exception
+        if TRACEBACK in line:
+            traceback_of = line[: line.index(TRACEBACK)].strip().rstrip(":")
+            continue
+        if traceback_of is not None:
+            if not line.strip() or WARNING_SOURCE.match(line):
+                continue  # a frame or its source
+            shown.append(f"error: {traceback_of + ': ' if traceback_of else ''}{line.strip()}")
+            traceback_of = None
+            continue
         if dropped_warning and WARNING_SOURCE.match(line):
             continue  # the source line of a warning left out
         dropped_warning = known_output(line)

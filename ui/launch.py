@@ -15,18 +15,46 @@ import pandas as pd
 import yaml
 
 from narrative_eval import tracking
-from narrative_eval.config import load_config, resolve_judge, resolve_model
+from narrative_eval.backends import missing
+from narrative_eval.config import SweepConfig, load_config, resolve_judge, resolve_model
 from narrative_eval.errors import UserError
 from narrative_eval.studies import infilling
-from narrative_eval.sweep import describe_grid, estimate_lines, progress_plan
+from narrative_eval.sweep import checked_grid, describe_grid, estimate_lines, progress_plan
 from ui import job_progress, jobs
-from ui.common import AppSettings, config_files, data_files, esc, model_catalog, texts, user_error
+from ui.common import (AppSettings, beside_the_form, config_files, data_files, error_box, esc, model_catalog, texts,
+                       user_error)
 from ui.live import prompt_settings
 
 FROM_CONFIG = "a config file"
 FROM_FORM = "a grid built here"
 NO_JUDGE = "none"
 SWEEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
+MAX_TOKENS = (8, 2048)
+"""The token budgets the form takes."""
+TEMPERATURES = (0.0, 2.0)
+
+
+def whole_number(value: float | None, what: str, low: int, high: int | None = None) -> int:
+    """A form's number as an int within [low, high]; a FormError naming the field otherwise (Gradio's own minimum and
+    maximum would log a traceback for each mistake)."""
+    if value is None or value != value:  # empty, or NaN
+        raise user_error(f"{what}: give a whole number.")
+    if value != int(value) or value < low or (high is not None and value > high):
+        span = f"from {low:,} to {high:,}" if high is not None else f"{low:,} or more"
+        shown = f"{int(value):,}" if value == int(value) else f"{value:g}"
+        raise user_error(f"{what}: a whole number {span}, got {shown}.")
+    return int(value)
+
+
+def checked_name(text: str | None) -> str:
+    """The sweep name typed, or a FormError saying what is wrong with it."""
+    sweep = (text or "").strip()
+    if not sweep:
+        raise user_error("Give the sweep a name: letters, digits, '.', '_' or '-' (e.g. my-first-sweep).")
+    if not SWEEP_NAME.match(sweep):
+        raise user_error(f"The sweep name {esc(sweep)!r} cannot be used: a name is up to 80 letters, digits, '.', "
+                         "'_' or '-', starting with a letter or digit (it names a folder of reports, so no '/').")
+    return sweep
 
 
 def _seeds(text: str) -> list[int]:
@@ -92,14 +120,13 @@ def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, swee
     # No terminal bars in the log: the sweep reports its progress to the job's progress file instead.
     command = [sys.executable, "-m", "experiments.sweep", "--no-progress"]
     if mode == FROM_CONFIG:
-        if not config_file:
-            raise user_error("Pick a config file.")
+        path = config_path(app, config_file)
         overrides = [f"sweep={sweep}", f"report_dir={app.reports_dir / '{sweep}'}"]
-        config = load_config(app.repo / config_file, overrides, limit=limit_value)
-        command += ["--config", config_file] + [part for o in overrides for part in ("--set", o)]
+        config = load_config(path, overrides, limit=limit_value)
+        command += ["--config", str(path)] + [part for o in overrides for part in ("--set", o)]
         if limit_value:
             command += ["--limit", str(limit_value)]
-        return config, str(app.repo / config_file), command, None
+        return config, str(path), command, None
     models, levels, data, seeds_text, judge, max_tokens, temperature = form
     raw = grid_config(app, sweep, models, levels, data, limit_value, _seeds(seeds_text), judge, int(max_tokens),
                       float(temperature))
@@ -113,45 +140,103 @@ def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, swee
     return config, str(path), command + ["--config", str(path)], path
 
 
+def config_path(app: AppSettings, typed: str | None) -> Path:
+    """The config file picked or typed (relative to the repository, or absolute); a FormError when there is none."""
+    text = (typed or "").strip()
+    if not text:
+        raise user_error("Pick a config file, or type the path of one (e.g. examples/continuation/continuation.yaml).")
+    path = Path(text).expanduser()
+    path = path if path.is_absolute() else app.repo / path
+    if not path.is_file():
+        raise user_error(f"No config file at {esc(text)} (a path relative to {esc(app.repo)}, or an absolute one).")
+    return path
+
+
+def checked(config: SweepConfig) -> dict[str, Any]:
+    """The dry run's checks and counts (every input file, the data's rows), then whether every model and judge can
+    run here (its key set, its weights on this machine, a server named); a UserError listing every problem."""
+    grid = checked_grid(config)
+    problems: list[str] = []
+    engines = {f"model {model.id}": model for model in config.models}
+    engines.update({f"judge {judge.id}": judge.model for judge in config.judges})
+    for name, spec in engines.items():
+        need = missing(spec)
+        if need:
+            problems.append(f"{name} cannot run here: it {need}")
+    if problems:
+        raise UserError(problems)
+    return grid
+
+
+def limit_note(config: SweepConfig, grid: dict[str, Any]) -> str:
+    """Said when the limit cuts nothing: the whole data file runs (a limit of 10^12 is not a mistake, but it should
+    not pass silently)."""
+    if not config.limit:
+        return ""
+    whole = describe_grid(config.model_copy(update={"limit": None}))
+    if whole["generations"] < grid["generations"] or grid["generations"] < whole["generations"]:
+        return ""
+    return (f"The limit {config.limit:,} is not below the data's size: the whole data file runs "
+            f"({grid['generations']:,} generation(s) in {len(grid['cells'])} cell(s)).")
+
+
+def _form_values(mode: str, limit: float | None, max_tokens: float, temperature: float) -> int | None:
+    """The limit (None: all) once the form's numbers are checked."""
+    limit_value = whole_number(limit if limit is not None else 0, "Limit", 0) or None
+    if mode == FROM_FORM:
+        whole_number(max_tokens, "Max new tokens", *MAX_TOKENS)
+        if temperature is None or not TEMPERATURES[0] <= temperature <= TEMPERATURES[1]:
+            raise user_error(f"Temperature: a number from {TEMPERATURES[0]:g} to {TEMPERATURES[1]:g}.")
+    return limit_value
+
+
 def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
              limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> str:
     """What the launch would run and cost, before anything starts: the dry run's counts and its cost estimates."""
 
 
     sweep = (sweep or "").strip() or "estimate"
+    limit_value = _form_values(mode, limit, max_tokens, temperature)
     form = (models, levels, data, seeds_text, judge, max_tokens, temperature)
     with tempfile.TemporaryDirectory() as folder:
         try:
-            config, _, _, _ = _job_config(app, "estimate", mode, config_file, sweep, int(limit) if limit else None, form,
+            config, _, _, _ = _job_config(app, "estimate", mode, config_file, sweep, limit_value, form,
                                           jobs_dir=Path(folder))
             grid = describe_grid(config)
+            note = limit_note(config, grid)
         except UserError as error:
             raise user_error("The sweep config is not valid: " + "; ".join(error.problems)) from None
     lines = [f"{len(grid['cells'])} cell(s)", *estimate_lines(config, grid)]
-    return "**Estimate:** " + "; ".join(lines) + "."
+    return "**Estimate:** " + "; ".join(lines) + "." + (f" {note}" if note else "")
 
 
 def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
            limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> jobs.Job:
-    """Validate the form, write the job's config, and start it in the background (nothing is left behind when refused)."""
+    """Validate the form, write the job's config, check it as the dry run does (and that its models and judges can run
+    here), and start it in the background (nothing is left behind when refused). The job carries a note when the
+    limit cuts nothing."""
 
-    sweep = (sweep or "").strip()
-    if not SWEEP_NAME.match(sweep):
-        raise user_error("Give the sweep a name: letters, digits, '.', '_' or '-' (e.g. my-first-sweep).")
-    limit_value = int(limit) if limit else None
+    sweep = checked_name(sweep)
+    limit_value = _form_values(mode, limit, max_tokens, temperature)
     job_id = time.strftime("%Y%m%d-%H%M%S-") + sweep[:24]
     app.jobs_dir.mkdir(parents=True, exist_ok=True)
     _check_room(app)
     form = (models, levels, data, seeds_text, judge, max_tokens, temperature)
     try:
-        config, config_path, command, written = _job_config(app, job_id, mode, config_file, sweep, limit_value, form)
+        config, config_file_used, command, written = _job_config(app, job_id, mode, config_file, sweep, limit_value,
+                                                                 form)
     except UserError as error:  # a config the platform rejects is reported, not launched
         raise user_error("The sweep config is not valid: " + "; ".join(error.problems)) from None
-    cells = len(config.models) * len(config.prompt_settings) * len(config.conditions)
     try:
-        return jobs.start_job(app.jobs_dir, study=config.study, sweep=config.sweep, command=command, total_cells=cells,
-                              config_path=config_path, cwd=app.repo, max_jobs=app.max_jobs, job_id=job_id,
-                              stages=progress_plan(config))
+        grid = checked(config)
+        note = limit_note(config, grid)
+        return jobs.start_job(app.jobs_dir, study=config.study, sweep=config.sweep, command=command,
+                              total_cells=len(grid["cells"]), config_path=config_file_used, cwd=app.repo,
+                              max_jobs=app.max_jobs, job_id=job_id, stages=progress_plan(config), note=note)
+    except UserError as error:  # a config that cannot run here is refused before it starts
+        if written is not None:
+            written.unlink(missing_ok=True)
+        raise user_error("The sweep cannot start: " + "; ".join(error.problems)) from None
     except jobs.JobLimitReached as error:  # another launch won the last slot in the meantime
         if written is not None:
             written.unlink(missing_ok=True)
@@ -184,10 +269,16 @@ def jobs_table(app: AppSettings) -> pd.DataFrame:
         status = "stopped" if job.status == "cancelled" else job.status
         rows.append({"job": job.job_id, "sweep": job.sweep, "status": status,
                      "progress": job_progress.progress_of(job)[1],
-                     "cells": f"{job_progress.cells_done(job)}/{job.total_cells}",
+                     "cells": cells_column(job),
                      "started": job_progress.clock(job.started_at), "elapsed": elapsed,
                      "last output": jobs.last_line(job)})
     return pd.DataFrame(rows, columns=JOB_COLUMNS)
+
+
+def cells_column(job: jobs.Job) -> str:
+    """The jobs table's cells: finished out of the grid's, and the failed ones apart ('0/12 · 12 failed')."""
+    done, failed = job_progress.cell_counts(job)
+    return f"{done}/{job.total_cells}{job_progress.failed_note(failed)}"
 
 
 def announce(app: AppSettings, job_id: str | None) -> tuple[Any, str | None]:
@@ -211,7 +302,10 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         mode = gr.Radio([FROM_FORM, FROM_CONFIG], value=FROM_FORM, label="Launch from", elem_id="launch-mode")
         sweep = gr.Textbox("", label="Sweep name", placeholder="e.g. my-sweep", elem_id="launch-sweep")
     with gr.Group(visible=False) as config_group:
-        config_file = gr.Dropdown(configs, value=configs[0] if configs else None, label="Config file")
+        config_file = gr.Dropdown(configs, value=configs[0] if configs else None, label="Config file",
+                                  info="pick one, or type the path of any config (e.g. "
+                                       "examples/continuation/continuation.yaml)",
+                                  allow_custom_value=True, elem_id="launch-config")
     with gr.Group(visible=True) as form_group:
         with gr.Row():
             models = gr.Dropdown(models_, value=models_[:1], multiselect=True, label="Models", elem_id="launch-models")
@@ -222,14 +316,17 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         with gr.Row():
             data = gr.Dropdown(files, value=files[0] if files else None, label="Data", elem_id="launch-data")
             seeds = gr.Textbox("0", label="Seeds", elem_id="launch-seeds")
-            max_tokens = gr.Number(96, precision=0, minimum=8, maximum=2048, label="Max new tokens",
+            # No minimum/maximum on these: Gradio refuses an out-of-range number with a logged traceback and a toast;
+            # the launch checks them and says so beside the form.
+            max_tokens = gr.Number(96, label=f"Max new tokens ({MAX_TOKENS[0]}-{MAX_TOKENS[1]})",
                                    elem_id="launch-max-tokens")
-            temperature = gr.Number(0.3, minimum=0.0, maximum=2.0, label="Temperature")
-    limit = gr.Number(4, precision=0, minimum=0, label="Limit (instances; 0 = all)", elem_id="launch-limit")
+            temperature = gr.Number(0.3, label="Temperature (0-2)", elem_id="launch-temperature")
+    limit = gr.Number(4, label="Limit (instances; 0 = all)", elem_id="launch-limit")
     note = gr.Markdown(elem_id="launch-name-note")
     with gr.Row():
         start = gr.Button("Launch", variant="primary", elem_id="launch-go")
         estimate_button = gr.Button("Estimate cost", scale=0, elem_id="launch-estimate")
+    problem = error_box("launch-error")
     estimate_text = gr.Markdown(elem_id="launch-estimate-text")
     message = gr.Markdown(elem_id="launch-message")
     progress_bars = gr.HTML(job_progress.progress_html(app), elem_id="launch-progress")
@@ -252,6 +349,8 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
                 "It keeps running if you close this page; its runs appear under **Runs**.")
         if resumed:
             text += " It resumes the existing sweep of that name."
+        if job.note:
+            text += f" {job.note}"
         return text, job.job_id, jobs_table(app)
 
     def on_tick(followed: str | None):
@@ -270,9 +369,9 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
 
     inputs = [mode, config_file, sweep, models, levels, data, limit, seeds, judge, max_tokens, temperature]
     # No progress overlay on the message: the bars below show where the job stands, the message what it did.
-    start.click(on_launch, inputs, [message, job_state, table], show_progress="hidden")
-    estimate_button.click(partial(estimate, app), inputs, [estimate_text])
+    start.click(beside_the_form(on_launch, 3), inputs, [message, job_state, table, problem], show_progress="hidden")
+    estimate_button.click(beside_the_form(partial(estimate, app), 1), inputs, [estimate_text, problem])
     timer.tick(on_tick, [job_state], [table, cancel_id, log, progress_bars, message, job_state], show_progress="hidden")
     sweep.change(name_note, [sweep], [note])
-    cancel.click(on_cancel, [cancel_id], [message, job_state])
+    cancel.click(beside_the_form(on_cancel, 2), [cancel_id], [message, job_state, problem])
     return {"sweep": sweep, "start": start, "table": table}

@@ -18,7 +18,7 @@ from narrative_eval.backends.registry import get_backend
 from narrative_eval.cells import BackendPool, CellOutcome
 from narrative_eval.config import SweepConfig
 from narrative_eval.data.infilling import file_sha256
-from narrative_eval.errors import UserError
+from narrative_eval.errors import UserError, require_file
 from narrative_eval.executors import EXECUTORS
 from narrative_eval.judges.checks import judge_controls
 from narrative_eval.metrics import metric_names
@@ -267,6 +267,19 @@ def describe_grid(config: SweepConfig, cells: list[CellSpec] | None = None) -> d
         "after_sweep_cost": after_cost,
         "control_cost": control_cost,
     }
+
+
+def checked_grid(config: SweepConfig) -> dict[str, Any]:
+    """describe_grid's counts, after checking every input file the sweep reads: all problems are reported at once
+    (the dry run, and the app before it launches a sweep)."""
+    problems: list[str] = []
+    require_file(config.data, "data file", problems)
+    for what, path in config.section.required_files().items():
+        require_file(path, what, problems)
+    if problems:
+        raise UserError(problems)
+    # Counting the requests reads and validates the data (every bad row, with its file:line).
+    return describe_grid(config)
 
 
 def estimate_lines(config: SweepConfig, grid: dict[str, Any]) -> list[str]:

@@ -102,3 +102,34 @@ def test_a_stop_after_the_report_was_saved_says_nothing_is_missing(tmp_path):
              "after": [stage("report", 1, 1), stage("save to MLflow", 1, 1)]}
     job = job_at(tmp_path, "stopped-after-report", state, status="cancelled")
     assert job_progress.outcome(job) == "the sweep and its report had finished when the stop came: nothing is missing."
+
+
+def test_a_failed_cell_is_counted_as_failed_never_as_done(tmp_path, monkeypatch):
+    """A sweep whose cells all failed read 'cells 12/12' at 92% and then 'failed after 0 of 12 cells': the progress
+    file, the stages, the bar, the jobs table and the last message now count a failed cell as failed."""
+    from experiments import progress
+    from ui.common import AppSettings
+    from ui.launch import cells_column
+
+    monkeypatch.setenv(progress.PROGRESS_ENV, str(tmp_path / "progress.json"))
+    for name, value in (("cells_done", 0), ("cells_failed", []), ("stages", []), ("after", []), ("phase", "cells")):
+        monkeypatch.setattr(progress._State, name, value)
+    parent = tracking.start_sweep_run("infilling", "half-failed", {})
+    cells = expand_grid(quickstart("half-failed", "judges=[]"))[:2]
+    for cell in progress.plain_progress(cells, "cells", len(cells)):
+        run_id = tracking.start_cell_run("infilling", cell, parent)
+        tracking.end_run(run_id, "FAILED" if cell is cells[0] else "FINISHED")
+    state = progress.read_progress(tmp_path / "progress.json")
+    assert state["cells_done"] == 2 and state["cells_failed"] == [cells[0].run_name]
+
+    running = job_at(tmp_path, "half-failed", state, cells=2)
+    assert job_progress.progress_of(running)[1] == f"cell 2 of 2 · 1 failed ({cells[1].run_name})"
+    assert f"✗ 1 failed: {cells[0].run_name}" in job_progress.stages_html(running, state)
+    jobs.save(running)
+    assert "✗ 1 of 2 cells failed" in job_progress.progress_html(AppSettings(jobs_dir=tmp_path))
+    ended = job_at(tmp_path, "half-failed", state, status="failed", cells=2)
+    ended.returncode = 1
+    assert cells_column(ended) == "1/2 · 1 failed"
+    assert job_progress.progress_of(ended)[1] == "failed: 1 of 2 cells finished, 1 failed"
+    assert job_progress.outcome(ended).startswith("failed (exit status 1) after 1 of 2 cells")
+    assert "1 cell(s) failed" in job_progress.outcome(ended)

@@ -188,3 +188,61 @@ def test_a_stop_the_sweep_answers_with_its_own_exit_status_still_reads_as_stoppe
     jobs.cancel_job(job)
     ended = wait_until_ended(tmp_path, job.job_id, timeout=30)
     assert (ended.status, ended.returncode) == ("cancelled", 130)
+
+
+def test_a_traceback_in_a_jobs_output_is_one_error_line():
+    """A launch whose 12 cells failed showed 12 raw tracebacks in the output box: each now reads as one `error:` line
+    (what led to it, then its exception); the job's log file keeps the whole trace."""
+    log = ["cells: 0 finished, 0 already done (skipped), 2 failed",
+           "FAILED llama-3.1-8b/default/full: Traceback (most recent call last):",
+           '  File "/app/platform/narrative_eval/cells.py", line 90, in run_cell_tracked',
+           "    result: CellResult = study.run_cell(cell, runtime)",
+           "                         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+           "OSError: meta-llama/Llama-3.1-8B-Instruct is not a local folder",
+           "",
+           "Traceback (most recent call last):",
+           '  File "x.py", line 1, in <module>',
+           "KeyError: 'a'",
+           "",
+           "During handling of the above exception, another exception occurred:",
+           "",
+           "Traceback (most recent call last):",
+           '  File "x.py", line 3, in <module>',
+           "ValueError: b",
+           "MLflow: sqlite:///mlflow.db"]
+    assert jobs.own_lines(log)[::-1] == [
+        "cells: 0 finished, 0 already done (skipped), 2 failed",
+        "error: FAILED llama-3.1-8b/default/full: OSError: meta-llama/Llama-3.1-8B-Instruct is not a local folder",
+        "error: KeyError: 'a'", "error: ValueError: b", "MLflow: sqlite:///mlflow.db"]
+
+
+def test_launch_checks_a_typed_config_like_the_dry_run_and_that_its_models_can_run_here(tmp_path, monkeypatch):
+    """Any config path is taken (a typed one was ignored and the first of the list started instead), checked before it
+    starts, and refused, naming them, when its models or judges cannot run here; the form's numbers and name are
+    checked with messages for the form (none of them starts a job or leaves a file)."""
+    from ui.common import AppSettings, FormError
+    from ui.launch import FROM_CONFIG, FROM_FORM, estimate, launch
+
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    app = AppSettings(jobs_dir=tmp_path / "jobs", reports_dir=tmp_path / "reports", max_jobs=1)
+    form = (["smollm2"], ["L2"], "data/infilling/sample.jsonl")
+    with pytest.raises(FormError) as refused:
+        launch(app, FROM_CONFIG, "experiments/configs/incremental.yaml", "gpu-grid", *form, 2, "0", "none", 16, 0.3)
+    assert "model llama-3.1-8b cannot run here: it needs a download" in refused.value.message
+    assert "judge claude-sonnet cannot run here: it needs ANTHROPIC_API_KEY" in refused.value.message
+    with pytest.raises(FormError, match="No config file at examples/nowhere.yaml"):
+        launch(app, FROM_CONFIG, "examples/nowhere.yaml", "nowhere", *form, 2, "0", "none", 16, 0.3)
+    for arguments, message in (((-5, 16), r"Limit: a whole number 0 or more, got -5"),
+                               ((2, 99_999_999), r"Max new tokens: a whole number from 8 to 2,048, got 99,999,999")):
+        with pytest.raises(FormError, match=message):
+            launch(app, FROM_FORM, "", "numbers", *form, arguments[0], "0", "none", arguments[1], 0.3)
+    with pytest.raises(FormError, match=r"The sweep name '../platform' cannot be used: .* no '/'"):
+        launch(app, FROM_FORM, "", "../platform", *form, 2, "0", "none", 16, 0.3)
+    assert jobs.list_jobs(app.jobs_dir) == []
+    whole = estimate(app, FROM_FORM, "", "huge", *form, 1e12, "0", "none", 16, 0.3)
+    assert "The limit 1,000,000,000,000 is not below the data's size: the whole data file runs" in whole, whole
+    assert "not below" not in estimate(app, FROM_FORM, "", "small", *form, 2, "0", "none", 16, 0.3)
+    checked = estimate(app, FROM_CONFIG, "examples/continuation/continuation.yaml", "typed", *form, 1, "0", "none", 16,
+                       0.3)
+    assert checked.startswith("**Estimate:** 2 cell(s)"), checked
