@@ -7,11 +7,12 @@ import csv
 import numpy as np
 import pytest
 from narrative_eval.records import ScoreRecord
-from narrative_eval.studies.incremental.report import DIAGNOSTIC_TITLES, write_creative_report
+from narrative_eval.studies.incremental.report import CELL_SCORES_TITLE, DIAGNOSTIC_TITLES, write_creative_report
 from narrative_eval.stats.score_records import load_score_records, save_score_records
 
 REPORT_FILES = {
-    "model_ci.csv": ["model", "full_ci", "sharded_ci", "icir", "icir_lo", "icir_hi"],
+    "model_ci.csv": ["model", "full_ci", "sharded_ci", "icir", "icir_lo", "icir_hi", "n_pairs"],
+    "cell_scores.csv": ["model", "condition", "judge", "n", "ci", "adherence", "note"],
     "paired_effects.csv": ["dimension", "n", "full", "sharded", "delta", "lo", "hi"],
     "equal_adherence.csv": ["dimension", "all_pairs_delta", "equal_adherence_delta", "n_pairs"],
     "equal_genre.csv": ["dimension", "delta", "lo", "hi"],
@@ -90,18 +91,19 @@ def test_replanning_conditions_get_their_icir(tmp_path):
     # The main files can compare FULL with another condition.
     write_creative_report(records, tmp_path / "recap", n_boot=200, comparison="recap")
     header, _ = read(tmp_path / "recap" / "model_ci.csv")
-    assert header == ["model", "full_ci", "recap_ci", "icir", "icir_lo", "icir_hi"]
+    assert header == ["model", "full_ci", "recap_ci", "icir", "icir_lo", "icir_hi", "n_pairs"]
 
 
 def test_judge_panel_is_reported_per_judge(tmp_path):
     records = simulate(judges=("alpha", "beta"))
     tables = write_creative_report(records, tmp_path, n_boot=200, judge="beta")
-    assert all("(judge beta)" in title for title in tables if title not in DIAGNOSTIC_TITLES.values())
+    assert all("(judge beta)" in title for title in tables
+               if title not in [*DIAGNOSTIC_TITLES.values(), CELL_SCORES_TITLE])
     assert set(DIAGNOSTIC_TITLES.values()) <= set(tables)  # written once, judge-independent
     assert not (tmp_path / "by_judge" / "alpha" / "task_composition.csv").exists()
     for judge in ("alpha", "beta"):
         for name in REPORT_FILES:
-            assert (tmp_path / "by_judge" / judge / name).is_file()
+            assert (tmp_path / "by_judge" / judge / name).is_file() or name == "cell_scores.csv"
     assert (tmp_path / "model_ci.csv").read_text() == (tmp_path / "by_judge" / "beta" / "model_ci.csv").read_text()
 
 
@@ -122,3 +124,35 @@ def test_report_command_from_an_imported_score_file(tmp_path, capsys):
 def test_missing_condition_is_explained(tmp_path):
     with pytest.raises(ValueError, match="no 'sharded' records"):
         write_creative_report(simulate(conditions=("full",)), tmp_path)
+
+
+def test_runs_all_stories_and_the_reports_matched_pairs_each_say_which_with_their_n(tmp_path):
+    """Runs showed Creative Integrity 0.125 for gemma3/full (its run's judge/<judge>/ci: every story it scored) and
+    Figures 0.000 (model_ci.csv: only the stories with a SHARDED counterpart). Both stay, each with its n: the per-cell
+    table gives the run's numbers, model_ci its pairs; a model without a pair is said under the table, with why."""
+    import pandas as pd
+
+    from narrative_eval.studies.incremental.effects import adherence_of, creative_integrity
+    from narrative_eval.studies.incremental.report import unscored_cells
+
+    records = simulate(models=("gemma3",), n_tasks=2)
+    dropped = records.pop(1)  # the first story's SHARDED record: its judge failed on it
+    assert dropped.condition == "sharded"
+    runs = pd.DataFrame([{"params.model_id": "smollm2", "params.prompt_setting": "default", "params.condition": c,
+                          "metrics.scored_rate": 1.0, "metrics.judge/j1/failure_rate": 1.0,
+                          "metrics.judge/j1/checklist_failure_rate": 1.0} for c in ("full", "sharded")])
+    unscored = unscored_cells(runs, records)
+    tables = write_creative_report(records, tmp_path, n_boot=200, unscored=unscored)
+    cells = pd.read_csv(tmp_path / "cell_scores.csv")
+    full = cells[(cells["model"] == "gemma3") & (cells["condition"] == "full")].iloc[0]
+    assert full["n"] == 2
+    every_story = [creative_integrity(adherence_of(r), r.quality["structure_coherence"]) for r in records
+                   if r.condition == "full"]
+    assert full["ci"] == pytest.approx(np.mean(every_story), abs=1e-5)
+    pairs = pd.read_csv(tmp_path / "model_ci.csv")
+    assert pairs.loc[pairs["model"] == "gemma3", "n_pairs"].item() == 1
+    assert list(cells.loc[cells["model"] == "smollm2", "note"]) == ["j1's checklist failed on every story"] * 2
+    assert cells.loc[cells["model"] == "smollm2", "n"].tolist() == [0, 0]
+    title = next(t for t in tables if t.startswith("Creative Integrity and ICIR"))
+    assert "- smollm2: no matched pair (no scored FULL or SHARDED story; j1's checklist failed on every story)." in \
+        tables[title]

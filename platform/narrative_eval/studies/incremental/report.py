@@ -4,7 +4,8 @@ Files (documented in docs/formats.md), for the comparison condition X (default '
 
 | file | columns |
 |---|---|
-| model_ci.csv | model, full_ci, <x>_ci, icir, icir_lo, icir_hi (last row ALL, pooled) |
+| model_ci.csv | model, full_ci, <x>_ci, icir, icir_lo, icir_hi, n_pairs (last row ALL, pooled): over matched pairs |
+| cell_scores.csv | model, condition, judge, n, ci, adherence, note: per cell over every scored story, as its run logs them |
 | paired_effects.csv | dimension, n, full, <x>, delta, lo, hi |
 | equal_adherence.csv | dimension, all_pairs_delta, equal_adherence_delta, n_pairs |
 | equal_genre.csv | dimension, delta, lo, hi |
@@ -28,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -47,6 +50,8 @@ from narrative_eval.studies.incremental.report_diagnostics import (
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.studies.incremental.effects import (
     DIMENSIONS,
+    adherence_of,
+    creative_integrity,
     icir_table,
     judges_per_response,
     model_d_av,
@@ -106,8 +111,82 @@ def draw_d_av_heatmap(effects: pd.DataFrame, comparison: str, path: Path) -> Non
     plt.close(fig)
 
 
+CELL_SCORES = "cell_scores"
+"""The per-cell table: Creative Integrity and adherence over every scored story, the numbers a cell's run logs."""
+CELL_SCORES_TITLE = "Creative Integrity and adherence per cell, every scored story"
+"""Its title: one table for every judge, a row per judge (never per judge folder)."""
+SEED_IN_ID = re.compile(r"/seed(\d+)/")
+UNSCORED_REASONS: tuple[tuple[str, str], ...] = (
+    ("scored_rate", "no story could be judged (every reply was cut or missing)"),
+    ("judge/{judge}/checklist_failure_rate", "{judge}'s checklist failed on every story"),
+    ("judge/{judge}/quality_failure_rate", "{judge}'s quality rating failed on every story"),
+)
+"""Why a cell has no score record, from its run's metrics: (metric, reason) where the metric reads 0 for the first,
+1 for the others."""
+
+
+def cell_scores(records: Iterable[ScoreRecord], unscored: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per cell (model x condition) and judge, over every story that judge scored: n scored responses, Creative
+    Integrity and adherence as the cell's run logs them (`judge/<judge>/ci`: the mean over stories, then over seeds).
+    ICIR and the paired effects use matched FULL/X pairs instead (`model_ci.csv` gives their n_pairs). Cells with no
+    score record (`unscored`) get a row with n 0 and the reason."""
+    rows = []
+    for record in records:
+        seed = SEED_IN_ID.search(record.record_id)
+        adherence = adherence_of(record)
+        rows.append({"model": record.model, "condition": record.condition, "judge": record.judge,
+                     "seed": int(seed.group(1)) if seed else 0, "adherence": adherence,
+                     "ci": creative_integrity(adherence, record.quality.get("structure_coherence") or np.nan)})
+    frame = pd.DataFrame(rows, columns=["model", "condition", "judge", "seed", "adherence", "ci"])
+    key = ["model", "condition", "judge"]
+    per_seed = frame.groupby([*key, "seed"], sort=False)[["ci", "adherence"]].mean()
+    table = per_seed.groupby(level=key, sort=False).mean()
+    table["n"] = frame.groupby(key, sort=False)["ci"].count()
+    table = table.reset_index()[[*key, "n", "ci", "adherence"]]
+    table["note"] = ""
+    if unscored is not None and not unscored.empty:
+        table = pd.concat([table, unscored.assign(n=0, ci=np.nan, adherence=np.nan)[table.columns]], ignore_index=True)
+    return table
+
+
+def unscored_cells(runs: pd.DataFrame, records: Iterable[ScoreRecord]) -> pd.DataFrame:
+    """The finished cell runs with a judge but no score record from it, each with why (model, condition, judge, note),
+    read from the run's own rates."""
+    scored = {(r.model, r.condition, r.judge) for r in records}
+    rows = []
+    for _, run in runs.iterrows():
+        setting = run.get("params.prompt_setting")
+        model = str(run.get("params.model_id"))
+        model = model if setting in (None, "", "default") or setting != setting else f"{model} [{setting}]"
+        judges = {c.split("/")[1] for c in runs.columns if re.match(r"metrics\.judge/[^/]+/failure_rate$", c)}
+        for judge in sorted(judges):
+            if (model, run.get("params.condition"), judge) in scored or pd.isna(run.get(f"metrics.judge/{judge}/failure_rate")):
+                continue
+            reason = next((words.format(judge=judge) for metric, words in UNSCORED_REASONS
+                           if run.get(f"metrics.{metric.format(judge=judge)}") == (0.0 if metric == "scored_rate" else 1.0)),
+                          f"{judge} scored none of its stories")
+            rows.append({"model": model, "condition": run.get("params.condition"), "judge": judge, "note": reason})
+    return pd.DataFrame(rows, columns=["model", "condition", "judge", "note"])
+
+
+def unpaired_note(responses: pd.DataFrame, pairs: pd.DataFrame, comparison: str, unscored: pd.DataFrame | None) -> str:
+    """One line per model that has no row in the paired tables, saying why (no scored story of one condition)."""
+    models = set(responses["model"]) | (set(unscored["model"]) if unscored is not None and not unscored.empty else set())
+    lines = []
+    for model in sorted(models - set(pairs["model"])):
+        conditions = set(responses.loc[responses["model"] == model, "condition"])
+        lacking = [c.upper() for c in (REFERENCE, comparison) if c not in conditions]
+        why = [n for n in (unscored["note"][unscored["model"] == model] if unscored is not None and not unscored.empty
+                           else []) if n]
+        reason = f"no scored {' or '.join(lacking)} story" if lacking else "no story scored under both conditions"
+        lines.append(f"- {model}: no matched pair ({reason}{'; ' + '; '.join(dict.fromkeys(why)) if why else ''}).")
+    return ("\n\nModels without a row: they have no matched FULL/" + comparison.upper() + " pair.\n" + "\n".join(lines)
+            if lines else "")
+
+
 def _write_set(
-    responses: pd.DataFrame, out_dir: Path, comparison: str, judge: str | None, n_boot: int, seed: int
+    responses: pd.DataFrame, out_dir: Path, comparison: str, judge: str | None, n_boot: int, seed: int,
+    unscored: pd.DataFrame | None = None,
 ) -> dict[str, str]:
     """The report files of docs/formats.md (and the extras) for one judge's records (or all, when one judge per response)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -120,9 +199,10 @@ def _write_set(
     tables: dict[str, str] = {}
 
     model_ci = icir_table(pairs, n_boot, seed).rename(columns={"x_ci": f"{x}_ci"})
-    model_ci = model_ci[["model", "full_ci", f"{x}_ci", "icir", "icir_lo", "icir_hi"]]
+    model_ci = model_ci[["model", "full_ci", f"{x}_ci", "icir", "icir_lo", "icir_hi", "n_pairs"]]
     write_csv(model_ci, out_dir / "model_ci.csv")
-    tables[f"Creative Integrity and ICIR, FULL vs {upper}{suffix}"] = markdown_table(model_ci)
+    tables[f"Creative Integrity and ICIR, FULL vs {upper}{suffix}"] = (
+        markdown_table(model_ci) + unpaired_note(responses, pairs, comparison, unscored))
 
     effects = paired_effects(pairs, n_boot, seed).rename(columns={"x": x})
     write_csv(effects[["dimension", "n", "full", x, "delta", "lo", "hi"]], out_dir / "paired_effects.csv")
@@ -180,12 +260,15 @@ def write_creative_report(
     comparison: str = COMPARISON,
     judge: str | None = None,
     diagnostics: DiagnosticInputs | None = None,
+    unscored: pd.DataFrame | None = None,
 ) -> dict[str, str]:
     """Write the report files to out_dir and return title -> markdown table (for the terminal and MLflow).
-    `diagnostics` feed Table 1 and Figure 3 (default: what the records alone tell)."""
+    `diagnostics` feed Table 1 and Figure 3 (default: what the records alone tell); `unscored` are the cells without a
+    score record and why (unscored_cells)."""
     out_dir = Path(out_dir)
     records = list(records)
     responses = responses_frame(records)
+    cells = write_cell_scores(records, out_dir, unscored)
     present = set(responses["condition"])
     for needed in (REFERENCE, comparison):
         if needed not in present:
@@ -198,7 +281,7 @@ def write_creative_report(
     if panel and judge is None:
         judge = primary_judge(responses)
 
-    tables = _write_set(responses, out_dir, comparison, judge, n_boot, seed)
+    tables = {**_write_set(responses, out_dir, comparison, judge, n_boot, seed, unscored), **cells}
     if present & set(replanning_conditions()):
         by_condition = icir_by_condition(responses, judge, n_boot, seed)
         write_csv(by_condition, out_dir / "icir_by_condition.csv")
@@ -211,6 +294,13 @@ def write_creative_report(
                 continue
     tables.update(write_diagnostics(diagnostics or records_inputs(records), out_dir))
     return tables
+
+
+def write_cell_scores(records: list[ScoreRecord], out_dir: Path, unscored: pd.DataFrame | None) -> dict[str, str]:
+    """cell_scores.csv (and .md, .tex): the per-cell numbers the Runs tab shows, with their n."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return {CELL_SCORES_TITLE: write_table(
+        cell_scores(records, unscored), out_dir, CELL_SCORES)}
 
 
 def creative_report_from_scores(path: str | Path, out_dir: str | Path, n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> dict[str, str]:
@@ -238,12 +328,15 @@ def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DE
     control checks last, with a note under the tables of a judge that failed one."""
     records = export_sweep_records(sweep, out_dir, data_sha256)
     diagnostics = sweep_inputs(sweep, records, data_sha256)
+    unscored = unscored_cells(tracking.report_cell_runs(experiment_of(NAME), sweep, data_sha256), records)
     try:
-        tables = write_creative_report(records, out_dir, n_boot=n_boot, seed=seed, diagnostics=diagnostics)
+        tables = write_creative_report(records, out_dir, n_boot=n_boot, seed=seed, diagnostics=diagnostics,
+                                       unscored=unscored)
     except NothingToCompare as missing:
         # The cells finished but a judge scored none of one condition's responses (every reply failed to parse, or
         # every trajectory was truncated): the sweep's work is kept and the report says why it has no comparison.
         tables = {NO_COMPARISON_TITLE: no_comparison_note(str(missing)),
+                  **write_cell_scores(records, Path(out_dir), unscored),
                   **write_diagnostics(diagnostics, Path(out_dir))}
     return with_sweep_checks(tables, sweep, out_dir, data_sha256)
 
