@@ -17,7 +17,9 @@ import pandas as pd
 from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
 from narrative_eval.tracing import log_human_feedback
-from ui.common import beside_the_form, error_box, esc, pick_sweep, texts, user_error
+from narrative_eval.reports.judge_checks import judge_warning
+from narrative_eval.reports.tables import readable
+from ui.common import beside_the_form, error_box, esc, judge_failed_checks, pick_sweep, texts, user_error
 
 FEW_ITEMS = 30
 """Below this many rated items an agreement figure is too uncertain to lean on."""
@@ -124,7 +126,10 @@ def agreement_tables(store: annotations.AnnotationStore, judge: str | None, keys
     if not rated:
         return pd.DataFrame(), pd.DataFrame(), words["none_rated"].format(judge=judge)
     warning = words["few"].format(rated=rated, few=FEW_ITEMS) if rated < FEW_ITEMS else ""
-    return pd.DataFrame(pointwise_rows).round(3), pd.DataFrame([pairwise_row]).round(3), warning
+    checks = judge_failed_checks(study, judge)
+    if checks:
+        warning = f"**{judge_warning(judge, checks)}.** {warning}".strip()
+    return (readable(pd.DataFrame(pointwise_rows).round(3)), readable(pd.DataFrame([pairwise_row]).round(3)), warning)
 
 
 def build_agreement(store: annotations.AnnotationStore, keys: Sequence[str], study: str, title: str, pairwise_label: str,
@@ -134,7 +139,7 @@ def build_agreement(store: annotations.AnnotationStore, keys: Sequence[str], stu
     with gr.Accordion(title, open=False):
         with gr.Row():
             judge = gr.Dropdown([], label="Judge", allow_custom_value=True)
-            compute = gr.Button("Compute", scale=0)
+            compute = gr.Button("Compute", scale=0, elem_id=f"{few_id}-compute")
         pointwise_table = gr.Dataframe(pd.DataFrame({"dimension": []}), label="Pointwise: human vs judge per dimension",
                                        interactive=False)
         pairwise_table = gr.Dataframe(pd.DataFrame({"judge": []}), label=pairwise_label, interactive=False)

@@ -24,7 +24,8 @@ from narrative_eval.config import CATALOG_NAME, load_catalog
 from narrative_eval.data import load_instances
 from narrative_eval.data.infilling import BLANK_RE
 from narrative_eval.metrics import at_avg, at_avg_names
-from narrative_eval.stats.judge_checks import failed_in_tags
+from narrative_eval.reports.judge_checks import judge_warning
+from narrative_eval.stats.judge_checks import FAIL, TAG_PREFIX, failed_in_tags
 from narrative_eval.study import STUDIES as STUDY_REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -278,14 +279,26 @@ def failed_judge_checks(row: pd.Series | dict[str, Any]) -> dict[str, list[str]]
     return {judge: checks or ["unnamed check"] for judge, checks in failed_in_tags(tags).items()}
 
 
+def judge_failed_checks(study: str, judge: str) -> list[str]:
+    """The control checks `judge` failed on any run of the study's experiment (its `judge_check/<judge>` tags); none
+    when it passed, was not checked, or the store cannot be read."""
+    def compute() -> list[str]:
+        try:
+            runs = tracking.find_runs(study, f"tags.`{TAG_PREFIX}{judge}` LIKE '{FAIL}%'")
+        except Exception:
+            return []
+        return sorted({c for run in runs for c in failed_in_tags(run.data.tags).get(judge, [])})
+
+    return list(_cached(("judge-checks", study, judge), compute))
+
+
 def judge_check_note(runs: pd.DataFrame) -> str:
     """One warning per judge that failed its control checks on any of these runs, naming the checks."""
     failed: dict[str, set[str]] = {}
     for _, row in runs.iterrows():
         for judge, checks in failed_judge_checks(row).items():
             failed.setdefault(judge, set()).update(checks)
-    return " ".join(f"⚠ **judge {judge} failed checks: {', '.join(sorted(checks))}**: read its scores with care."
-                    for judge, checks in failed.items())
+    return " ".join(f"**{judge_warning(judge, sorted(checks))}.**" for judge, checks in failed.items())
 
 
 def mlflow_ui_available(url: str) -> bool:
@@ -324,8 +337,10 @@ def number(value: Any, digits: int = 3) -> str:
     return f"{number:.{digits}f}"
 
 
-def passage_html(problem: str, fill: str | None, css_class: str = "fill", placeholder: str = "______") -> str:
-    """The passage with its blank replaced by a highlighted fill (or a highlighted blank when there is none)."""
+def passage_html(problem: str, fill: str | None, css_class: str = "fill", placeholder: str = "______",
+                 context_words: int | None = None) -> str:
+    """The passage with its blank replaced by a highlighted fill (or a highlighted blank when there is none); with
+    `context_words`, only that many words either side of it (a column beside others, under the whole passage)."""
     match = BLANK_RE.search(problem or "")
     if match is None:
         body = esc(problem)
@@ -333,6 +348,10 @@ def passage_html(problem: str, fill: str | None, css_class: str = "fill", placeh
             body += f' <mark class="{css_class}">{esc(fill)}</mark>'
         return f'<div class="passage">{body}</div>'
     before, after = problem[: match.start()], problem[match.end():]
+    if context_words is not None:
+        words_before, words_after = before.split(), after.split()
+        before = ("… " if len(words_before) > context_words else "") + " ".join(words_before[-context_words:]) + " "
+        after = " " + " ".join(words_after[:context_words]) + (" …" if len(words_after) > context_words else "")
     if fill:
         inserted = f'<mark class="{css_class}">{esc(fill)}</mark>'
     else:

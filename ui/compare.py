@@ -9,6 +9,7 @@ import gradio as gr
 import pandas as pd
 
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
+from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.reports.labels import label as metric_label
 from narrative_eval.studies import infilling
 from narrative_eval.study import experiment_of
@@ -102,6 +103,12 @@ def empty_message(sweep: str | None, run_ids: list[str], high_only: bool) -> str
     return words["no_outputs"]
 
 
+CONTEXT_WORDS = 8
+"""Words of the passage shown either side of each run's fill: the whole passage is shown once, above the runs."""
+MAX_COLUMNS = 4
+"""Runs side by side on one row at 1440 px; more wrap to the next row."""
+
+
 def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id: str | None,
            mlflow_ui_url: str | None = None, high_only: bool = False) -> str:
     """The passage with each chosen run's fill; with `mlflow_ui_url` (an answering `mlflow ui`), each card
@@ -138,7 +145,7 @@ def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id:
         cards.append(
             f"<div class='card run-card' data-model='{esc(run.get('params.model_id'))}'>"
             f"<div class='card-title'><span class='swatch s{index % 6}'></span>{label}</div>"
-            f"{passage_html(problem, answer, f'fill fill-{index % 6}', placeholder='(no answer extracted)')}"
+            f"{passage_html(problem, answer, f'fill fill-{index % 6}', placeholder='(no answer extracted)', context_words=CONTEXT_WORDS)}"
             f"<div class='meta'>{esc(metric_label('at_avg'))} <b>{number(at_avg_of(row))}</b> · {metrics}</div>"
             f"<div class='meta'>extraction: <span class='status-{esc(status)}'>{esc(status)}</span>"
             f" · finish: {esc(row.get('finish_reason'))} · tokens {esc(row.get('completion_tokens'))}</div>"
@@ -148,13 +155,14 @@ def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id:
         )
     head = (f"<div class='card gold-card'><div class='card-title'>Passage — {meta}</div>{passage_html(problem, None)}"
             f"<div class='gold'><b>Removed text (gold):</b> {esc(gold)}</div></div>")
-    return f"<div id='compare-cards'>{head}{''.join(cards)}</div>"
+    columns = min(len(cards), MAX_COLUMNS)
+    return (f"<div id='compare-cards'>{head}<div class='compare-columns' "
+            f"style='grid-template-columns: repeat({columns}, minmax(0, 1fr))'>{''.join(cards)}</div></div>")
 
 
 def _checks_line(run: pd.Series) -> str:
     """A warning under the judges' scores for each judge that failed its control checks on this run."""
-    return "".join(f"<div class='meta judge-check-failed'>⚠ judge {esc(judge)} failed checks: "
-                   f"{esc(', '.join(checks))} (read its scores with care)</div>"
+    return "".join(f"<div class='meta judge-check-failed'>{esc(judge_warning(judge, checks))}</div>"
                    for judge, checks in failed_judge_checks(run).items())
 
 

@@ -15,10 +15,13 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from narrative_eval.reports.judge_checks import judge_warning
+from narrative_eval.reports.labels import label
 from narrative_eval.studies import incremental
 from narrative_eval.studies.incremental.vocabulary import SHARDED
 from narrative_eval.study import experiment_of
-from ui.common import AppSettings, cell_runs, column, esc, pick_sweep, run_artifact, run_table, texts
+from ui.common import (AppSettings, cell_runs, column, esc, failed_judge_checks, pick_sweep, run_artifact, run_table,
+                       texts)
 
 STUDY = experiment_of(incremental.NAME)
 TABLE = "conversations.json"
@@ -78,9 +81,9 @@ def _checklist(run_id: str, story: str, constraints: list[dict[str, Any]]) -> st
     texts_by_id = {c.get("constraint_id"): c.get("requirement", "") for c in constraints}
     items = []
     for constraint_id, score in scores.items():
-        label = SCORE_CLASS.get(float(score), "partial") if score is not None else "missed"
-        items.append(f"<li class='req {label}'><b>{esc(score)}</b> {esc(texts_by_id.get(constraint_id, constraint_id))}</li>")
-    quality = ", ".join(f"{esc(k)} {esc(v)}" for k, v in (record.get("quality") or {}).items())
+        status = SCORE_CLASS.get(float(score), "partial") if score is not None else "missed"
+        items.append(f"<li class='req {status}'><b>{esc(score)}</b> {esc(texts_by_id.get(constraint_id, constraint_id))}</li>")
+    quality = ", ".join(f"{esc(label(k))} {esc(v if v is not None else 'N/A')}" for k, v in (record.get("quality") or {}).items())
     return f"<div class='meta'>judge {esc(record.get('judge'))} · {quality}</div><ul class='checklist'>{''.join(items)}</ul>"
 
 
@@ -101,7 +104,13 @@ def side_by_side(sweep: str | None, model: str | None, setting: str | None, stor
         story_text = _final(table, story, seed) or "(no final reply)"
         columns.append(f"<div class='card'><div class='card-title'>{esc(str(condition).upper())}</div>"
                        f"<div class='story'>{esc(story_text)}</div>{_checklist(run['run_id'], story, constraints)}</div>")
-    return f"<div class='side-by-side'>{''.join(columns)}</div>"
+    failed: dict[str, set[str]] = {}
+    for _, run in runs.iterrows():
+        for judge, checks in failed_judge_checks(run).items():
+            failed.setdefault(judge, set()).update(checks)
+    warnings = "".join(f"<div class='meta judge-check-failed'>{esc(judge_warning(judge, sorted(checks)))}</div>"
+                       for judge, checks in failed.items())
+    return f"{warnings}<div class='side-by-side'>{''.join(columns)}</div>"
 
 
 def conversation(sweep, model, setting, condition, story, seed) -> list[dict[str, str]]:

@@ -13,6 +13,7 @@ import gradio as gr
 import pandas as pd
 
 from narrative_eval.reports.catalog import FoundTable, latex_table, report_tables, shown_table
+from narrative_eval.reports.judge_checks import failing_in_report, judge_warning, report_notes
 from narrative_eval.reports.tables import file_slug
 from ui.common import AppSettings, texts
 from ui.downloads import download_file
@@ -86,6 +87,9 @@ def _table_block(table: FoundTable, index: int) -> None:
             return
         if table.caption:
             gr.Markdown(table.caption, elem_classes=["figures-caption"])
+        notes = report_notes(table.path.with_suffix(".md"))  # the report's own notes (a failing judge's)
+        gr.Markdown("\n\n".join(f"**{note}**" for note in notes), visible=bool(notes),
+                    elem_classes=["figures-note", "judge-check-failed"])
         gr.HTML(table_html(shown), elem_classes=["figures-table-body"])
         with gr.Row():
             gr.DownloadButton(f"CSV ({table.path.name})", value=str(table.path), size="sm", scale=0,
@@ -114,6 +118,11 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         images = figure_files(folder)
         gr.Markdown(f"{len(tables)} tables and {len(images)} figures in `{folder.name}/`; the main table first, "
                     "the others folded: open one to read it.", elem_id="figures-status")
+        warnings = [judge_warning(judge, checks) for judge, checks in failing_in_report(folder).items()]
+        # Always there (empty without a warning): a block that comes and goes between two reports made Gradio drop
+        # the last table of the next one.
+        gr.Markdown(" ".join(f"**{w}**; its tables carry the note." for w in warnings), visible=bool(warnings),
+                    elem_id="figures-judge-warning", elem_classes=["judge-check-failed"])
         for index, table in enumerate(tables):
             _table_block(table, index)
             if index == 0 and images:

@@ -36,6 +36,10 @@ LINK_CELL = re.compile(r"^\[(?P<text>[^\]]+)\]\((?P<url>[^)]+)\)$")
 IDENTITY = ["model", "setting", "condition", "status"]
 CHECKS = "judge checks"
 RUN_ID = "run id"
+SD_EXAMPLE = "at_avg_sd"
+"""A spread-across-seeds name: its column set is the one a one-seed sweep does not offer."""
+FAILURE_RATE = re.compile(r"^metrics\.judge/(?P<judge>[^/]+)/(?:\w+_)?failure_rate$")
+"""A judge's share of failed judgments (all of them, or of one kind: a study's checklist, its quality rating)."""
 CHART_LEGEND = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "frameon": False, "fontsize": 8}
 """The chart's legend sits right of the axes, never over a bar."""
 
@@ -80,10 +84,13 @@ def metric_columns(runs: pd.DataFrame, seed: str, judge: str, sets: Sequence[str
 
 
 def available_sets(runs: pd.DataFrame, study: str) -> list[str]:
-    """The column sets that hold some number of these runs beyond the headlines."""
+    """The column sets that hold some number of these runs beyond the headlines; the spread across seeds only when
+    some run has more than one seed (with one, every SD reads 0.000, which says nothing)."""
     everything = {m for _, m in metric_columns(runs, MEAN, ALL_JUDGES, column_set_names(), study)}
     headlines = {m for _, m in metric_columns(runs, MEAN, ALL_JUDGES, (), study)}
     found = {column_set_of(m) for m in everything - headlines}
+    if len(seeds_of(runs)) < 2:
+        found.discard(column_set_of(SD_EXAMPLE))
     return [name for name in column_set_names() if name in found]
 
 
@@ -122,7 +129,10 @@ def runs_frame(runs: pd.DataFrame, seed: str, judge: str, sets: Sequence[str] = 
         lo, hi = (pd.to_numeric(column(runs, source + b, None), errors="coerce") for b in BOUNDS)
         if as_text:
             digits = digits_for(metric, values)
-            table[named[metric]] = [cell_text(*v, digits) for v in zip(values, lo, hi, strict=True)]
+            table[named[metric]] = [cell_text(*v, digits) if finite_number(v[0]) is not None else
+                                    missing_text(row, metric)
+                                    for v, (_, row) in zip(zip(values, lo, hi, strict=True), runs.iterrows(),
+                                                           strict=True)]
             continue
         table[named[metric]] = values.round(4).values
         if lo.notna().any():
@@ -132,13 +142,23 @@ def runs_frame(runs: pd.DataFrame, seed: str, judge: str, sets: Sequence[str] = 
     return table
 
 
+def missing_text(row: pd.Series, metric: str) -> str:
+    """'–' for a number the run did not log, with why when its judge failed on every item ('– smollm2-judge checklist
+    failures 100%')."""
+    judge = metric.split("/")[1] if metric.startswith("judge/") else None
+    failed = [label(name.removeprefix("metrics.")) for name in row.index
+              if (found := FAILURE_RATE.match(name)) and found["judge"] == judge and finite_number(row[name]) == 1.0]
+    return f"– {failed[-1]} 100%" if failed else "–"
+
+
 def _checks_text(row: pd.Series) -> str:
-    """'⚠ <judge> failed: <check>, ...' per failing judge, 'passed' when every checked judge passed, '' unchecked."""
+    """'⚠ <judge> failed' per failing judge (the warning itself is said once, over the table), 'passed' when every
+    checked judge passed, '' unchecked."""
     failed = failed_judge_checks(row)
     if not failed:
         checked = any(k.startswith(f"tags.{TAG_PREFIX}") and isinstance(row[k], str) for k in row.index)
         return "passed" if checked else ""
-    return "; ".join(f"⚠ {j} failed: {', '.join(checks)}" for j, checks in failed.items())
+    return "; ".join(f"⚠ {judge} failed (see above)" for judge in failed)
 
 
 def runs_html(table: pd.DataFrame) -> str:
@@ -214,8 +234,10 @@ def runs_table(study: str, sweep: str | None, models: list[str], settings_: list
     else:
         table[RUN_ID] = [r[:8] for r in table[RUN_ID]]
     notes = [judge_check_note(runs)]
-    notes.append("Each number: mean over the cell's instances and seeds [95% bootstrap interval] where the run "
-                 "logged one.")
+    notes.append("Each number: the mean over every item the cell scored, then over its seeds [95% bootstrap interval "
+                 "where the run logged one]; a report's paired comparisons use only the items both conditions scored, "
+                 "each with its own n. '–': the run has no such number (with why when its judge failed on every "
+                 "item).")
     if not linked:
         notes.append(f"Run ids link to MLflow when `mlflow ui` answers at {app.mlflow_ui_url}.")
     owner = study_of_experiment(study)
@@ -238,16 +260,15 @@ def csv_file(study: str, sweep: str | None, models, settings_, conditions, seed:
     return str(download_file(name, content_version(text), lambda: text))
 
 
-def chart_choices(runs: pd.DataFrame) -> list[tuple[str, str]]:
-    """(label, metric) the bar chart can show: AtAvg and each judge's QAvg, when logged."""
-    names = ["at_avg"] if "metrics.at_avg" in runs.columns else []
-    names += [f"judge/{j}/qavg" for j in judge_ids_of(list(runs.columns)) if f"metrics.judge/{j}/qavg" in runs.columns]
-    return [(label(n), n) for n in names]
+def chart_choices(runs: pd.DataFrame, study: str) -> list[tuple[str, str]]:
+    """(label, metric) the bar chart can show: the study's headline numbers the runs logged, in its order."""
+    names = headline_metrics(study, judge_ids_of(list(runs.columns)))
+    return [(label(n), n) for n in names if f"metrics.{n}" in runs.columns]
 
 
 def chart(runs: pd.DataFrame, shown: str | None):
-    """Grouped bars: the chosen metric per model, one bar per prompt setting (finished runs only), the legend
-    beside the axes."""
+    """Grouped bars: the chosen metric per model, one bar per prompt setting, or per condition when the runs share one
+    setting (finished runs only), the legend beside the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -257,14 +278,20 @@ def chart(runs: pd.DataFrame, shown: str | None):
     done = runs[column(runs, "status") == "FINISHED"] if "status" in runs.columns else runs
     if runs.empty or not shown or source not in done.columns or done.empty:
         return None
-    frame = pd.DataFrame({"model": column(done, "params.model_id").values, "setting": column(done, "params.prompt_setting").values,
+    settings = column(done, "params.prompt_setting").fillna("")
+    bars = "setting" if settings.nunique() > 1 or column(done, "params.condition").fillna("").nunique() < 2 else \
+        "condition"
+    frame = pd.DataFrame({"model": column(done, "params.model_id").values,
+                          bars: column(done, f"params.{'prompt_setting' if bars == 'setting' else 'condition'}").values,
                           "value": pd.to_numeric(done[source], errors="coerce").values})
-    pivot = frame.pivot_table(index="model", columns="setting", values="value", aggfunc="mean")
+    pivot = frame.pivot_table(index="model", columns=bars, values="value", aggfunc="mean")
+    if pivot.empty:
+        return None
     figure, axes = plt.subplots(figsize=(8, 3.2))
     pivot.plot.bar(ax=axes, rot=0)
     axes.set_ylabel(label(shown))
     axes.set_xlabel("")
-    axes.legend(title=label("setting"), **CHART_LEGEND)
+    axes.legend(title=label(bars), **CHART_LEGEND)
     figure.tight_layout()
     plt.close(figure)
     return figure
@@ -284,10 +311,11 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         judge = gr.Dropdown([ALL_JUDGES], value=ALL_JUDGES, label="Judge")
     with gr.Row():
         sets = gr.CheckboxGroup([], value=[], label="More columns", elem_id="runs-sets", scale=4)
-        published = gr.Checkbox(False, label="With the study's published rows (infilling, Table 3)",
-                                elem_id="runs-published", scale=1)
-    table = gr.HTML("<div class='empty'>Loading runs…</div>", elem_id="runs-table")
+        published = gr.Checkbox(False, label="With the study's published rows", elem_id="runs-published", scale=1,
+                                visible=False)
+    # The note (a failing judge's warning, once, and what the numbers are) above the table it is about.
     note = gr.Markdown(elem_id="runs-note")
+    table = gr.HTML("<div class='empty'>Loading runs…</div>", elem_id="runs-table")
     with gr.Row():
         download = gr.DownloadButton("Download CSV", elem_id="runs-download", scale=0)
         shown = gr.Dropdown([], label="Chart", elem_id="runs-chart-metric", scale=1)
@@ -297,13 +325,20 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         names, value = pick_sweep(study_name, current)
         return gr.Dropdown(choices=names, value=value)
 
+    def on_study_rows(study_name: str):
+        """The published rows box only for a study that has them."""
+        owner = study_of_experiment(study_name)
+        reference = owner.published_reference if owner is not None else None
+        return gr.Checkbox(visible=reference is not None, value=False,
+                           label=f"With the study's published rows ({reference[1]})" if reference else "")
+
     def on_sweep(study_name: str, sweep_name: str | None):
         runs = cell_runs(study_name, sweep_name, finished_only=False)
 
         def options(name: str) -> list[str]:
             return sorted({str(v) for v in column(runs, name).dropna() if str(v)}) if not runs.empty else []
         judges = judge_ids_of(list(runs.columns)) if not runs.empty else []
-        charts = chart_choices(runs) if not runs.empty else []
+        charts = chart_choices(runs, study_name) if not runs.empty else []
         return (gr.Dropdown(choices=options("params.model_id"), value=[]),
                 gr.Dropdown(choices=options("params.prompt_setting"), value=[]),
                 gr.Dropdown(choices=options("params.condition"), value=[]),
@@ -324,11 +359,11 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     filters = [study, sweep, models, setting, condition, seed, judge, sets, shown, published]
     outputs = [table, note, download, plot]
     sweep_outputs = [models, setting, condition, seed, judge, sets, shown]
-    study.change(on_study, [study], [sweep])
+    study.change(on_study, [study], [sweep]).then(on_study_rows, [study], [published])
     sweep.change(on_sweep, [study, sweep], sweep_outputs).then(on_filter, filters, outputs)
     for control in (models, setting, condition, seed, judge, sets, shown, published):
         control.input(on_filter, filters, outputs)
     refresh.click(on_study, [study, sweep], [sweep]).then(on_sweep, [study, sweep], sweep_outputs).then(
         on_filter, filters, outputs)
-    demo.load(on_study, [study], [sweep])
+    demo.load(on_study, [study], [sweep]).then(on_study_rows, [study], [published])
     return {"study": study, "sweep": sweep, "table": table, "refresh": refresh}

@@ -27,14 +27,18 @@ def test_the_default_view_shows_headlines_as_intervals_under_labels():
                                    "judge checks", "run id"]
     assert table.loc[0, "AtAvg"] == "0.250 [0.200, 0.300]" and table.loc[1, "j QAvg"] == "3.60 [3.10, 4.00]"
     assert table.loc[0, "j High%"] == "25.0"  # no interval logged: the mean alone, a percentage to one decimal
-    assert table.loc[0, "judge checks"] == "⚠ j failed: discrimination" and table.loc[1, "judge checks"] == "passed"
+    # The row marks the judge; the warning with its checks is said once, over the table (judge_check_note).
+    assert table.loc[0, "judge checks"] == "⚠ j failed (see above)" and table.loc[1, "judge checks"] == "passed"
     html = runs_html(table)
     assert "<span class='ci'>[0.200, 0.300]</span>" in html and "title='at_avg'" in html
 
 
 def test_the_other_numbers_come_in_named_sets():
     runs = _runs()
-    assert available_sets(runs, "infilling") == ["Spread across seeds (SD)", "Judge dimensions", "Extraction", "Cost"]
+    # One seed: every SD reads 0, so its set is not offered; with two seeds it is.
+    assert available_sets(runs, "infilling") == ["Judge dimensions", "Extraction", "Cost"]
+    seeded = runs.assign(**{"metrics.seed0/at_avg": [0.2, 0.3], "metrics.seed1/at_avg": [0.3, 0.3]})
+    assert available_sets(seeded, "infilling") == ["Spread across seeds (SD)", "Judge dimensions", "Extraction", "Cost"]
     sets = ["Extraction", "Judge dimensions"]
     chosen = [metric for _, metric in metric_columns(runs, MEAN, ALL_JUDGES, sets, "infilling")]
     assert chosen[-2:] == ["judge/j/fluency", "extraction_echo_rate"]
@@ -57,3 +61,19 @@ def test_the_charts_legend_sits_beside_the_bars():
     legend = axes.get_legend().get_window_extent(renderer)
     assert legend.x0 >= axes.get_window_extent(renderer).x1
     assert axes.get_ylabel() == "AtAvg"
+
+
+def test_a_missing_number_says_why_and_a_one_setting_study_charts_its_conditions():
+    """smollm2 showed '–' under Creative Integrity with no reason (its judge's checklist failed on every story); the
+    incremental study got an empty chart (one prompt setting): its bars are now its conditions."""
+    runs = pd.DataFrame({
+        "run_id": ["a" * 32, "b" * 32, "c" * 32], "experiment_id": ["1"] * 3, "status": ["FINISHED"] * 3,
+        "params.model_id": ["smollm2", "gemma3", "gemma3"], "params.prompt_setting": ["default"] * 3,
+        "params.condition": ["full", "full", "sharded"], "metrics.judge/j/ci": [None, 0.125, 0.0],
+        "metrics.judge/j/adherence": [None, 0.5, 0.25], "metrics.judge/j/checklist_failure_rate": [1.0, 0.0, 0.0],
+    })
+    table = runs_frame(runs, MEAN, ALL_JUDGES, study="incremental-delivery")
+    assert table.loc[0, "j Creative Integrity"] == "– j checklist failures 100%"
+    assert table.loc[1, "j Creative Integrity"] == "0.125"
+    figure = chart(runs, "judge/j/ci")
+    assert figure.axes[0].get_legend().get_title().get_text() == "Condition"

@@ -8,7 +8,10 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import pandas as pd
+
 from narrative_eval import tracking
+from narrative_eval.reports.labels import label
 from narrative_eval.reports.tables import write_table
 from narrative_eval.stats.judge_checks import (
     ROWS_ARTIFACT,
@@ -66,10 +69,37 @@ def tables_naming(tables: Mapping[str, str], judges: Sequence[str]) -> dict[str,
     return {title: [judge for judge in judges if names_judge(title, markdown, judge)] for title, markdown in tables.items()}
 
 
+def judge_warning(judge: str, checks: Sequence[str]) -> str:
+    """The one warning about a judge that failed its control checks, wherever its scores appear: under a report's
+    tables, and in every tab of the app (Runs once per table, Compare, Conversations, Annotate's agreement, Figures)."""
+    named = ", ".join(label(check) for check in checks) or "an unnamed check"
+    return (f"⚠ judge {judge} failed checks: {named}: it may not tell good outputs from bad ones, so read its scores "
+            "with care")
+
+
 def judge_note(judge: str, checks: Sequence[str]) -> str:
-    """The note under a table with scores from a judge that failed checks."""
-    return (f"> Judge `{judge}` failed its control checks ({', '.join(checks)}; see judge_checks.csv): it may not "
-            f"tell good outputs from bad ones, so read its scores here with care.")
+    """The note under a report's table with scores from a judge that failed checks."""
+    return f"> {judge_warning(judge, checks)} (see judge_checks.csv)."
+
+
+def report_notes(markdown_file: Path) -> list[str]:
+    """The notes a report wrote under a table (its .md file's quoted lines after the table), as the app shows them."""
+    if not markdown_file.is_file():
+        return []
+    return [line[2:].strip() for line in markdown_file.read_text(encoding="utf-8").splitlines()
+            if line.startswith("> ") and line[2:].strip()]
+
+
+def failing_in_report(folder: Path) -> dict[str, list[str]]:
+    """Judge -> its failed checks, read back from a report folder's judge_checks.csv (empty without one)."""
+    path = folder / f"{JUDGE_CHECKS_NAME}.csv"
+    if not path.is_file():
+        return {}
+    table = pd.read_csv(path)
+    failed: dict[str, list[str]] = {}
+    for row in table[~table["pass"].astype(bool)].itertuples(index=False):
+        failed.setdefault(str(row.judge), []).append(str(row.check))
+    return failed
 
 
 def _note_file(out_dir: Path, markdown: str, notes: str) -> None:
@@ -114,7 +144,10 @@ __all__ = [
     "JUDGE_CHECKS_NAME",
     "JUDGE_CHECKS_TITLE",
     "failed_checks",
+    "failing_in_report",
     "judge_note",
+    "judge_warning",
+    "report_notes",
     "logged_rows",
     "names_judge",
     "tables_naming",
