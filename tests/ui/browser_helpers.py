@@ -44,3 +44,55 @@ def choose(page, elem_id: str, option: str) -> None:
     page.locator(f"#{elem_id} input").first.click()
     # A selected option's accessible name carries a check mark before the text.
     page.get_by_role("option", name=re.compile(rf"(^|\s){re.escape(option)}$")).first.click()
+
+
+def runs_shown(page) -> list[dict[str, str]]:
+    """The Runs table as shown: one dict per row, each cell's text under its column's logged name (the header's
+    tooltip), a number's interval after it ('0.322 [0.251, 0.380]')."""
+    headers = page.locator("#runs-table th")
+    names = [headers.nth(i).get_attribute("title") or "" for i in range(headers.count())]
+    return [dict(zip(names, (" ".join(text.split()) for text in row.locator("td").all_inner_texts()), strict=True))
+            for row in page.locator("#runs-table tbody tr").all()]
+
+
+def runs_match_report(page, report_csv, keys: dict[str, str], column_of) -> int:
+    """Assert every number the Runs tab shows equals the report's CSV at the decimals shown (its interval too); rows
+    the report has none of show no number. `keys`: Runs column -> report column naming a row; `column_of(metric,
+    columns)`: the report's column of a logged metric (None: not in this table). Returns how many numbers matched."""
+    import pandas as pd
+
+    report = pd.read_csv(report_csv)
+    compared = 0
+    for row in runs_shown(page):
+        found = report
+        for shown, column in keys.items():
+            found = found[found[column].astype(str) == row[shown]]
+        numbers = {name: text for name, text in row.items()
+                   if name not in keys and column_of(name, report.columns) is not None}
+        if found.empty:
+            assert all(text.startswith("–") for text in numbers.values()), (row, "has numbers but no report row")
+            continue
+        (values,) = found.to_dict("records")
+        for name, text in numbers.items():
+            column = column_of(name, report.columns)
+            mean, _, interval = text.partition(" ")
+            if mean == "–":
+                assert pd.isna(values[column]), (name, text, values[column])
+                continue
+            decimals = len(mean.partition(".")[2])
+            assert mean == f"{values[column]:.{decimals}f}", (row, name, text, values[column])
+            if interval and f"{column}_lo" in values:
+                assert interval == f"[{values[column + '_lo']:.{decimals}f}, {values[column + '_hi']:.{decimals}f}]", \
+                    (row, name, text)
+            compared += 1
+    return compared
+
+
+def report_column(metric: str, columns) -> str | None:
+    """The report column of a logged headline metric: its own name, or `<judge>:<number>` for `judge/<judge>/<number>`."""
+    if metric in columns:
+        return metric
+    parts = metric.split("/")
+    if len(parts) == 3 and parts[0] == "judge" and f"{parts[1]}:{parts[2]}" in columns:
+        return f"{parts[1]}:{parts[2]}"
+    return None

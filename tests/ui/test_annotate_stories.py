@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser_helpers import choose, open_tab, settle
+from browser_helpers import VIEWPORT, choose, open_tab, runs_match_report, settle
 
 from tests import shared_sweeps
 from tests.servers import start_app, stop
@@ -190,3 +190,82 @@ def test_stories_are_rated_blind_exported_and_read_by_the_human_validation_repor
     assert set(agreement) == {"constraint_following", "creative_quality"}
     assert {row["judge"] for row in agreement.values()} == {"ben"}
     page.context.close()
+
+
+def incremental_column(metric: str, columns) -> str | None:
+    """cell_scores.csv's column of a Runs headline (`judge/<judge>/ci` -> `ci`, its rows filtered by judge)."""
+    parts = metric.split("/")
+    return parts[2] if len(parts) == 3 and parts[0] == "judge" and parts[2] in columns else None
+
+
+def test_runs_shows_the_reports_per_cell_numbers_with_their_definition(browser, stories_app, stories_sweep, screenshot):
+    """Every headline number the Runs tab shows for the incremental sweep (each judge's Creative Integrity and
+    adherence per cell) equals the report's per-cell table, which says it is over every scored story with its n;
+    the paired table says it uses matched pairs, with theirs."""
+    import pandas as pd
+    from playwright.sync_api import expect
+
+    page = browser.new_context(viewport=VIEWPORT).new_page()
+    page.set_default_timeout(60_000)
+    page.goto(stories_app)
+    page.wait_for_selector("#tabs")
+    settle(page)
+    open_tab(page, "Runs")
+    choose(page, "runs-study", "incremental-delivery")
+    choose(page, "runs-sweep", SWEEP)
+    expect(page.locator("#runs-table")).to_contain_text("sharded")
+    cells = pd.read_csv(stories_sweep / "cell_scores.csv")
+    for judge, scored in cells.groupby("judge"):
+        scored.to_csv(stories_sweep.parent / f"{judge}.csv", index=False)
+        compared = runs_match_report(page, stories_sweep.parent / f"{judge}.csv",
+                                     {"model": "model", "condition": "condition"},
+                                     lambda metric, columns: incremental_column(metric, columns)
+                                     if metric.startswith(f"judge/{judge}/") else None)
+        assert compared == 2 * 2 - int(scored["ci"].isna().sum()) - int(scored["adherence"].isna().sum()), compared
+    expect(page.locator("#runs-note")).to_contain_text("the mean over every item the cell scored")
+    assert "n_pairs" in (stories_sweep / "model_ci.csv").read_text().splitlines()[0]
+    screenshot(page, "truth-runs-incremental")
+    open_tab(page, "Figures")
+    choose(page, "figures-sweep", SWEEP)
+    expect(page.locator("#figures-table-0")).to_contain_text("over its matched pairs")
+    page.context.close()
+
+
+def test_a_failing_judge_is_warned_in_conversations_and_annotate_agreement(browser, stories_app, stories_env,
+                                                                          screenshot):
+    """Conversations showed every checklist item of a failed judge as 1.0 without a word, and Annotate's agreement
+    tables compared ratings with it silently: both now carry the one warning (its rubric dimensions and the
+    agreement columns under their labels). Runs after the rating test, so the agreement has ratings to compare."""
+    import mlflow
+    from playwright.sync_api import expect
+
+    _, env = stories_env
+    client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+    experiment = client.get_experiment_by_name("incremental-delivery").experiment_id
+    runs = client.search_runs([experiment], f"tags.`narrative_eval.sweep` = '{SWEEP}' and tags.`narrative_eval.kind` = 'cell'")
+    tag = f"judge_check/{JUDGE}"
+    for run in runs:
+        client.set_tag(run.info.run_id, tag, "fail: other_task_story")
+    try:
+        page = browser.new_context(viewport=VIEWPORT).new_page()
+        page.set_default_timeout(60_000)
+        page.goto(stories_app)
+        page.wait_for_selector("#tabs")
+        settle(page)
+        warning = f"judge {JUDGE} failed checks: Other task story"
+        open_tab(page, "Conversations")
+        choose(page, "conv-sweep", SWEEP)
+        finals = page.locator("#conv-finals")
+        expect(finals.locator(".judge-check-failed")).to_contain_text(warning)
+        expect(finals).not_to_contain_text("structure_coherence")
+        screenshot(page, "truth-conversations-judge-warning")
+        open_tab(page, "Annotate")
+        open_tab(page, "Stories (incremental delivery)")
+        page.get_by_text("Agreement of story ratings with the judge").click()
+        page.locator("#stories-few-compute").click()
+        expect(page.locator("#stories-few")).to_contain_text(warning)
+        screenshot(page, "truth-annotate-agreement-judge-warning")
+        page.context.close()
+    finally:
+        for run in runs:
+            client.delete_tag(run.info.run_id, tag)

@@ -9,8 +9,6 @@ from browser_helpers import choose, open_tab
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
-LAUNCHED_SWEEP = "ui-launched"
-
 
 def test_runs_tab_lists_the_sweep_runs(page, e2e_sweep, screenshot):
     from playwright.sync_api import expect
@@ -61,30 +59,6 @@ def test_live_fill_streams_a_fill_into_the_passage(page, screenshot):
     expect(page.locator("#live-metrics")).to_contain_text("AtAvg", timeout=180_000)
     assert page.locator("#live-raw textarea").input_value().strip()
     screenshot(page, "fill-live")
-
-
-def test_launched_sweep_finishes_and_appears_in_runs(page, screenshot):
-    from playwright.sync_api import expect
-
-    open_tab(page, "Launch")
-    page.locator("#launch-sweep textarea, #launch-sweep input").first.fill(LAUNCHED_SWEEP)
-    page.locator("#launch-limit input").fill("2")
-    page.locator("#launch-max-tokens input").fill("16")
-    page.locator("#launch-go").click()
-    expect(page.locator("#launch-message")).to_contain_text(LAUNCHED_SWEEP)
-    jobs = page.locator("#jobs-table")
-    expect(jobs).to_contain_text(LAUNCHED_SWEEP)
-    expect(jobs).to_contain_text("finished", timeout=600_000)
-    expect(jobs).to_contain_text("1/1")
-    screenshot(page, "launch")
-
-    open_tab(page, "Runs")
-    page.locator("#runs-refresh").click()
-    choose(page, "runs-sweep", LAUNCHED_SWEEP)
-    table = page.locator("#runs-table")
-    expect(table).to_contain_text("smollm2")
-    expect(table).to_contain_text("FINISHED")
-    screenshot(page, "runs-after-launch")
 
 
 def test_pairwise_rating_is_stored_in_sqlite(page, e2e_sweep, ui_paths, app_env, screenshot):
