@@ -9,8 +9,10 @@ cells can run in threads, Ray workers or the app's background jobs without stepp
 from __future__ import annotations
 
 import json
+import queue
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import cache
@@ -255,6 +257,42 @@ def _log_evaluation_records(c: MlflowClient, run_id: str, cell: CellSpec, result
         warn_once("evaluation records", error)
 
 
+class CellWriter:
+    """Logs finished cells (`log_cell`) on a thread of its own, in the order given, while the next cell generates:
+    a fast engine then waits for no disk between cells. A cell's run turns FINISHED only once everything it logs
+    is written, so a process killed with cells still queued leaves their runs unfinished and a rerun redoes them
+    from the request cache. At most `depth` finished cells wait (memory stays bounded: the next one blocks)."""
+
+    def __init__(self, depth: int = 2):
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._failed: dict[str, str] = {}
+        """Run id -> why logging it failed (its run is ended FAILED, as a cell that fails while running)."""
+        self._thread = threading.Thread(target=self._drain, name="cell-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, run_id: str, cell: CellSpec, result: Any, evaluation: Callable[[], CellEvaluation] | None) -> None:
+        self._queue.put((run_id, cell, result, evaluation))
+
+    def close(self) -> dict[str, str]:
+        """Wait until every submitted cell is written; run id -> error of each one that could not be logged."""
+        self._queue.put(None)
+        self._thread.join()
+        return dict(self._failed)
+
+    def _drain(self) -> None:
+        while (job := self._queue.get()) is not None:
+            run_id, cell, result, evaluation = job
+            try:
+                log_cell(run_id, cell, result, evaluation)
+            except Exception as error:
+                self._failed[run_id] = f"{type(error).__name__}: {error}"
+                try:
+                    end_run(run_id, "FAILED")
+                    client().set_tag(run_id, "narrative_eval.error", self._failed[run_id][:5000])
+                except Exception:  # the store itself failed; the run stays unfinished and a rerun redoes it
+                    pass
+
+
 def _table_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     # MLflow tables need scalar cells: nested values (messages, judge details) become JSON text.
     flat = [
@@ -284,6 +322,7 @@ def _slug(text: str) -> str:
 
 __all__ = [
     "DEFAULT_TRACKING_URI",
+    "CellWriter",
     "RunStatus",
     "RunTag",
     "cell_params",
