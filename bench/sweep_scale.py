@@ -12,8 +12,9 @@ data file of N instances made from the shipped passages. Two sizes:
 
 Printed per size: both wall times and their ratio (target <= 1.3), the platform's milliseconds per generation
 ((sweep - bare) / generations), the store's bytes per generation (the SQLite file and the artifacts folder), the
-report's time rebuilt from MLflow (target <= 60 s at 20,000) and the Runs tab's first load: the library work its
-callbacks do when the tab opens on the sweep (target <= 3 s). The last line prints every figure.
+report's time rebuilt from MLflow (target <= 60 s at 20,000) and the first load of the app's Runs tab (target
+<= 3 s) and Compare tab: the library work their callbacks do when the tab opens on the sweep, without a browser.
+The last line prints every figure.
 
 Usage: python bench/sweep_scale.py [--sizes 4000 20000] [--keep]
 """
@@ -125,6 +126,23 @@ def runs_tab_first_load(sweep: str) -> float:
     return seconds
 
 
+def compare_tab_first_load(sweep: str) -> float:
+    """Seconds of the library work the Compare tab's callbacks do when it opens on `sweep`: its runs, the default
+    ones' seeds and instance order (their generations tables), the first instance drawn."""
+    from ui import compare
+    from ui.common import cell_runs, pick_sweep, run_choices
+
+    start = time.perf_counter()
+    _, chosen = pick_sweep("infilling", sweep)
+    run_ids = [run_id for _, run_id in run_choices(cell_runs("infilling", chosen))][:compare.MAX_DEFAULT_RUNS]
+    seeds = compare.seeds_for(run_ids)
+    order = compare.instance_order(run_ids, seeds[0], False)
+    view = compare.render(chosen, run_ids, seeds[0], order[0])
+    seconds = time.perf_counter() - start
+    assert "empty" not in view[:40], view[:300]
+    return seconds
+
+
 def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
 
@@ -156,13 +174,13 @@ def measure(size: int, root: Path, base_url: str) -> dict[str, float]:
         "ms_per_generation": 1000 * (swept - bare) / generations,
         "store_bytes_per_generation": (store.stat().st_size + folder_bytes(root / "artifacts")) / generations,
         "db_bytes_per_generation": store.stat().st_size / generations,
-        "report_s": report, "runs_tab_s": runs_tab_first_load(name),
+        "report_s": report, "runs_tab_s": runs_tab_first_load(name), "compare_tab_s": compare_tab_first_load(name),
     }
     print(f"{size}: {generations} generations in {len(cells)} cells; bare loop {bare:.1f} s, sweep {swept:.1f} s, "
           f"ratio {figures['ratio']:.2f} (target <= 1.3); platform {figures['ms_per_generation']:.2f} ms per "
           f"generation; store {figures['store_bytes_per_generation'] / 1024:.1f} KB per generation "
           f"({figures['db_bytes_per_generation'] / 1024:.1f} KB in the database); report {report:.1f} s; "
-          f"Runs tab first load {figures['runs_tab_s']:.2f} s", flush=True)
+          f"Runs tab first load {figures['runs_tab_s']:.2f} s; Compare tab {figures['compare_tab_s']:.2f} s", flush=True)
     return figures
 
 
@@ -195,7 +213,7 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}; " + "; ".join(
         f"{size}: ratio {r['ratio']:.2f}, {r['ms_per_generation']:.2f} ms/generation, "
         f"{r['store_bytes_per_generation'] / 1024:.1f} KB/generation, report {r['report_s']:.1f} s, "
-        f"Runs tab {r['runs_tab_s']:.2f} s" for size, r in results.items()))
+        f"Runs tab {r['runs_tab_s']:.2f} s, Compare tab {r['compare_tab_s']:.2f} s" for size, r in results.items()))
 
 
 if __name__ == "__main__":
