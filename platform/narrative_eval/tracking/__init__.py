@@ -57,6 +57,9 @@ such as max_new_tokens is not one, and must survive so a logged spec can be reru
 MAX_PARAM_LENGTH = 6000
 
 
+_created_runs: set[str] = set()
+"""Cell runs this process created: no earlier attempt left traces in them."""
+
 _open_runs: dict[str, list[Param]] = {}
 """Runs this process started or resumed and has not ended yet, with the params they must still carry (a stop
 between creating a run and logging its params still leaves a run that says what it is; ended KILLED/FAILED)."""
@@ -151,6 +154,7 @@ def start_cell_run(experiment: str, cell: CellSpec, parent_run_id: str) -> str:
     if existing is not None:
         run_id, _ = existing
         _open_runs[run_id] = params
+        _created_runs.discard(run_id)  # resumed, even if this process created it: an attempt may have left traces
         c.update_run(run_id, status="RUNNING")
     else:
         run_id = _create_cell_run(c, experiment, cell, parent_run_id, params)
@@ -184,6 +188,7 @@ def _create_cell_run(c: MlflowClient, experiment: str, cell: CellSpec, parent_ru
         },
     )
     _open_runs[run.info.run_id] = params
+    _created_runs.add(run.info.run_id)
     return run.info.run_id
 
 
@@ -252,7 +257,8 @@ def _log_evaluation_records(c: MlflowClient, run_id: str, cell: CellSpec, result
     """Dataset, traces with assessments, prompt versions, description (narrative_eval.tracing); a failure there
     is a warning, never a failed cell."""
     try:
-        log_cell_records(c, run_id, cell, result, evaluation() if evaluation is not None else CellEvaluation())
+        log_cell_records(c, run_id, cell, result, evaluation() if evaluation is not None else CellEvaluation(),
+                         fresh_run=run_id in _created_runs)
     except Exception as error:
         warn_once("evaluation records", error)
 
