@@ -57,12 +57,20 @@ def _normalised(trace, run_id: str) -> str:
     return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", "<time>", text)
 
 
-def test_a_batch_reads_back_as_mlflow_writes_it_trace_by_trace():
-    client = MlflowClient(os.environ["MLFLOW_TRACKING_URI"])
-    mlflow.set_tracking_uri(client.tracking_uri)
-    experiment_id = client.create_experiment("bulk-traces")
-    assert bulk._is_sql_store(TracingClient(client.tracking_uri).store)
-    batch, one_by_one = _written(client, experiment_id, "bulk"), _written(client, experiment_id, "mlflow")
+def written_both_ways(uri: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The records written in a batch and trace by trace into a new experiment of the store at `uri`, read back."""
+    client = MlflowClient(uri)
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        experiment_id = client.create_experiment(f"bulk-traces-{os.urandom(4).hex()}")
+        assert bulk._is_sql_store(TracingClient(uri).store)
+        return _written(client, experiment_id, "bulk"), _written(client, experiment_id, "mlflow")
+    finally:
+        mlflow.set_tracking_uri(previous)
+
+
+def assert_alike(batch: dict[str, str], one_by_one: dict[str, str]) -> None:
     assert sorted(batch) == sorted(one_by_one) == sorted(record.key for record in RECORDS)
     for key in batch:
         assert batch[key] == one_by_one[key], key
@@ -70,3 +78,7 @@ def test_a_batch_reads_back_as_mlflow_writes_it_trace_by_trace():
     assert trace["info"]["trace_metadata"]["mlflow.trace.tokenUsage"] == json.dumps(
         {"input_tokens": 8, "output_tokens": 10, "total_tokens": 18})
     assert len(trace["data"]["spans"]) == 3
+
+
+def test_a_batch_reads_back_as_mlflow_writes_it_trace_by_trace():
+    assert_alike(*written_both_ways(os.environ["MLFLOW_TRACKING_URI"]))
