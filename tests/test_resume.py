@@ -1,9 +1,11 @@
 """A sweep killed with SIGKILL mid-way and rerun ends exactly like an uninterrupted one, generating
-only the requests that were not finished before the kill."""
+only the requests that were not finished before the kill; killed at three random moments against an instant
+server, it still ends with exactly one trace per generation, each with all its assessments."""
 
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import sqlite3
@@ -15,9 +17,10 @@ from pathlib import Path
 import mlflow
 import pytest
 
+from experiments.progress import PROGRESS_ENV
 from narrative_eval import tracking
 
-pytestmark = pytest.mark.slow
+BACKENDS = Path(__file__).parent / "backends"
 
 # Three settings: the kill lands after the first cell, so the rerun meets a finished, a cut and an unstarted cell.
 INSTANCES, SETTINGS = 4, ["L0", "L1", "L2"]
@@ -82,6 +85,7 @@ def _finished_metrics(root: Path, monkeypatch) -> dict[str, dict[str, float]]:
     }
 
 
+@pytest.mark.slow
 def test_sigkill_then_rerun_matches_uninterrupted(tmp_path, repo_root, monkeypatch):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     for root in (straight, killed):
@@ -126,3 +130,74 @@ def test_sigkill_then_rerun_matches_uninterrupted(tmp_path, repo_root, monkeypat
         for trace in traces:
             named = [(a.name, a.source.source_id) for a in trace.info.assessments]
             assert len(named) == len(set(named)) and named, trace.info.trace_id
+
+
+# The instant server's sweep: cells small enough that a kill lands anywhere in one (generation, the cell writer's
+# traces, its FINISHED status, the next cell), the whole thing a few seconds of work after the imports.
+KILL_SETTINGS, KILL_INSTANCES, KILLS = ["L0", "L1", "L2"], 40, 3
+
+
+def _instant_config(root: Path, repo: Path, base_url: str) -> Path:
+    path = root / "killed.yaml"
+    path.write_text(f"""
+study: infilling
+sweep: killed
+data: {repo / 'data/infilling/benchmark.csv'}
+limit: {KILL_INSTANCES}
+models: [{{id: instant, backend: openai_compatible, weights: instant, options: {{base_url: '{base_url}', max_concurrency: 4}}}}]
+prompt_settings: [{', '.join(KILL_SETTINGS)}]
+seeds: [0]
+generation: {{temperature: 0.0, max_new_tokens: 16}}
+metrics: {{names: [rouge1]}}
+report_dir: {root / 'report'}
+""")
+    return path
+
+
+@pytest.mark.server
+def test_three_random_sigkills_leave_one_trace_per_generation_with_its_assessments(tmp_path, repo_root, monkeypatch):
+    sys.path.insert(0, str(BACKENDS))
+    from api_server import start_instant_server
+
+    from tests.servers import stop
+
+    server, base_url = start_instant_server()
+    try:
+        config, env = _instant_config(tmp_path, repo_root, base_url), _env(tmp_path)
+        rng = random.Random()
+        seed = rng.randrange(2**32)
+        rng.seed(seed)
+        moments = []
+        for attempt in range(KILLS):
+            # The progress file appears when the cells start: the kill moment is drawn from the sweep's own work
+            # (generation, the writer's traces and runs' status, the next cell, the report), not from its imports.
+            progress = tmp_path / f"progress-{attempt}.json"
+            process = subprocess.Popen(_command(config), cwd=repo_root, env={**env, PROGRESS_ENV: str(progress)},
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.time() + 300
+            while not progress.exists() and process.poll() is None and time.time() < deadline:
+                time.sleep(0.02)
+            moments.append(round(rng.uniform(0.0, 2.0), 2))
+            time.sleep(moments[-1])
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+        done = subprocess.run(_command(config), cwd=repo_root, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+    finally:
+        stop(server)
+
+    context = f"random seed {seed}, kills {moments} s after the cells started"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = tracking.sweep_cell_runs("infilling", "killed", finished_only=False)
+    assert sorted(runs["params.prompt_setting"]) == sorted(KILL_SETTINGS), context  # one run per cell
+    assert set(runs["status"]) == {"FINISHED"}, context
+    experiment = tracking.client().get_experiment_by_name("infilling").experiment_id
+    every = mlflow.search_traces(locations=[experiment], return_type="list", include_spans=False)
+    assert len(every) == KILL_INSTANCES * len(KILL_SETTINGS), context  # nothing left over from a killed attempt
+    for run_id in runs["run_id"]:
+        found = mlflow.search_traces(locations=[experiment], run_id=run_id, return_type="list", include_spans=False)
+        keys = [t.info.tags["narrative_eval.trace_key"] for t in found]
+        assert len(keys) == len(set(keys)) == KILL_INSTANCES, context
+        for trace in found:
+            named = sorted(a.name for a in trace.info.assessments)
+            assert named == ["gold", "rouge1"], (context, trace.info.trace_id, named)

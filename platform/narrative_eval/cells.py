@@ -75,8 +75,10 @@ class CellOutcome:
     """Share of the cell's requests that failed after retries."""
 
 
-def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, generated: Callable[[], int]) -> CellOutcome:
-    """Run one cell into its MLflow run unless that run already finished."""
+def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, generated: Callable[[], int],
+                     writer: tracking.CellWriter | None = None) -> CellOutcome:
+    """Run one cell into its MLflow run unless that run already finished; a `writer` logs it while the caller goes on
+    (`finish_outcomes` then marks the cells it could not log)."""
     study = load_study(cell.study)
     existing = tracking.find_cell_run(study.experiment, cell)
     if existing is not None and existing[1] == "FINISHED":
@@ -94,7 +96,8 @@ def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, gener
         result.generated = generated() - before
         if pool is not None:
             result.metrics.update({f"cost/{k}": v - cost_before.get(k, 0.0) for k, v in pool.cost().items()})
-        tracking.log_cell(run_id, cell, result, evaluation=lambda: study.evaluation(cell, result))
+        record = writer.submit if writer is not None else tracking.log_cell
+        record(run_id, cell, result, lambda: study.evaluation(cell, result))
     except Exception as error:  # a broken cell is recorded and the sweep goes on
         tracking.end_run(run_id, "FAILED")
         tracking.client().set_tag(run_id, "narrative_eval.error", f"{type(error).__name__}: {error}"[:5000])
@@ -103,6 +106,16 @@ def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, gener
                            traceback.format_exc(limit=8))
     return CellOutcome(cell, "finished", run_id, result.generated, time.perf_counter() - start,
                        request_failure_rate=float(result.metrics.get("request_failure_rate", 0.0)))
+
+
+def finish_outcomes(outcomes: list[CellOutcome], writer: tracking.CellWriter) -> list[CellOutcome]:
+    """Wait for the writer; a cell it could not log becomes failed (its run already is)."""
+    failed = writer.close()
+    for outcome in outcomes:
+        if outcome.run_id in failed and outcome.status == "finished":
+            log.error("cell %s failed: %s", outcome.cell.run_name, failed[outcome.run_id])
+            outcome.status, outcome.error = "failed", failed[outcome.run_id]
+    return outcomes
 
 
 def over_budget(outcome: CellOutcome, config: SweepConfig) -> bool:

@@ -9,14 +9,20 @@ output. Tests script faults (the next N requests answer 429 with Retry-After, 50
 spend-limit error), check the API key like the real services, and read back every request
 received with its arrival time.
 
-It binds 127.0.0.1 on a free port and serves from a background thread.
+It binds 127.0.0.1 on a free port and serves from a background thread. Without a model it answers instantly
+(a fixed fill, token counts from the words sent), so only the client's own cost is left:
+`python tests/backends/api_server.py` serves that way in a process of its own (`start_instant_server`), for the
+scale benchmark (bench/sweep_scale.py) and the resume test.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -64,7 +70,7 @@ class ServerState:
     """What the handler threads share."""
 
     llm: Any
-    """The llama_cpp.Llama model."""
+    """The llama_cpp.Llama model; None answers every request instantly with INSTANT_REPLY."""
     api_key: str | None
     """Key every request must carry, or None to accept any."""
     model_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -87,6 +93,10 @@ ANTHROPIC_ERROR_TYPES = {
     500: "api_error",
     529: "overloaded_error",
 }
+
+
+INSTANT_REPLY = "<ANSWER>The rest of the story went on as planned.</ANSWER>"
+"""What the server answers without a model: a fill in the infilling prompts' answer tags."""
 
 
 def _text_of(content: Any) -> str:
@@ -194,6 +204,9 @@ class Handler(BaseHTTPRequestHandler):
             kwargs["seed"] = int(seed)
         if schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
+        if self.server.state.llm is None:
+            words = sum(len(m["content"].split()) for m in messages)
+            return INSTANT_REPLY, "stop", {"prompt_tokens": words, "completion_tokens": 9, "total_tokens": words + 9}
         with self.server.state.model_lock:
             out = self.server.state.llm.create_chat_completion(**kwargs)
         choice = out["choices"][0]
@@ -297,12 +310,14 @@ class ApiHTTPServer(ThreadingHTTPServer):
 class ApiServer:
     """Start with `start()`, stop with `stop()`; also a context manager."""
 
-    def __init__(self, model_path: str, api_key: str | None = None, n_ctx: int = 2048):
-        from llama_cpp import Llama
+    def __init__(self, model_path: str | None, api_key: str | None = None, n_ctx: int = 2048):
+        llm = None
+        if model_path is not None:
+            from llama_cpp import Llama
 
-        with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
-            threads = usable_cores()
-            llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)
+            with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
+                threads = usable_cores()
+                llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)
         from api_batches import BatchStore
 
         self.state = ServerState(llm=llm, api_key=api_key, batches=BatchStore())
@@ -330,7 +345,8 @@ class ApiServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
-        self.state.llm.close()
+        if self.state.llm is not None:
+            self.state.llm.close()
 
     def __enter__(self) -> ApiServer:
         return self.start()
@@ -360,3 +376,26 @@ class ApiServer:
     def batches(self):
         """The batch endpoints' store: submissions counted, holds and line faults scripted (api_batches.py)."""
         return self.state.batches
+
+
+def start_instant_server() -> tuple[subprocess.Popen, str]:
+    """This server without a model, in its own process (and process group, so `tests.servers.stop` ends it): the
+    process and its OpenAI base URL. Its own process keeps its work off the caller's interpreter lock."""
+    process = subprocess.Popen([sys.executable, __file__], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    url = process.stdout.readline().strip()
+    if not url.startswith("http://"):
+        process.kill()
+        raise RuntimeError(f"the instant API server did not start (exit {process.wait()})")
+    return process, url
+
+
+def main() -> None:
+    """Serve instantly (no model) on a free port of 127.0.0.1; the first line written is the OpenAI base URL."""
+    argparse.ArgumentParser(description=main.__doc__).parse_args()
+    server = ApiServer(None).start()
+    print(server.openai_base_url, flush=True)
+    server._thread.join()
+
+
+if __name__ == "__main__":
+    main()

@@ -7,6 +7,7 @@ import pytest
 from narrative_eval import tracking
 from narrative_eval.config import load_config
 from narrative_eval.sweep import run_sweep
+from tests.tracing.test_bulk_traces import assert_alike, written_both_ways
 
 pytestmark = [pytest.mark.postgres, pytest.mark.server, pytest.mark.slow]
 
@@ -70,3 +71,8 @@ def test_artifacts_are_served_by_the_server(server_sweep, mlflow_server):
     stored = list(mlflow_server.artifacts.rglob("generations.json"))
     assert any(run_id in str(path) for path in stored)
     assert list(mlflow_server.artifacts.rglob("main.csv")), "the sweep report was not attached to the parent run"
+
+
+def test_batched_traces_read_back_from_postgres_as_mlflow_writes_them(postgres_server, mlflow_server):
+    """A sweep pointed at the database itself writes its traces in batches (tracing/bulk.py), as with SQLite."""
+    assert_alike(*written_both_ways(postgres_server.url("mlflow")))

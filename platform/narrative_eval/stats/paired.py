@@ -13,6 +13,7 @@ a failed judgment): dropping those rows would silently compare a smaller, select
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
@@ -75,30 +76,46 @@ def holm(p_values: pd.Series) -> pd.Series:
     return pd.Series(adjusted, index=defined.index).reindex(p.index)
 
 
-def instance_values(cell: pd.DataFrame, key: str) -> tuple[pd.Series, pd.Series]:
-    """Per instance: the mean over seeds of the row value, and how many of its rows lack a value."""
+@dataclass(frozen=True)
+class CellValues:
+    """One cell's values of one row score, per instance."""
+
+    values: pd.Series
+    """The mean over its seeds."""
+    missing: pd.Series
+    """How many of its rows lack a value."""
+    rows: pd.Series
+    """How many rows it has."""
+
+
+def instance_values(cell: pd.DataFrame, key: str) -> CellValues:
+    """Per instance: the mean over seeds of the row value, how many of its rows lack a value, and its rows."""
     scores = row_scores(cell)
     values = pd.Series(scores.get(key, np.full(len(cell), np.nan)))
     ids = cell["instance_id"].to_numpy()
-    return values.groupby(ids).mean(), values.isna().groupby(ids).sum().astype(int)
+    return CellValues(values.groupby(ids).mean(), values.isna().groupby(ids).sum().astype(int), values.groupby(ids).size())
 
 
 def compare_cells(a: pd.DataFrame, b: pd.DataFrame, key: str, *, key_b: str | None = None, n_boot: int = PAIRED_N_BOOT,
                   seed: int = PAIRED_SEED) -> dict[str, object]:
     """One paired comparison of cell a's `key` against cell b's `key_b` (default: the same key)."""
-    a_values, a_missing = instance_values(a, key)
-    b_values, b_missing = instance_values(b, key_b or key)
-    shared = a_values.index.intersection(b_values.index)
+    name = key if key_b in (None, key) else f"{key} or {key_b}"
+    return compare_values(instance_values(a, key), instance_values(b, key_b or key), name, n_boot=n_boot, seed=seed)
+
+
+def compare_values(a: CellValues, b: CellValues, name: str, *, n_boot: int = PAIRED_N_BOOT,
+                   seed: int = PAIRED_SEED) -> dict[str, object]:
+    """One paired comparison of two cells' per-instance values (`name`: what is compared, for the reason)."""
+    shared = a.values.index.intersection(b.values.index)
     undefined = {"n": len(shared), "delta": np.nan, "lo": np.nan, "hi": np.nan, "p": np.nan, "se": np.nan}
     if len(shared) < MIN_SHARED:
         return {**undefined, "reason": f"only {len(shared)} shared instances (fewer than {MIN_SHARED})"}
-    missing = int(a_missing[shared].sum() + b_missing[shared].sum())
+    missing = int(a.missing[shared].sum() + b.missing[shared].sum())
     if missing:
-        rows = int((a["instance_id"].isin(shared)).sum() + (b["instance_id"].isin(shared)).sum())
-        name = key if key_b in (None, key) else f"{key} or {key_b}"
+        rows = int(a.rows[shared].sum() + b.rows[shared].sum())
         return {**undefined, "reason": f"{name} missing on {missing} of {rows} rows (unextracted or failed judgment)"}
     clusters = np.array([passage_of(i) for i in shared])
-    result = paired_delta(a_values[shared].to_numpy(), b_values[shared].to_numpy(), clusters, n_boot=n_boot, seed=seed)
+    result = paired_delta(a.values[shared].to_numpy(), b.values[shared].to_numpy(), clusters, n_boot=n_boot, seed=seed)
     return {**result, "reason": ""}
 
 
@@ -109,8 +126,10 @@ def _table(gens: pd.DataFrame, within: str, across: str, n_boot: int, seed: int)
     for group, frame in gens.groupby(within, sort=True):
         cells = {name: cell for name, cell in frame.groupby(across, sort=True)}
         for label, key in metrics.items():
+            # Each cell's values once, not once per pair it is in: a group of k cells has k(k-1)/2 pairs.
+            values = {name: instance_values(cell, key) for name, cell in cells.items()}
             for name_a, name_b in combinations(sorted(cells), 2):
-                result = compare_cells(cells[name_a], cells[name_b], key, n_boot=n_boot, seed=seed)
+                result = compare_values(values[name_a], values[name_b], key, n_boot=n_boot, seed=seed)
                 rows.append({within: group, "a": name_a, "b": name_b, "metric": label, **result})
     table = pd.DataFrame(rows, columns=[within, "a", "b", "metric", *COLUMNS])
     if table.empty:
@@ -180,7 +199,7 @@ def model_groups(gens: pd.DataFrame, by_model: pd.DataFrame) -> pd.DataFrame:
     metrics = compared_metrics(gens)
     for setting, frame in gens.groupby("setting", sort=True):
         for label, key in metrics.items():
-            means = {model: instance_values(cell, key)[0].mean() for model, cell in frame.groupby("model", sort=True)}
+            means = {model: instance_values(cell, key).values.mean() for model, cell in frame.groupby("model", sort=True)}
             order = sorted(means, key=lambda m: (-means[m] if np.isfinite(means[m]) else np.inf, m))
             family = by_model[(by_model["setting"] == setting) & (by_model["metric"] == label)] if not by_model.empty else by_model
             different = {frozenset((r.a, r.b)) for r in family.itertuples() if r.holds is True}

@@ -37,15 +37,16 @@ DESCRIPTION_TAG = "mlflow.note.content"
 
 
 def log_cell_records(client: MlflowClient, run_id: str, cell: CellSpec, result: Any,
-                     evaluation: CellEvaluation) -> dict[str, str]:
+                     evaluation: CellEvaluation, fresh_run: bool = False) -> dict[str, str]:
     """Dataset, traces, prompt versions and description of a finished cell, as its study gave them; adds
-    `trace_id` to the rows of its table. Returns record key -> trace id."""
+    `trace_id` to the rows of its table (`fresh_run`: created by this process, so it holds no earlier traces).
+    Returns record key -> trace id."""
     records = evaluation.records
     trace_ids: dict[str, str] = {}
     experiment_id = client.get_run(run_id).info.experiment_id
     if records is not None:
         _log_dataset(client, run_id, experiment_id, cell, records)
-        trace_ids = write_traces(client, run_id, experiment_id, records.traces)
+        trace_ids = write_traces(client, run_id, experiment_id, records.traces, fresh_run)
         rows = result.tables.get(records.table, [])
         for trace in records.traces:
             for index in trace.rows:

@@ -10,11 +10,15 @@ from typing import Any
 
 from mlflow import MlflowClient
 
-from narrative_eval.records import CellSpec
+from narrative_eval.records import CellSpec, stable_hash
 from narrative_eval.tracing.base import CellRecords
 
 SWEEPS_TAG = "narrative_eval.sweeps"
 """Dataset tag: the sweeps whose cells ran on it, comma-separated."""
+
+_merged: set[tuple[str, str, str]] = set()
+"""(tracking URI, dataset id, digest of the records) this process merged already: the cells of a sweep share their
+data file, and MLflow upserts records one query each, so each distinct set of records is merged once."""
 
 
 def dataset_name(cell: CellSpec) -> str:
@@ -32,7 +36,11 @@ def register_evaluation_dataset(client: MlflowClient, experiment_id: str, cell: 
     if experiment_id not in (dataset.experiment_ids or []):
         client.add_dataset_to_experiments(dataset.dataset_id, [experiment_id])
     # merge_records writes through the process's tracking store, which tracking.client() points at this client's.
-    dataset.merge_records(evaluation_records(records))
+    rows = evaluation_records(records)
+    merged = (client.tracking_uri, dataset.dataset_id, stable_hash(rows))
+    if merged not in _merged:
+        dataset.merge_records(rows)
+        _merged.add(merged)
     sweeps = [s for s in str((dataset.tags or {}).get(SWEEPS_TAG, "")).split(",") if s]
     if cell.sweep not in sweeps:
         client.set_dataset_tags(dataset.dataset_id, {SWEEPS_TAG: ",".join([*sweeps, cell.sweep])})

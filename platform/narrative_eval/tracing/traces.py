@@ -13,6 +13,7 @@ from typing import Any
 import mlflow
 from mlflow import MlflowClient
 
+from narrative_eval.tracing.bulk import write_traces_batch
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,9 @@ TRACE_KEY_TAG = "narrative_eval.trace_key"
 TAGGED_ATTRIBUTES = ("model", "prompt_setting", "condition", "sweep")
 """Generation attributes also set as trace tags, so MLflow's trace list can be filtered by them
 (`tags.model = 'smollm2'`)."""
+
+BATCH = 500
+"""Traces written per transaction."""
 
 DIGITS = 4
 """Decimals of the numbers the platform writes on traces (scores, seconds, sampling settings)."""
@@ -48,25 +52,28 @@ def warn_once(what: str, error: BaseException) -> None:
                     what, type(error).__name__, str(error)[:300])
 
 
-def write_traces(client: MlflowClient, run_id: str, experiment_id: str, records: Sequence[TraceRecord]) -> dict[str, str]:
+def write_traces(client: MlflowClient, run_id: str, experiment_id: str, records: Sequence[TraceRecord],
+                 fresh_run: bool = False) -> dict[str, str]:
     """Trace id per record key. Traces a killed earlier attempt of this run left are deleted first, so a
-    resumed cell ends with exactly one trace per record and one assessment per (trace, name, source)."""
+    resumed cell ends with exactly one trace per record and one assessment per (trace, name, source); a run this
+    process created (`fresh_run`) has none to look for (the search reads every trace of the experiment: 0.3 s a
+    cell in a store of 20,000)."""
     if not records or not traces_enabled():
         return {}
     try:
         from mlflow.tracing.client import TracingClient
 
-        earlier = mlflow.search_traces(locations=[experiment_id], run_id=run_id, return_type="list", include_spans=False)
+        earlier = [] if fresh_run else mlflow.search_traces(locations=[experiment_id], run_id=run_id,
+                                                            return_type="list", include_spans=False)
         if earlier:
             client.delete_traces(experiment_id, trace_ids=[t.info.trace_id for t in earlier])
         built = [_build(run_id, experiment_id, record) for record in records]
-        # Written straight to the store, trace first and then every span of the cell in one call. MLflow's
-        # live-span exporter logs each span as it ends and the trace after, which a SQL store answers by
-        # re-merging the trace row by row: about 90 ms per generation against a few here.
+        # Written straight to the store, traces with their assessments and spans in batches (bulk.py). MLflow's
+        # live-span exporter logs each span as it ends and the trace after, which a SQL store answers by re-merging
+        # the trace row by row: about 90 ms per generation against about 1 here.
         store = TracingClient(client.tracking_uri)
-        for info, _ in built:
-            store.start_trace(info)
-        store.log_spans(experiment_id, [span for _, spans in built for span in spans])
+        for start in range(0, len(built), BATCH):
+            write_traces_batch(store, experiment_id, built[start : start + BATCH])
         return {record.key: info.trace_id for record, (info, _) in zip(records, built, strict=True)}
     except Exception as error:  # an older server, a store without the tracing tables
         warn_once("traces", error)
@@ -76,8 +83,8 @@ def write_traces(client: MlflowClient, run_id: str, experiment_id: str, records:
 def _build(run_id: str, experiment_id: str, record: TraceRecord) -> tuple[Any, list[Any]]:
     """The trace's info (with its assessments) and its spans: a root span, and one child per turn."""
     from mlflow.entities import TraceInfo, TraceLocation, TraceState
-    from mlflow.tracing.constant import TRACE_SCHEMA_VERSION, TRACE_SCHEMA_VERSION_KEY, TraceTagKey
-    from mlflow.tracing.utils import generate_mlflow_trace_id_from_otel_trace_id
+    from mlflow.tracing.constant import TRACE_SCHEMA_VERSION, TRACE_SCHEMA_VERSION_KEY, TraceMetadataKey, TraceTagKey
+    from mlflow.tracing.utils import aggregate_usage_from_spans, generate_mlflow_trace_id_from_otel_trace_id
     from mlflow.tracing.utils.truncation import _get_truncated_preview
 
     # The generation happened earlier; its recorded seconds give the spans their real durations.
@@ -100,7 +107,11 @@ def _build(run_id: str, experiment_id: str, record: TraceRecord) -> tuple[Any, l
         request_time=start_ns // 1_000_000, execution_duration=(end_ns - start_ns) // 1_000_000, state=TraceState.OK,
         request_preview=_get_truncated_preview(_json(record.inputs), role="user"),
         response_preview=_get_truncated_preview(_json(record.outputs), role="assistant"),
-        trace_metadata={SOURCE_RUN: run_id, TRACE_SCHEMA_VERSION_KEY: str(TRACE_SCHEMA_VERSION)},
+        trace_metadata={SOURCE_RUN: run_id, TRACE_SCHEMA_VERSION_KEY: str(TRACE_SCHEMA_VERSION),
+                        # The trace's token counts, as MLflow's exporter sends them: the store then takes them as
+                        # final instead of re-adding every span's counts trace by trace when the spans come.
+                        **({TraceMetadataKey.TOKEN_USAGE: _json(usage)} if (usage := aggregate_usage_from_spans(spans))
+                           else {})},
         tags={TRACE_KEY_TAG: record.key, TraceTagKey.TRACE_NAME: record.name,
               **{key: str(record.attributes[key]) for key in TAGGED_ATTRIBUTES
                  if record.attributes.get(key) is not None}},

@@ -9,8 +9,10 @@ cells can run in threads, Ray workers or the app's background jobs without stepp
 from __future__ import annotations
 
 import json
+import queue
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import cache
@@ -54,6 +56,9 @@ SECRET_WORDS = re.compile(r"(^|[_-])(api[_-]?key|key|token|secret|password|autho
 such as max_new_tokens is not one, and must survive so a logged spec can be rerun."""
 MAX_PARAM_LENGTH = 6000
 
+
+_created_runs: set[str] = set()
+"""Cell runs this process created: no earlier attempt left traces in them."""
 
 _open_runs: dict[str, list[Param]] = {}
 """Runs this process started or resumed and has not ended yet, with the params they must still carry (a stop
@@ -149,6 +154,7 @@ def start_cell_run(experiment: str, cell: CellSpec, parent_run_id: str) -> str:
     if existing is not None:
         run_id, _ = existing
         _open_runs[run_id] = params
+        _created_runs.discard(run_id)  # resumed, even if this process created it: an attempt may have left traces
         c.update_run(run_id, status="RUNNING")
     else:
         run_id = _create_cell_run(c, experiment, cell, parent_run_id, params)
@@ -182,6 +188,7 @@ def _create_cell_run(c: MlflowClient, experiment: str, cell: CellSpec, parent_ru
         },
     )
     _open_runs[run.info.run_id] = params
+    _created_runs.add(run.info.run_id)
     return run.info.run_id
 
 
@@ -250,9 +257,46 @@ def _log_evaluation_records(c: MlflowClient, run_id: str, cell: CellSpec, result
     """Dataset, traces with assessments, prompt versions, description (narrative_eval.tracing); a failure there
     is a warning, never a failed cell."""
     try:
-        log_cell_records(c, run_id, cell, result, evaluation() if evaluation is not None else CellEvaluation())
+        log_cell_records(c, run_id, cell, result, evaluation() if evaluation is not None else CellEvaluation(),
+                         fresh_run=run_id in _created_runs)
     except Exception as error:
         warn_once("evaluation records", error)
+
+
+class CellWriter:
+    """Logs finished cells (`log_cell`) on a thread of its own, in the order given, while the next cell generates:
+    a fast engine then waits for no disk between cells. A cell's run turns FINISHED only once everything it logs
+    is written, so a process killed with cells still queued leaves their runs unfinished and a rerun redoes them
+    from the request cache. At most `depth` finished cells wait (memory stays bounded: the next one blocks)."""
+
+    def __init__(self, depth: int = 2):
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._failed: dict[str, str] = {}
+        """Run id -> why logging it failed (its run is ended FAILED, as a cell that fails while running)."""
+        self._thread = threading.Thread(target=self._drain, name="cell-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, run_id: str, cell: CellSpec, result: Any, evaluation: Callable[[], CellEvaluation] | None) -> None:
+        self._queue.put((run_id, cell, result, evaluation))
+
+    def close(self) -> dict[str, str]:
+        """Wait until every submitted cell is written; run id -> error of each one that could not be logged."""
+        self._queue.put(None)
+        self._thread.join()
+        return dict(self._failed)
+
+    def _drain(self) -> None:
+        while (job := self._queue.get()) is not None:
+            run_id, cell, result, evaluation = job
+            try:
+                log_cell(run_id, cell, result, evaluation)
+            except Exception as error:
+                self._failed[run_id] = f"{type(error).__name__}: {error}"
+                try:
+                    end_run(run_id, "FAILED")
+                    client().set_tag(run_id, "narrative_eval.error", self._failed[run_id][:5000])
+                except Exception:  # the store itself failed; the run stays unfinished and a rerun redoes it
+                    pass
 
 
 def _table_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -284,6 +328,7 @@ def _slug(text: str) -> str:
 
 __all__ = [
     "DEFAULT_TRACKING_URI",
+    "CellWriter",
     "RunStatus",
     "RunTag",
     "cell_params",
