@@ -195,7 +195,8 @@ def test_a_list_of_metric_names_means_the_names_mapping(tmp_path):
 
     body = f"study: infilling\nsweep: s\ndata: {SAMPLE}\nmodels: [smollm2]\n"
     as_list = load_config(write_config(tmp_path, body + "metrics: [rouge1, chrf]\n"), catalog=CATALOG)
-    as_mapping = load_config(write_config(tmp_path, body + "metrics: {names: [rouge1, chrf]}\n", "m.yaml"), catalog=CATALOG)
+    as_mapping = load_config(write_config(tmp_path, body + "metrics: {names: [rouge1, chrf]}\n", "m.yaml"),
+                             catalog=CATALOG)
     assert as_list.metrics == as_mapping.metrics and as_list.metrics.names == ("rouge1", "chrf")
     assert expand_grid(as_list)[0].spec_hash == expand_grid(as_mapping)[0].spec_hash
 

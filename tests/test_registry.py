@@ -103,7 +103,8 @@ def reloading_plugins(monkeypatch):
     back after the test: its registries stay filled)."""
 
     def use(points: list[importlib.metadata.EntryPoint]) -> None:
-        monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: points if group == registry.PLUGIN_GROUP else [])
+        monkeypatch.setattr(importlib.metadata, "entry_points",
+                            lambda group: points if group == registry.PLUGIN_GROUP else [])
         for name, value in (("_plugins_started", False), ("_plugins_done", False), ("_plugins_failure", None)):
             monkeypatch.setattr(registry, name, value)
 

@@ -73,6 +73,10 @@ class Grid:
         return {"prompt_settings": self.prompt_settings, "conditions": self.conditions}
 
 
+CATALOG_ENTRY = Shorthand("a name from the model catalog", "names from the model catalog")
+"""What a model or judge entry may be instead of a spec (load_config resolves it before validation)."""
+
+
 def _section_model(study: Any) -> type[StudyConfig]:
     """The config section model of a study name (the empty one for a name no study has: that is reported apart)."""
     return STUDIES.get(study).config_section if isinstance(study, str) and study in STUDIES else StudyConfig
@@ -101,7 +105,7 @@ class SweepConfig(BaseModel):
     """Keep only the first N instances/tasks after subsetting."""
     subset: SubsetSpec | None = None
     """Stratified subset (per dataset x unit_idx) applied before the limit."""
-    models: list[Annotated[ModelSpec, Shorthand("a name from the model catalog", "names from the model catalog")]]
+    models: list[Annotated[ModelSpec, CATALOG_ENTRY]]
     """Generators: catalog names, or specs (a catalog name as `id` takes the catalog's entry, overridden by the keys
     given)."""
     prompt_settings: list[str]
@@ -113,7 +117,7 @@ class SweepConfig(BaseModel):
     """Seeds run inside every cell."""
     generation: GenerationParams = GenerationParams()
     """Sampling settings."""
-    judges: list[Annotated[JudgeSpec, Shorthand("a name from the model catalog", "names from the model catalog")]] = Field(default_factory=list)
+    judges: list[Annotated[JudgeSpec, CATALOG_ENTRY]] = Field(default_factory=list)
     """Judge panel: catalog names (a judge entry, or a model judging with the defaults), or specs."""
     judge_checks: Annotated[JudgeChecks, Shorthand("true or false", "true/false values")] = JudgeChecks()
     """Control items every judge judges once per sweep, after the cells (`false`: none); docs/judge-checks.md."""
@@ -177,7 +181,8 @@ class SweepConfig(BaseModel):
 
     @model_validator(mode="after")
     def _study_names(self) -> SweepConfig:
-        """Every prompt setting and condition is one of the study's (each problem at its key, with the study's names)."""
+        """Every prompt setting and condition is one of the study's (each problem at its key, with the study's
+        names)."""
         problems = []
         for key, choices in grid_of(self.study).keys().items():
             names = choices.names(self) if choices.names is not None else None

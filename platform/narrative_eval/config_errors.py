@@ -27,8 +27,8 @@ Location = tuple[Any, ...]
 
 @dataclass(frozen=True)
 class Shorthand:
-    """`Annotated[T, Shorthand("a list of metric names", "lists of metric names")]`: the key also takes this shorter form (a validator of the
-    model expands it), so messages and the config reference name both forms."""
+    """`Annotated[T, Shorthand("a list of metric names", "lists of metric names")]`: the key also takes this shorter
+    form (a validator of the model expands it), so messages and the config reference name both forms."""
 
     one: str
     """The shorter form, as a config's reader says it ('a name from the model catalog')."""

@@ -75,7 +75,8 @@ class IncrementalConfig(StudyConfig):
 
     constraints: str | None = None
     """Constraints JSONL (default: constraints.jsonl next to the tasks file)."""
-    pairwise_judges: list[Annotated[PairwiseJudging, Shorthand("a rubric name", "rubric names")]] = Field(default_factory=list)
+    pairwise_judges: list[Annotated[PairwiseJudging, Shorthand("a rubric name", "rubric names")]] = Field(
+        default_factory=list)
     """Pairwise rubrics every panel judge runs on each FULL/SHARDED pair, both orders, after the cells; rater id
     '<judge id>/<rubric>'."""
     pairwise_sample: int | None = Field(default=None, gt=0)
