@@ -199,6 +199,11 @@ def test_a_list_of_metric_names_means_the_names_mapping(tmp_path):
                              catalog=CATALOG)
     assert as_list.metrics == as_mapping.metrics and as_list.metrics.names == ("rouge1", "chrf")
     assert expand_grid(as_list)[0].spec_hash == expand_grid(as_mapping)[0].spec_hash
+    # An unknown name is reported at its line, with the registered ones.
+    with pytest.raises(UserError) as caught:
+        load_config(write_config(tmp_path, body + "metrics: [rouge1, rogue2]\n", "typo.yaml"), catalog=CATALOG)
+    assert caught.value.problems[0].startswith(f"{tmp_path / 'typo.yaml'}:5: metrics.names.1: unknown metric 'rogue2' "
+                                               "(registered metrics: bertscore, rouge1, meteor, chrf, semf1")
 
 
 CLASS_NAME = re.compile(r"\b[A-Z][a-z]+[A-Z]\w*|instance of")

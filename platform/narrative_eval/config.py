@@ -198,15 +198,16 @@ class SweepConfig(BaseModel):
 
     @model_validator(mode="after")
     def _registered_names(self) -> SweepConfig:
-        """Every name the grid uses must be registered (plugins included); all unknown names are reported at once."""
-        checks = [(METRICS, name) for name in self.metrics.names or ()]
-        checks += [(RUBRICS, judge.rubric) for judge in self.judges if judge.rubric]
-        checks += load_study(self.study).registered_names(self)
-        problems = [f"unknown {registry.kind} {name!r}" for registry, name in checks if name not in registry]
+        """Every name the grid uses must be registered (plugins included); each unknown name is reported at its key
+        (a study's own names at the config), with the names registered."""
+        checks = [(("metrics", "names", index), METRICS, name) for index, name in enumerate(self.metrics.names or ())]
+        checks += [(("judges", index, "rubric"), RUBRICS, judge.rubric)
+                   for index, judge in enumerate(self.judges) if judge.rubric]
+        checks += [((), registry, name) for registry, name in load_study(self.study).registered_names(self)]
+        problems = [(loc, f"unknown {registry.kind} {name!r} (registered {registry.kind}s: "
+                          f"{', '.join(registry.names())})") for loc, registry, name in checks if name not in registry]
         if problems:
-            kinds = {registry.kind: registry for registry, _ in checks}
-            known = "; ".join(f"{kind}s: {', '.join(registry.names())}" for kind, registry in kinds.items())
-            raise ValueError(f"{', '.join(problems)} (registered {known})")
+            raise located(type(self).__name__, problems)
         return self
 
     @model_validator(mode="after")
