@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from narrative_eval.config import STANDARD, Grid, SweepConfig, grid_of
 from narrative_eval.config_errors import annotation_at, attribute_docs, describe
 from narrative_eval.errors import add_debug_flag, cli_main
+from narrative_eval.registry import PROJECT_PACKAGE
 from narrative_eval.study import STUDIES
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "config.md"
@@ -117,7 +118,7 @@ def markdown() -> str:
         f"condition `{STANDARD}`.",
     ]
     for entry in STUDIES.entries():
-        if entry.plugin:
+        if not entry.target.__module__.startswith(PROJECT_PACKAGE + "."):
             continue  # the page is the project's; a plugin documents its own keys
         section = entry.target.config_section
         aliases = f" (also: {', '.join(entry.aliases)})" if entry.aliases else ""
