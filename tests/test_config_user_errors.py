@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from narrative_eval.config import load_config, parse_override
+from narrative_eval.config import SweepConfig, load_config, parse_override
+from narrative_eval.config_errors import annotation_at, describe
 from narrative_eval.errors import UserError
+from narrative_eval.study import STUDIES
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "infilling" / "sample.jsonl"
@@ -147,3 +150,81 @@ def test_the_largest_seed_llama_cpp_keeps_and_a_limit_of_one_are_accepted(tmp_pa
                                   "seeds: [0, 4294967294]\njudges: [{id: j, model: smollm2, seed: 4294967292}]\n")
     config = load_config(path, limit=1, catalog=CATALOG)
     assert config.seeds == [0, 4294967294] and config.limit == 1 and config.judges[0].seed == 4294967292
+
+
+def test_a_grid_name_that_is_not_the_studys_is_an_error_naming_the_key_and_the_studys_names(tmp_path):
+    """`--set conditions=[sharded]` on an infilling sweep used to run six cells labelled "sharded"."""
+    infilling = write_config(tmp_path, f"study: infilling\nsweep: s\ndata: {SAMPLE}\nmodels: [smollm2]\n"
+                                       "prompt_settings:\n  - L2\n  - system\n")
+    with pytest.raises(UserError) as caught:
+        load_config(infilling, ["conditions=[standard, sharded]"], catalog=CATALOG)
+    assert caught.value.problems == [
+        f"{infilling}:7: prompt_settings.1: 'system' is not a prompt setting of the infilling study (its prompt "
+        "settings: L0, L1, L2, L3, L4, abductive, causal, cot, counterfactual)",
+        "--set conditions=[standard, sharded]: conditions.1: 'sharded' is not a condition of the infilling study (its "
+        "conditions: standard)"]
+    incremental = write_config(tmp_path, f"study: incremental\nsweep: s\ndata: {REPO / 'data/creative/tasks.json'}\n"
+                                         "models: [smollm2]\nprompt_settings: [L2]\nconditions: [full, standard]\n",
+                               "incremental.yaml")
+    with pytest.raises(UserError) as caught:
+        load_config(incremental, catalog=CATALOG)
+    assert [problem.split(" (its ")[0] for problem in caught.value.problems] == [
+        f"{incremental}:5: prompt_settings.0: 'L2' is not a prompt setting of the incremental-delivery study",
+        f"{incremental}:6: conditions.1: 'standard' is not a condition of the incremental-delivery study"]
+    assert "(its conditions: full, sharded, recap, snowball)" in caught.value.problems[1]
+
+
+def test_grid_keys_left_out_take_the_studys_defaults_and_spec_hashes_stay(tmp_path):
+    body = f"sweep: s\ndata: {SAMPLE}\nmodels: [smollm2]\n"
+    infilling = load_config(write_config(tmp_path, "study: infilling\n" + body), catalog=CATALOG)
+    assert (infilling.prompt_settings, infilling.conditions) == (["L2"], ["standard"])
+    incremental = load_config(write_config(tmp_path, "study: creative\n" + body, "c.yaml"), catalog=CATALOG)
+    assert (incremental.prompt_settings, incremental.conditions) == (["default"], ["full", "sharded"])
+    # A config that leaves them out makes the cells (and spec hashes) of one that spells out what the generic config
+    # used to default to, so a sweep finished then is skipped now.
+    from narrative_eval.sweep import expand_grid
+
+    spelled = load_config(write_config(tmp_path, "study: infilling\nprompt_settings: [L2]\nconditions: [standard]\n"
+                                                 + body, "spelled.yaml"), catalog=CATALOG)
+    assert [cell.spec_hash for cell in expand_grid(infilling)] == [cell.spec_hash for cell in expand_grid(spelled)]
+
+
+def test_a_list_of_metric_names_means_the_names_mapping(tmp_path):
+    """`metrics: [rouge1]` used to fail with "Input should be a valid dictionary or instance of MetricsSpec"."""
+    from narrative_eval.sweep import expand_grid
+
+    body = f"study: infilling\nsweep: s\ndata: {SAMPLE}\nmodels: [smollm2]\n"
+    as_list = load_config(write_config(tmp_path, body + "metrics: [rouge1, chrf]\n"), catalog=CATALOG)
+    as_mapping = load_config(write_config(tmp_path, body + "metrics: {names: [rouge1, chrf]}\n", "m.yaml"),
+                             catalog=CATALOG)
+    assert as_list.metrics == as_mapping.metrics and as_list.metrics.names == ("rouge1", "chrf")
+    assert expand_grid(as_list)[0].spec_hash == expand_grid(as_mapping)[0].spec_hash
+    # An unknown name is reported at its line, with the registered ones.
+    with pytest.raises(UserError) as caught:
+        load_config(write_config(tmp_path, body + "metrics: [rouge1, rogue2]\n", "typo.yaml"), catalog=CATALOG)
+    assert caught.value.problems[0].startswith(f"{tmp_path / 'typo.yaml'}:5: metrics.names.1: unknown metric 'rogue2' "
+                                               "(registered metrics: bertscore, rouge1, meteor, chrf, semf1")
+
+
+CLASS_NAME = re.compile(r"\b[A-Z][a-z]+[A-Z]\w*|instance of")
+"""An internal type name (ModelSpec, MetricsSpec, GenerationParams...) or pydantic's words around one."""
+
+
+@pytest.mark.parametrize("config", ["quickstart.yaml", "incremental_embedded.yaml"])
+def test_a_value_of_the_wrong_shape_names_the_key_and_the_shape_never_a_type_name(config):
+    """Every key of the config and of the study's section, and the nested keys, given a value of the wrong kind."""
+    path = REPO / "experiments" / "configs" / config
+    section = STUDIES.get(load_config(path).study).config_section
+    keys = [*SweepConfig.model_fields, *section.model_fields, "generation.temperature", "subset.fraction",
+            "judge_checks.items", "metrics.names"]
+    keys.remove("section")
+    for key in keys:
+        shape = describe(annotation_at(SweepConfig if key in SweepConfig.model_fields or "." in key else section,
+                                       tuple(key.split("."))))
+        wrong = "5" if shape.startswith(("a list", "a mapping")) or "or a mapping" in shape else "{k: 1}"
+        with pytest.raises(UserError) as caught:
+            load_config(path, [f"{key}={wrong}"], catalog=CATALOG)
+        problem, *others = caught.value.problems  # (a study that is not one also leaves its section's keys unknown)
+        assert problem.startswith(f"--set {key}={wrong}: {key}: expected {shape}; got "), problem
+        assert key == "study" or not others, others
+        assert not CLASS_NAME.search(problem), problem

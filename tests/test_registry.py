@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import tomllib
+from pathlib import Path
+
 import pytest
 
 from experiments.sweep import all_registries
+from experiments.sweep import main as sweep_main
 from narrative_eval import registry
+from narrative_eval.errors import cli_main
 from narrative_eval.registry import Registry, UnknownName
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_decorator_registers_where_defined_with_aliases_and_meta():
@@ -67,3 +75,69 @@ def test_project_registries_hold_the_studies_names():
     assert registries["condition"].names()[0] == "full"
     assert {"L0", "L1", "L2", "L3", "L4", "default"} <= set(registries["prompt setting"].names())
     assert registries["backend"].entry("llama_cpp").origin == "narrative_eval.backends.llama_cpp"
+
+
+def test_the_project_studies_and_conditions_come_through_its_own_entry_points():
+    """Built-in studies register exactly as a plugin's do: through the entry points pyproject.toml declares (an
+    installation whose metadata lacks them needs reinstalling), never through module names in the library."""
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"][registry.PLUGIN_GROUP]
+    installed = {point.name: point.value for point in importlib.metadata.entry_points(group=registry.PLUGIN_GROUP)
+                 if registry.is_project_entry_point(point)}
+    assert installed == declared, f"the installed entry points are not pyproject.toml's: {registry.REINSTALL}"
+    studies, conditions = all_registries()["study"], all_registries()["condition"]
+    assert studies.names()[:2] == ("infilling", "incremental-delivery")  # pyproject's order: the default study first
+    assert {studies.entry(name).origin for name in studies.names()[:2]} == {
+        "narrative_eval.studies.infilling.study", "narrative_eval.studies.incremental.study"}
+    assert not any(studies.entry(name).plugin for name in studies.names()[:2])
+    assert conditions.entry("sharded").origin == "narrative_eval.studies.incremental.conditions"
+    # No module of the library outside the studies names a study's package (the layer contract cannot see strings).
+    library = REPO / "platform" / "narrative_eval"
+    naming = [str(path.relative_to(library)) for path in library.rglob("*.py")
+              if "studies" not in path.relative_to(library).parts and "narrative_eval.studies" in path.read_text()]
+    assert naming == []
+
+
+@pytest.fixture
+def reloading_plugins(monkeypatch):
+    """Entry points read afresh by the next lookup, from `entry_points` as the test sets it (the real state comes
+    back after the test: its registries stay filled)."""
+
+    def use(points: list[importlib.metadata.EntryPoint]) -> None:
+        monkeypatch.setattr(importlib.metadata, "entry_points",
+                            lambda group: points if group == registry.PLUGIN_GROUP else [])
+        for name, value in (("_plugins_started", False), ("_plugins_done", False), ("_plugins_failure", None)):
+            monkeypatch.setattr(registry, name, value)
+
+    return use
+
+
+def _own_points() -> list[importlib.metadata.EntryPoint]:
+    return [point for point in importlib.metadata.entry_points(group=registry.PLUGIN_GROUP)
+            if registry.is_project_entry_point(point)]
+
+
+def test_a_broken_plugin_is_an_error_line_naming_its_entry_point_every_time(reloading_plugins, capsys):
+    broken = importlib.metadata.EntryPoint("broken", "narrative_eval_no_such_plugin", registry.PLUGIN_GROUP)
+    reloading_plugins([*_own_points(), broken])
+    assert cli_main(sweep_main, ["--list"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: entry point 'broken' = 'narrative_eval_no_such_plugin' of an unknown distribution "
+                            f"(group {registry.PLUGIN_GROUP}) failed to load: ModuleNotFoundError: No module named "
+                            "'narrative_eval_no_such_plugin'; fix the plugin or uninstall it"), error
+    # Raised again by every later listing or lookup of a name not yet known, not only the first: nothing goes on
+    # with half-filled registries.
+    for look_up in (all_registries()["study"].names, lambda: "a-plugin-study" in all_registries()["study"]):
+        with pytest.raises(registry.PluginError, match="'broken'"):
+            look_up()
+
+
+def test_missing_project_entry_points_say_to_reinstall(reloading_plugins):
+    reloading_plugins([])
+    with pytest.raises(registry.PluginError, match=r"no entry point of the group narrative_eval\.plugins names a "
+                                                  r"module of narrative_eval.*reinstall the project"):
+        all_registries()["condition"].names()
+    stale = importlib.metadata.EntryPoint("old-study", "narrative_eval.studies.gone", registry.PLUGIN_GROUP)
+    reloading_plugins([*_own_points(), stale])
+    with pytest.raises(registry.PluginError, match=r"'old-study'.*names a module that is not there "
+                                                  r"\(narrative_eval\.studies\.gone\).*reinstall"):
+        registry.load_plugins()

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidationInfo, field_validator,
                       model_serializer, model_validator)
 
 from narrative_eval.backends.batch import batchable
-from narrative_eval.config_errors import config_problems, locate, yaml_error
+from narrative_eval.config_errors import Shorthand, config_problems, locate, located, yaml_error
 from narrative_eval.errors import UserError, read_text
 from narrative_eval.judges.checks import JudgeChecks
 from narrative_eval.judges.rubric import RUBRICS
 from narrative_eval.metrics import METRICS
-from narrative_eval.records import GenerationParams, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
+from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
 from narrative_eval.study import STUDIES, StudyConfig, load_study
 
 CATALOG_NAME = "models.yaml"
@@ -33,9 +35,57 @@ SEED_RULE = (f"integers from 0 to {MAX_SEED} (llama.cpp takes -1 and {MAX_SEED +
 """Why a seed is refused, as the error says it."""
 
 
+STANDARD: str = CellSpec.model_fields["condition"].default
+"""The one value of a grid key a study declares no names for: a cell's condition when the study has none (run names
+leave it out), and its prompt setting when the study names none."""
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The names one grid key of a study's configs may hold (`prompt_settings` or `conditions`), and its default."""
+
+    what: str
+    """What one of them is called in messages and the config reference ('prompt setting', 'condition')."""
+    default: tuple[str, ...]
+    """The key's value when a config leaves it out."""
+    names: Callable[[Any], Iterable[str] | None] | None
+    """The names a config (the sweep's SweepConfig) may give, from the config itself (a prompt file it names brings
+    its own; None when that cannot be told yet: a missing file is reported apart); None: any name (the study checks
+    them in its check_config)."""
+    meaning: str
+    """Which names these are, for the config reference (docs/config.md)."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The study's words for the two grid keys whose values are its own, declared on its config section as
+    `grid: ClassVar[Grid] = Grid(...)`: a name that is not the study's is an error naming the key and its names."""
+
+    prompt_settings: Choices = field(default_factory=lambda: Choices(
+        "prompt setting", (STANDARD,), None, f"any name (the study checks them itself); default `{STANDARD}`"))
+    """Its prompt settings; a study that declares none takes any name."""
+    conditions: Choices = field(default_factory=lambda: Choices(
+        "condition", (STANDARD,), lambda config: (STANDARD,), f"none: the one condition `{STANDARD}`"))
+    """Its conditions; a study that declares none has the one condition `standard`."""
+
+    def keys(self) -> dict[str, Choices]:
+        """Config key -> what it may hold."""
+        return {"prompt_settings": self.prompt_settings, "conditions": self.conditions}
+
+
+CATALOG_ENTRY = Shorthand("a name from the model catalog", "names from the model catalog")
+"""What a model or judge entry may be instead of a spec (load_config resolves it before validation)."""
+
+
 def _section_model(study: Any) -> type[StudyConfig]:
     """The config section model of a study name (the empty one for a name no study has: that is reported apart)."""
     return STUDIES.get(study).config_section if isinstance(study, str) and study in STUDIES else StudyConfig
+
+
+def grid_of(study: Any) -> Grid:
+    """What a study's configs may give its grid keys: the `grid` its config section declares (none: Grid())."""
+    grid = getattr(_section_model(study), "grid", None)
+    return grid if isinstance(grid, Grid) else Grid()
 
 
 class SweepConfig(BaseModel):
@@ -55,22 +105,24 @@ class SweepConfig(BaseModel):
     """Keep only the first N instances/tasks after subsetting."""
     subset: SubsetSpec | None = None
     """Stratified subset (per dataset x unit_idx) applied before the limit."""
-    models: list[ModelSpec]
-    """Generators."""
-    prompt_settings: list[str] = Field(default_factory=lambda: ["L2"])
-    """The study's prompt settings (prompt levels and paradigms, system prompt names...)."""
-    conditions: list[str] = Field(default_factory=lambda: ["standard"])
-    """The study's conditions (delivery conditions...); 'standard' where a study has one."""
+    models: list[Annotated[ModelSpec, CATALOG_ENTRY]]
+    """Generators: catalog names, or specs (a catalog name as `id` takes the catalog's entry, overridden by the keys
+    given)."""
+    prompt_settings: list[str]
+    """The study's prompt settings (prompt levels and paradigms, system prompt names...): its names, and its default
+    when left out (below, per study)."""
+    conditions: list[str]
+    """The study's conditions (delivery conditions...): its names, and its default when left out (below, per study)."""
     seeds: list[int] = Field(default_factory=lambda: [0])
     """Seeds run inside every cell."""
     generation: GenerationParams = GenerationParams()
     """Sampling settings."""
-    judges: list[JudgeSpec] = Field(default_factory=list)
-    """Judge panel."""
-    judge_checks: JudgeChecks = JudgeChecks()
+    judges: list[Annotated[JudgeSpec, CATALOG_ENTRY]] = Field(default_factory=list)
+    """Judge panel: catalog names (a judge entry, or a model judging with the defaults), or specs."""
+    judge_checks: Annotated[JudgeChecks, Shorthand("true or false", "true/false values")] = JudgeChecks()
     """Control items every judge judges once per sweep, after the cells (`false`: none); docs/judge-checks.md."""
-    metrics: MetricsSpec = MetricsSpec()
-    """Automatic metrics (of studies that score against a gold text)."""
+    metrics: Annotated[MetricsSpec, Shorthand("a list of metric names", "lists of metric names")] = MetricsSpec()
+    """Automatic metrics (of studies that score against a gold text); a list of names means `{names: [...]}`."""
     extra: dict[str, Any] = Field(default_factory=dict)
     """Study-specific settings passed to every cell."""
     executor: str = "local"
@@ -94,11 +146,22 @@ class SweepConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _gather_section(cls, data: Any) -> Any:
-        """Move the keys the study's section model declares from the top level into `section`."""
-        if not isinstance(data, dict) or "section" in data or not isinstance(data.get("study"), str):
+        """Move the keys the study's section model declares from the top level into `section`, and give the grid keys
+        the config leaves out the study's defaults."""
+        if not isinstance(data, dict):
+            return data
+        defaults = {key: list(choices.default) for key, choices in grid_of(data.get("study")).keys().items()}
+        data = {**defaults, **data}
+        if "section" in data or not isinstance(data.get("study"), str):
             return data
         keys = set(_section_model(data["study"]).model_fields)
         return {**{k: v for k, v in data.items() if k not in keys}, "section": {k: data[k] for k in keys if k in data}}
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _metric_names(cls, value: Any) -> Any:
+        """`metrics: [rouge1, chrf]` is `metrics: {names: [rouge1, chrf]}`."""
+        return {"names": value} if isinstance(value, list) else value
 
     @field_validator("section", mode="wrap")
     @classmethod
@@ -117,16 +180,34 @@ class SweepConfig(BaseModel):
         return STUDIES.canonical(name)
 
     @model_validator(mode="after")
-    def _registered_names(self) -> SweepConfig:
-        """Every name the grid uses must be registered (plugins included); all unknown names are reported at once."""
-        checks = [(METRICS, name) for name in self.metrics.names or ()]
-        checks += [(RUBRICS, judge.rubric) for judge in self.judges if judge.rubric]
-        checks += load_study(self.study).registered_names(self)
-        problems = [f"unknown {registry.kind} {name!r}" for registry, name in checks if name not in registry]
+    def _study_names(self) -> SweepConfig:
+        """Every prompt setting and condition is one of the study's (each problem at its key, with the study's
+        names)."""
+        problems = []
+        for key, choices in grid_of(self.study).keys().items():
+            names = choices.names(self) if choices.names is not None else None
+            if names is None:
+                continue
+            known = list(dict.fromkeys(names))
+            problems += [((key, index), f"{name!r} is not a {choices.what} of the {self.study} study (its "
+                                        f"{choices.what}s: {', '.join(known) or 'none'})")
+                         for index, name in enumerate(getattr(self, key)) if name not in known]
         if problems:
-            kinds = {registry.kind: registry for registry, _ in checks}
-            known = "; ".join(f"{kind}s: {', '.join(registry.names())}" for kind, registry in kinds.items())
-            raise ValueError(f"{', '.join(problems)} (registered {known})")
+            raise located(type(self).__name__, problems)
+        return self
+
+    @model_validator(mode="after")
+    def _registered_names(self) -> SweepConfig:
+        """Every name the grid uses must be registered (plugins included); each unknown name is reported at its key
+        (a study's own names at the config), with the names registered."""
+        checks = [(("metrics", "names", index), METRICS, name) for index, name in enumerate(self.metrics.names or ())]
+        checks += [(("judges", index, "rubric"), RUBRICS, judge.rubric)
+                   for index, judge in enumerate(self.judges) if judge.rubric]
+        checks += [((), registry, name) for registry, name in load_study(self.study).registered_names(self)]
+        problems = [(loc, f"unknown {registry.kind} {name!r} (registered {registry.kind}s: "
+                          f"{', '.join(registry.names())})") for loc, registry, name in checks if name not in registry]
+        if problems:
+            raise located(type(self).__name__, problems)
         return self
 
     @model_validator(mode="after")
@@ -344,10 +425,10 @@ def _read_raw(path: Path, overrides: list[str]) -> tuple[str, dict[str, Any]]:
     return text, apply_overrides(raw, overrides)
 
 
-def _flat_problems(error: ValidationError) -> list[tuple[tuple, str]]:
-    """config_problems with the study section's keys located where the YAML has them: at the top level."""
-    return [(loc[1:], message.replace("section.", "", 1)) if loc[:1] == ("section",) else (loc, message)
-            for loc, message in config_problems(error, SweepConfig)]
+def _flat_problems(error: ValidationError, study: Any) -> list[tuple[tuple, str]]:
+    """config_problems with the study section's keys read against its model and located where the YAML has them: at
+    the top level."""
+    return config_problems(error, SweepConfig, {"section": _section_model(study)})
 
 
 def load_config(
@@ -385,7 +466,8 @@ def load_config(
         config = SweepConfig.model_validate(raw)
     except ValidationError as error:
         reported = {loc for loc, _ in problems}  # an unknown name is not also "not a valid ModelSpec"
-        problems.extend((loc, message) for loc, message in _flat_problems(error) if loc[:2] not in reported)
+        problems.extend((loc, message) for loc, message in _flat_problems(error, raw.get("study"))
+                        if loc[:2] not in reported)
         config = None
     if problems:
         raise UserError([locate(path, text, loc, message, overrides or [], flags) for loc, message in problems])

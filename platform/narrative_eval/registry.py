@@ -3,8 +3,10 @@
 A thing registers itself where it is defined, with a decorator (`@metric("chrf")`) or, for data files,
 by being found in its folder. Installed packages add more through the entry-point group
 `narrative_eval.plugins`: each entry point names a module (imported) or a callable (called), whose
-registrations are recorded with the plugin as their origin. Config validation, reports, the app and
-the tests read names from here and nowhere else.
+registrations are recorded with the plugin as their origin. The project's own studies (and the conditions
+their packages define) come the same way, through its own entry points (pyproject.toml), loaded before any
+plugin's and recorded under their modules. Config validation, reports, the app and the tests read names from
+here and nowhere else.
 """
 
 from __future__ import annotations
@@ -16,10 +18,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from narrative_eval.errors import UserError
+
 T = TypeVar("T")
 
 PLUGIN_GROUP = "narrative_eval.plugins"
-"""Entry-point group through which installed packages register extensions."""
+"""Entry-point group through which installed packages register extensions (the project's own studies too)."""
+
+PROJECT_PACKAGE = __name__.partition(".")[0]
+"""The project's import package: an entry point naming a module inside it is the project's own, not a plugin."""
+
+REINSTALL = "reinstall the project (`make install`, or `pip install -e .` in the repository)"
+"""What fixes the project's own entry points when the installed metadata does not match the code."""
 
 
 class UnknownName(ValueError):
@@ -44,9 +54,18 @@ class Entry(Generic[T]):
     """Registered by a plugin while it loaded."""
 
 
+class PluginError(UserError):
+    """An entry point of the plugin group that cannot be loaded, or the project's own ones missing: an installation
+    problem, said as an `error:` line (`--debug` shows the traceback)."""
+
+
 _plugin_origin = threading.local()
 _plugins_lock = threading.RLock()
-_plugins_loaded = False
+_plugins_started = False
+_plugins_done = False
+_plugins_failure: PluginError | None = None
+_project_modules: tuple[str, ...] = ()
+"""The modules the project's own entry points name, in their order: the order their entries are listed in."""
 
 
 def current_plugin() -> str | None:
@@ -54,25 +73,72 @@ def current_plugin() -> str | None:
     return getattr(_plugin_origin, "name", None)
 
 
+def is_project_entry_point(point: importlib.metadata.EntryPoint) -> bool:
+    """Whether an entry point names a module of the project itself (its studies) rather than a plugin's."""
+    return point.module == PROJECT_PACKAGE or point.module.startswith(PROJECT_PACKAGE + ".")
+
+
+def _describe(point: importlib.metadata.EntryPoint) -> str:
+    package = point.dist.name if point.dist is not None else "an unknown distribution"
+    return f"entry point {point.name!r} = {point.value!r} of {package} (group {PLUGIN_GROUP})"
+
+
+def _load(point: importlib.metadata.EntryPoint) -> None:
+    """Import (or call) one entry point; a plugin's failure, and a project module missing from an installation that
+    still names it, become a PluginError. Any other failure of the project's own code is a bug and keeps its type."""
+    own = is_project_entry_point(point)
+    package = point.dist.name if point.dist is not None else point.value
+    _plugin_origin.name = None if own else f"plugin {package}"
+    try:
+        target = point.load()
+        if callable(target):
+            target()
+    except Exception as error:
+        if not own:
+            raise PluginError(f"{_describe(point)} failed to load: {type(error).__name__}: {error}; fix the plugin or "
+                              "uninstall it") from error
+        if isinstance(error, ModuleNotFoundError) and error.name is not None and point.module.startswith(error.name):
+            raise PluginError(f"{_describe(point)} names a module that is not there ({error.name}): the installed "
+                              f"metadata is older than the code; {REINSTALL}") from error
+        raise
+    finally:
+        _plugin_origin.name = None
+
+
+def _project_rank(origin: str) -> int:
+    """Where an entry registered from `origin` comes in the project's entry points (-1: none of theirs)."""
+    return next((rank for rank, module in enumerate(_project_modules)
+                 if origin == module or origin.startswith(module + ".")), -1)
+
+
 def load_plugins(force: bool = False) -> list[str]:
-    """Import every entry point of the plugin group once per process; returns their names."""
-    global _plugins_loaded
+    """Load every entry point of the plugin group once per process, the project's own first (in the order
+    pyproject.toml lists them), then the plugins' by package; returns their names. A failure is raised again on
+    every later call, so no lookup goes on with half-filled registries."""
+    global _plugins_started, _plugins_done, _plugins_failure, _project_modules
     with _plugins_lock:
-        if _plugins_loaded and not force:
-            return []
-        _plugins_loaded = True
-        loaded = []
-        for point in importlib.metadata.entry_points(group=PLUGIN_GROUP):
-            package = point.dist.name if point.dist is not None else point.value
-            _plugin_origin.name = f"plugin {package}"
-            try:
-                target = point.load()
-                if callable(target):
-                    target()
-            finally:
-                _plugin_origin.name = None
-            loaded.append(point.name)
-        return loaded
+        if _plugins_failure is not None:
+            raise _plugins_failure
+        if _plugins_started and not force:
+            return []  # loaded, or loading in this thread (a plugin's module looks a name up while it imports)
+        _plugins_started = True
+        try:
+            points = list(importlib.metadata.entry_points(group=PLUGIN_GROUP))
+            own = [point for point in points if is_project_entry_point(point)]
+            _project_modules = tuple(point.module for point in own)
+            if not own:
+                raise PluginError(f"no entry point of the group {PLUGIN_GROUP} names a module of {PROJECT_PACKAGE}, "
+                                  "so its own studies are not registered: the installed metadata is older than the "
+                                  f"code; {REINSTALL}")
+            plugins = sorted((p for p in points if p not in own), key=lambda p: (p.dist.name if p.dist else "", p.name))
+            for point in own + plugins:
+                _load(point)
+        except PluginError as error:
+            _plugins_failure = error
+            raise
+        finally:
+            _plugins_done = True
+        return [point.name for point in own + plugins]
 
 
 class Registry(Generic[T]):
@@ -120,22 +186,26 @@ class Registry(Generic[T]):
 
     # ------------------------------------------------------------------ looking up
 
-    def _ensure(self) -> None:
-        if self._ready:
+    def _ensure(self, name: str | None = None) -> None:
+        """Import the project's modules of this kind once; then load the entry points (the project's studies, the
+        plugins) unless `name` is already known. A name found without them needs none of them: a lookup made while a
+        module imports (a rubric's dimensions read at import) must not import the studies, which import that module."""
+        if not self._ready:
+            with self._lock:
+                if not self._ready:
+                    for module in self._modules:
+                        importlib.import_module(module)
+                    if self._discover is not None:
+                        self._discover(self)
+                    self._ready = True
+        if name is not None and (name in self._entries or name in self._aliases):
             return
-        with self._lock:
-            if self._ready:
-                return
-            for module in self._modules:
-                importlib.import_module(module)
-            if self._discover is not None:
-                self._discover(self)
-            self._ready = True
-        load_plugins()
+        if not _plugins_done or _plugins_failure is not None:
+            load_plugins()
 
     def canonical(self, name: str) -> str:
         """The canonical name for `name` or one of its aliases; UnknownName lists what exists."""
-        self._ensure()
+        self._ensure(name)
         if name in self._entries:
             return name
         if name in self._aliases:
@@ -151,7 +221,7 @@ class Registry(Generic[T]):
         return self.entry(name).target
 
     def __contains__(self, name: object) -> bool:
-        self._ensure()
+        self._ensure(name if isinstance(name, str) else None)
         return name in self._entries or name in self._aliases
 
     def __bool__(self) -> bool:
@@ -172,7 +242,9 @@ class Registry(Generic[T]):
         self._ensure()
         # Plugins load on the first lookup of any registry, which may come while the project's own modules of
         # another one are still importing: sorted, a plugin never goes before them (nor becomes a default, the first).
-        return sorted(self._entries.values(), key=lambda entry: entry.plugin)
+        # Likewise the project's studies register in whatever order their packages happen to be imported: sorted
+        # by the order of its entry points.
+        return sorted(self._entries.values(), key=lambda entry: (entry.plugin, _project_rank(entry.origin)))
 
     def remove(self, name: str) -> None:
         """Forget a name and its aliases (tests that register temporary entries clean up with this)."""

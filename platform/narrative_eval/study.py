@@ -27,11 +27,9 @@ from narrative_eval.tracing import CellEvaluation, CellRecords
 
 ProgressFactory = Callable[[Iterable[Any], str, int | None], Iterable[Any]]
 
-STUDIES: Registry[type[Study]] = Registry(
-    "study", modules=("narrative_eval.studies.infilling", "narrative_eval.studies.incremental")
-)
-# The built-in studies' packages, loaded by name; a plugin's study registers itself the same way.
-"""Study name -> Study class; entries carry the MLflow `experiment` the study logs to."""
+STUDIES: Registry[type[Study]] = Registry("study")
+"""Study name -> Study class; entries carry the MLflow `experiment` the study logs to. The project's own studies
+register through its entry points (pyproject.toml), exactly as a plugin's study does."""
 
 
 def study(name: str, *, experiment: str | None = None, aliases: Iterable[str] = ()):

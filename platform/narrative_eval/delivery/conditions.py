@@ -1,8 +1,8 @@
 """Delivery conditions: how a creative-writing brief is split into user turns.
 
 Each condition is one function `(task, templates) -> user turns`, registered with `@condition(name)`. The
-incremental-delivery study defines its conditions in its own package (`studies/incremental/conditions.py`,
-loaded by name when the registry is first read); plugins add theirs the same way.
+incremental-delivery study defines its conditions in its own package (`studies/incremental/conditions.py`), which
+registers through the project's entry points when any registry is first read; plugins add theirs the same way.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from narrative_eval.prompts.render import CREATIVE_SYSTEM_PROMPTS_FILE, PROMPTS_
 from narrative_eval.records import WritingTask
 from narrative_eval.registry import Registry
 
-CONDITIONS: Registry[Callable[[WritingTask, "TurnTemplates"], list[str]]] = Registry(
-    "condition", modules=("narrative_eval.studies.incremental.conditions",)
-)
+CONDITIONS: Registry[Callable[[WritingTask, "TurnTemplates"], list[str]]] = Registry("condition")
 """Condition name -> function building its user turns; `replanning=True` marks the recap-like ones."""
 
 CREATIVE_PROMPTS_DIR = PROMPTS_DIR / "creative"

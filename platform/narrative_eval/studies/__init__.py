@@ -1,2 +1,2 @@
-"""The studies: one module per study (registered in `study.STUDIES`), their shared cell plumbing (`base.py`) and
-the incremental-delivery study's end-of-sweep pairwise judges (`pairwise.py`)."""
+"""The studies: one package per study, each registered through the project's own entry points (pyproject.toml),
+exactly as a plugin's study is; their shared cell plumbing (`base.py`)."""

@@ -4,8 +4,9 @@ its words (`vocabulary`), conditions, config keys (`config`), cell (`cell`), MLf
 (`effects`, `human_records`, `human_stats`), pairwise judges (`pairwise`, `pairwise_files`), reports (`report*`),
 story ratings for the app (`stories`) and its registration (`study`)."""
 
+from narrative_eval.studies.incremental import conditions  # registers the delivery conditions
 from narrative_eval.studies.incremental.cell import DeliveryCell, is_scoreable, score_record
 from narrative_eval.studies.incremental.study import IncrementalDeliveryStudy
 from narrative_eval.studies.incremental.vocabulary import NAME
 
-__all__ = ["NAME", "DeliveryCell", "IncrementalDeliveryStudy", "is_scoreable", "score_record"]
+__all__ = ["NAME", "DeliveryCell", "conditions", "IncrementalDeliveryStudy", "is_scoreable", "score_record"]

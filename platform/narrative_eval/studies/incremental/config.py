@@ -1,18 +1,44 @@
-"""The incremental-delivery study's own config keys: the constraints file and the end-of-sweep pairwise judges."""
+"""The incremental-delivery study's own config keys (the constraints file and the end-of-sweep pairwise judges), and
+its words for the grid: its system prompts and its delivery conditions."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from narrative_eval.config import Choices, Grid
+from narrative_eval.config_errors import Shorthand
 from narrative_eval.data.infilling import file_sha256
+from narrative_eval.delivery import CONDITIONS, DEFAULT_SYSTEM_PROMPTS_FILE, load_system_prompt
 from narrative_eval.judges import load_rubric
 from narrative_eval.judges.rubric import RUBRICS
+from narrative_eval.prompts.render import PROMPT_SETTINGS, SYSTEM_PROMPT
 from narrative_eval.records import JudgeSpec
 from narrative_eval.registry import Registry
 from narrative_eval.study import StudyConfig
-from narrative_eval.studies.incremental.vocabulary import PAIR_CONDITIONS, PAIRWISE_DIMENSIONS
+from narrative_eval.studies.incremental.vocabulary import (FULL, PAIR_CONDITIONS, PAIRWISE_DIMENSIONS, RECAP, SHARDED,
+                                                           SNOWBALL)
+
+DEFAULT_SYSTEM_PROMPT = "default"
+"""The system prompt of a config that names none: the published study's."""
+
+
+def system_prompt_names(config: Any) -> list[str]:
+    """The registered system prompts (a plugin's too), and every prompt setting of the config that reads as one: a
+    name in its `extra.system_prompts_file`, or a .txt/.md file holding the prompt itself."""
+    registered = [entry.name for entry in PROMPT_SETTINGS.entries() if entry.meta.get("template") == SYSTEM_PROMPT]
+    path = config.extra.get("system_prompts_file", DEFAULT_SYSTEM_PROMPTS_FILE)
+
+    def readable(name: str) -> bool:
+        try:
+            load_system_prompt(name, path)
+        except (KeyError, OSError, TypeError, yaml.YAMLError):
+            return False
+        return True
+
+    return registered + [name for name in config.prompt_settings if name not in registered and readable(name)]
 
 
 class PairwiseJudging(BaseModel):
@@ -39,9 +65,18 @@ class PairwiseJudging(BaseModel):
 class IncrementalConfig(StudyConfig):
     """Keys of an incremental-delivery sweep config beside the generic ones."""
 
+    grid: ClassVar[Grid] = Grid(
+        prompt_settings=Choices("prompt setting", (DEFAULT_SYSTEM_PROMPT,), system_prompt_names,
+                                "the registered system prompts (`default`, the published study's; a plugin's), a name "
+                                "in `extra.system_prompts_file`, or a .txt/.md file holding the prompt"),
+        conditions=Choices("condition", PAIR_CONDITIONS, lambda config: CONDITIONS.names(),
+                           f"the registered delivery conditions ({', '.join((FULL, SHARDED, RECAP, SNOWBALL))}; "
+                           "a plugin's)"))
+
     constraints: str | None = None
     """Constraints JSONL (default: constraints.jsonl next to the tasks file)."""
-    pairwise_judges: list[PairwiseJudging] = Field(default_factory=list)
+    pairwise_judges: list[Annotated[PairwiseJudging, Shorthand("a rubric name", "rubric names")]] = Field(
+        default_factory=list)
     """Pairwise rubrics every panel judge runs on each FULL/SHARDED pair, both orders, after the cells; rater id
     '<judge id>/<rubric>'."""
     pairwise_sample: int | None = Field(default=None, gt=0)

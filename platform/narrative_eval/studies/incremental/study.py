@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.data.cell_tasks import select_tasks
-from narrative_eval.delivery import CONDITIONS, DEFAULT_TURNS_FILE, conversation_turns, load_turn_templates
+from narrative_eval.delivery import DEFAULT_TURNS_FILE, conversation_turns, load_turn_templates
 from narrative_eval.judges.checks import ControlSet
 from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
@@ -83,8 +83,8 @@ class IncrementalDeliveryStudy(Study):
     after_sweep_stage = "pairwise judges"
 
     def registered_names(self, config: Any) -> list[tuple[Registry, str]]:
-        """The delivery conditions and the pairwise rubrics."""
-        return [(CONDITIONS, name) for name in config.conditions] + pairwise_names(config.section)
+        """The pairwise rubrics (its conditions are checked as the grid its config section declares)."""
+        return pairwise_names(config.section)
 
     def check_config(self, config: Any) -> list[str]:
         return pairwise_problems(config)

@@ -9,9 +9,8 @@ from typing import Any
 
 from narrative_eval.judges.checks import ControlSet
 from narrative_eval.metrics import METRICS
-from narrative_eval.prompts.render import PROMPT_SETTINGS, prompt_file_for
+from narrative_eval.prompts.render import prompt_file_for
 from narrative_eval.records import CellSpec, JudgeSpec
-from narrative_eval.registry import Registry
 from narrative_eval.reports.labels import labels
 from narrative_eval.studies.infilling.cell import run_cell, select_instances, stages
 from narrative_eval.studies.infilling.config import InfillingConfig
@@ -45,12 +44,6 @@ def run_report(args: argparse.Namespace, data_sha256: str | None) -> dict[str, s
 class InfillingStudy(Study):
     config_section = InfillingConfig
     published_reference = ("published", PUBLISHED_SOURCE)
-
-    def registered_names(self, config: Any) -> list[tuple[Registry, str]]:
-        """The prompt settings, unless the config brings its own prompt file."""
-        if config.section.prompt_file is not None:
-            return []
-        return [(PROMPT_SETTINGS, name) for name in config.prompt_settings]
 
     def count_requests(self, cell: CellSpec) -> int:
         return len(select_instances(cell))

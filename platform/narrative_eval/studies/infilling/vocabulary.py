@@ -10,6 +10,8 @@ NAME = "infilling"
 
 CONDITION = "standard"
 """The only condition of an infilling grid."""
+DEFAULT_PROMPT_SETTING = "L2"
+"""The prompt setting of a config that names none: moderate specificity (TELeR L2)."""
 
 RUBRIC = INFILLING_RUBRIC
 """The judges' rubric unless a judge names its own."""
