@@ -370,6 +370,9 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     inputs = [mode, config_file, sweep, models, levels, data, limit, seeds, judge, max_tokens, temperature]
     # No progress overlay on the message: the bars below show where the job stands, the message what it did.
     start.click(beside_the_form(on_launch, 3), inputs, [message, job_state, table, problem], show_progress="hidden")
+    # An estimate is of the form as it was: a launch, or another config, makes it stale.
+    for changed in (start.click, mode.change, config_file.change):
+        changed(lambda: "", None, [estimate_text], show_progress="hidden")
     estimate_button.click(beside_the_form(partial(estimate, app), 1), inputs, [estimate_text, problem])
     timer.tick(on_tick, [job_state], [table, cancel_id, log, progress_bars, message, job_state], show_progress="hidden")
     sweep.change(name_note, [sweep], [note])
