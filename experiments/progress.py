@@ -3,8 +3,8 @@
 The file (path from NARRATIVE_EVAL_PROGRESS_FILE, set by the app for the jobs it starts) holds the cells
 done out of the grid's cells, the current cell and the stages it went through so far (each with its items
 done out of its total, named as the study's progress calls name them), the cells that failed (a failed cell is
-counted as failed, never as done), then the steps after the cells (report, the study's after-sweep steps), so the app shows where a sweep stands, survives a page reload or an
-app restart, and can say what a stop interrupted.
+counted as failed, never as done), then the steps after the cells (report, the study's after-sweep steps), so the
+app shows where a sweep stands, survives a page reload or an app restart, and can say what a stop interrupted.
 """
 
 from __future__ import annotations
