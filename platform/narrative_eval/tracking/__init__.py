@@ -58,7 +58,7 @@ MAX_PARAM_LENGTH = 6000
 
 
 _created_runs: set[str] = set()
-"""Cell runs this process created: no earlier attempt left traces in them."""
+"""Cell runs this process created and has not logged traces into yet: no earlier attempt left any there."""
 
 _open_runs: dict[str, list[Param]] = {}
 """Runs this process started or resumed and has not ended yet, with the params they must still carry (a stop
@@ -256,9 +256,11 @@ def _log_evaluation_records(c: MlflowClient, run_id: str, cell: CellSpec, result
                             evaluation: Callable[[], CellEvaluation] | None) -> None:
     """Dataset, traces with assessments, prompt versions, description (narrative_eval.tracing); a failure there
     is a warning, never a failed cell."""
+    fresh_run = run_id in _created_runs
+    _created_runs.discard(run_id)  # from now on it may hold traces: logging it again replaces them
     try:
         log_cell_records(c, run_id, cell, result, evaluation() if evaluation is not None else CellEvaluation(),
-                         fresh_run=run_id in _created_runs)
+                         fresh_run=fresh_run)
     except Exception as error:
         warn_once("evaluation records", error)
 
