@@ -1,7 +1,7 @@
 """The example continuation study (examples/continuation/), installed by the test install as any plugin would be:
 the commands find it with no change to the platform. Listed, counted in a dry run, a tiny sweep with the embedded
-SmolLM2 (one MLflow run per cell, metrics, traces and dataset input), a rerun that does no work, its report, and
-the app's Runs tab."""
+SmolLM2 (one MLflow run per cell, metrics, traces and dataset input, the judge's control checks: all from the
+library's single-turn loop), a rerun that does no work, its report, and the app's Runs tab."""
 
 from __future__ import annotations
 
@@ -73,7 +73,9 @@ def test_a_dry_run_counts_the_grid(config):
     code, printed = run(sweep, "--config", str(config), "--dry-run")
     assert code == 0
     assert "(continuation): 2 cells" in printed
-    assert "generations: 4" in printed and "judge calls: 4 (1 judge(s))" in printed
+    # Two continuations per cell judged, and the generic control items of the library's single-turn loop: each of
+    # the two items' true sentence, another item's and a blank one, judged once each.
+    assert "generations: 4" in printed and "judge calls: 10 (1 judge(s); 6 on control items" in printed
 
 
 def test_a_config_with_a_setting_of_another_study_is_refused(config):
@@ -100,6 +102,13 @@ def test_one_run_per_cell_with_metrics_traces_and_dataset(swept, repo_root):
         run = tracking.client().get_run(cell["run_id"])
         assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["sample.jsonl"]
         assert "rubric.continuation_quality/1" in run.data.tags["narrative_eval.prompt_versions"]
+
+
+def test_its_judge_is_checked_on_control_items_without_code_of_its_own(swept, config):
+    checks = pd.read_csv(config.parent / "report" / "judge_checks.csv")
+    assert set(checks["judge"]) == {JUDGE} and set(checks["rubric"]) == {"continuation_quality"}
+    assert {"mismatched_reference", "blank_answer"} == set(checks["check"])
+    assert (checks["n"] == 2).all()
 
 
 def test_a_rerun_skips_every_cell(swept, config):

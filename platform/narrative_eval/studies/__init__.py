@@ -1,2 +1,2 @@
-"""The studies: one module per study (registered in `study.STUDIES`), their shared cell plumbing (`base.py`) and
-the incremental-delivery study's end-of-sweep pairwise judges (`pairwise.py`)."""
+"""The built-in studies: one package each (registered in `study.STUDIES`), holding everything of its own; the cell
+loop they share is the library's (`evaluation.py`)."""
