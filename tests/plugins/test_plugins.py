@@ -204,7 +204,7 @@ def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path
         import json, mlflow
         from narrative_eval import tracking
 
-        [run] = tracking.sweep_cell_runs("opening", "plugin-opening").to_dict("records")
+        [run] = tracking.sweep_cell_runs("plugin-opening", "plugin-opening").to_dict("records")
         rows = tracking.load_table(run["run_id"]).to_dict("records")
         traces = mlflow.search_traces(locations=[run["experiment_id"]], run_id=run["run_id"], return_type="list")
         names = sorted({a.name for trace in traces for a in trace.info.assessments})
