@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -185,13 +185,47 @@ def load_presentation(path: Path, model: type[Presentation] = Presentation) -> P
         raise ValueError(f"{path}: {error}") from error
 
 
-AfterSweepRequests = list[tuple[ModelSpec, int, int]]
-"""(model, requests, token limit of each) that a study's after-sweep steps may send: dry-run counts and costs."""
+class RequestCount(NamedTuple):
+    """Requests a step may send to one model: for dry-run counts, cost estimates and the failure budget."""
+
+    model: ModelSpec
+    """The model they go to."""
+    requests: int
+    """How many (an upper bound)."""
+    max_new_tokens: int
+    """The token limit of each."""
+
+
+AfterSweepRequests = list[RequestCount]
+"""What a study's after-sweep steps (or its judges' control items) may send, model by model."""
+
+
+class SweepSettings(Protocol):
+    """What a study reads of a sweep's config (config.SweepConfig, which sits above this layer, satisfies it)."""
+
+    sweep: str
+    """The sweep's name."""
+    data: str
+    """Its data file."""
+    limit: int | None
+    subset: Any
+    """Its stratified subset (SubsetSpec), or None."""
+    prompt_settings: list[str]
+    conditions: list[str]
+    seeds: list[int]
+    judges: list[JudgeSpec]
+    section: StudyConfig
+    """The study's own config section (an instance of its `config_section`)."""
 
 
 class Study(ABC):
     """A study: its MLflow experiment, its config section, its cell runner and request counts, its cells' MLflow
-    records (traces, prompt versions, headline metrics), its after-sweep steps and its reports."""
+    records (traces, prompt versions, headline metrics), its after-sweep steps and its reports.
+
+    Required: `count_requests`, `run_cell` and `summarise`. Every other method is an optional hook, grouped below
+    by purpose (the config, running a cell, what a cell logs, judge control checks, after the cells, reports). A
+    study whose items each get one prompt is declared instead (`evaluation.SingleTurnStudy`): the library runs
+    its cells and fills these in from the declaration."""
 
     name: str
     """Registry name (set by @study)."""
@@ -204,30 +238,37 @@ class Study(ABC):
     after_sweep_stage: str = "after-sweep steps"
     """What its after-sweep steps are called where a sweep's progress is shown (when it overrides `after_sweep`)."""
 
-    # ------------------------------------------------------------------ the config
-
-    # `config` below is the sweep's SweepConfig (config.py sits above this module, so it is not named here).
-
-    def registered_names(self, config: Any) -> list[tuple[Registry, str]]:
-        """(registry, name) of every name the config uses that this study looks up (conditions, prompt settings,
-        rubrics of its section); unknown ones are reported together with the generic ones."""
-        return []
-
-    def check_config(self, config: Any) -> list[str]:
-        """What is wrong with a config of this study beyond its schema and names (empty when nothing)."""
-        return []
+    # ------------------------------------------------------------------ required
 
     @abstractmethod
     def count_requests(self, cell: CellSpec) -> int:
         """Generation requests of one seed of a cell (for dry runs and cost estimates)."""
 
     @abstractmethod
-    def count_judged(self, cell: CellSpec) -> int:
-        """Judge requests of one seed and one judge of a cell."""
-
-    @abstractmethod
     def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
         """Run one cell: generate, score, judge; return what its MLflow run logs."""
+
+    @abstractmethod
+    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
+        """Write the sweep's tables/figures to out_dir from its cells on `data_sha256` (all, when None); return
+        title -> markdown table for the terminal."""
+
+    # ------------------------------------------------------------------ the config
+
+    def registered_names(self, config: SweepSettings) -> list[tuple[Registry, str]]:
+        """(registry, name) of every name the config uses that this study looks up (conditions, prompt settings,
+        rubrics of its section); unknown ones are reported together with the generic ones."""
+        return []
+
+    def check_config(self, config: SweepSettings) -> list[str]:
+        """What is wrong with a config of this study beyond its schema and names (empty when nothing)."""
+        return []
+
+    # ------------------------------------------------------------------ running a cell
+
+    def count_judged(self, cell: CellSpec) -> int:
+        """Judge requests of one seed and one judge of a cell; by default one per generation request."""
+        return self.count_requests(cell)
 
     def progress_stages(self, cell: CellSpec) -> list[str]:
         """The stages `run_cell` reports to `runtime.progress`, in order, each named by its description after the
@@ -276,34 +317,31 @@ class Study(ABC):
 
     # ------------------------------------------------------------------ judge control checks (judges.checks)
 
-    def control_items(self, config: Any, cells: Sequence[CellSpec], judge: JudgeSpec, k: int) -> list[ControlSet]:
+    def control_items(self, config: SweepSettings, cells: Sequence[CellSpec], judge: JudgeSpec, k: int) -> list[ControlSet]:
         """The control items `judge` judges once per sweep, after the cells, built from `k` instances (tasks) of the
         sweep's data and what its finished `cells` wrote; the same instances for every judge. None by default."""
         return []
 
-    def control_requests(self, config: Any, cells: Sequence[CellSpec], k: int) -> AfterSweepRequests:
+    def control_requests(self, config: SweepSettings, cells: Sequence[CellSpec], k: int) -> AfterSweepRequests:
         """What judging every judge's control items may send, for dry runs, cost estimates and the budget (an upper
         bound); by default counted from `control_items` (a study whose controls need the cells' outputs counts
         them itself)."""
-        return [(group.judge.model, group.requests, group.judge.max_new_tokens)
+        return [RequestCount(group.judge.model, group.requests, group.judge.max_new_tokens)
                 for judge in config.judges for group in self.control_items(config, cells, judge, k)]
 
     # ------------------------------------------------------------------ after the cells
 
-    def after_sweep_requests(self, config: Any, cells: Sequence[CellSpec]) -> AfterSweepRequests:
+    def after_sweep_requests(self, config: SweepSettings, cells: Sequence[CellSpec]) -> AfterSweepRequests:
         """What its after-sweep steps may send, for dry runs, cost estimates and the budget (an upper bound)."""
         return []
 
-    def after_sweep(self, config: Any, out_dir: Path, data_sha256: str,
+    def after_sweep(self, config: SweepSettings, out_dir: Path, data_sha256: str,
                     backend_for: Callable[[ModelSpec], Any]) -> dict[str, str]:
         """Steps that need every cell finished (pairwise judging across cells), run after `summarise`, with the
         sweep's config and the backends behind its request cache; title -> markdown of what they wrote."""
         return {}
 
-    @abstractmethod
-    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
-        """Write the sweep's tables/figures to out_dir from its cells on `data_sha256` (all, when None); return
-        title -> markdown table for the terminal."""
+    # ------------------------------------------------------------------ reports
 
     def report_commands(self) -> list[ReportCommand]:
         """Its subcommands of `python -m experiments.report`; by default one, named after the study, that runs

@@ -1,7 +1,7 @@
 """The example continuation study (examples/continuation/), installed by the test install as any plugin would be:
 the commands find it with no change to the platform. Listed, counted in a dry run, a tiny sweep with the embedded
-SmolLM2 (one MLflow run per cell, metrics, traces and dataset input), a rerun that does no work, its report, and
-the app's Runs tab."""
+SmolLM2 (one MLflow run per cell, metrics, traces and dataset input, the judge's control checks: all from the
+library's single-turn loop), a rerun that does no work, its report, and the app's Runs tab."""
 
 from __future__ import annotations
 
@@ -73,7 +73,9 @@ def test_a_dry_run_counts_the_grid(config):
     code, printed = run(sweep, "--config", str(config), "--dry-run")
     assert code == 0
     assert "(continuation): 2 cells" in printed
-    assert "generations: 4" in printed and "judge calls: 4 (1 judge(s))" in printed
+    # Two continuations per cell judged, and the generic control items of the library's single-turn loop: each of
+    # the two items' true sentence, another item's and a blank one, judged once each.
+    assert "generations: 4" in printed and "judge calls: 10 (1 judge(s); 6 on control items" in printed
 
 
 def test_a_config_with_a_setting_of_another_study_is_refused(config):
@@ -102,6 +104,13 @@ def test_one_run_per_cell_with_metrics_traces_and_dataset(swept, repo_root):
         assert "rubric.continuation_quality/1" in run.data.tags["narrative_eval.prompt_versions"]
 
 
+def test_its_judge_is_checked_on_control_items_without_code_of_its_own(swept, config):
+    checks = pd.read_csv(config.parent / "report" / "judge_checks.csv")
+    assert set(checks["judge"]) == {JUDGE} and set(checks["rubric"]) == {"continuation_quality"}
+    assert {"mismatched_reference", "blank_answer"} == set(checks["check"])
+    assert (checks["n"] == 2).all()
+
+
 def test_a_rerun_skips_every_cell(swept, config):
     code, printed = run(sweep, "--config", str(config), "--no-progress")
     assert code == 0 and "cells: 0 finished, 2 already done (skipped)" in printed
@@ -113,7 +122,7 @@ def test_the_report_command_writes_its_tables(swept, tmp_path):
     code, printed = run(report, "continuation", "--sweep", name, "--out", str(tmp_path))
     assert code == 0 and "Continuations beside the true next sentence" in printed
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        f"{table}.{ext}" for table in ("main", "continuations") for ext in ("csv", "md", "tex"))
+        f"{table}.{ext}" for table in ("main", "continuations", "judge_checks") for ext in ("csv", "md", "tex"))
     main = pd.read_csv(tmp_path / "main.csv")
     assert sorted(main["setting"]) == sorted(SETTINGS) and set(main["model"]) == {"smollm2"}
     by_setting = runs.set_index("params.prompt_setting")

@@ -180,3 +180,42 @@ def test_plugin_condition_drives_a_conversation(plugin_path, tmp_path, repo_root
     """)
     assert found["users"] == found["shards"][::-1]
     assert [cell[2] for cell in found["cells"]] == ["sharded", "reverse"] * 2
+
+
+def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path, tmp_path, repo_root):
+    """The plugin's `opening` study (36 lines of Python, its own prompt file and rubric) through the sweep command
+    on the embedded model: the library's loop gives it its rows, traces, report and judge control checks."""
+    config = tmp_path / "opening.yaml"
+    config.write_text(textwrap.dedent(f"""
+        study: opening
+        sweep: plugin-opening
+        data: {repo_root / 'data/infilling/sample.jsonl'}
+        limit: 2
+        models: [smollm2]
+        prompt_settings: [first]
+        generation: {{temperature: 0.3, max_new_tokens: 24}}
+        judges: [{{id: smollm2-judge, model: smollm2, max_new_tokens: 64}}]
+        judge_checks: {{items: 2}}
+        report_dir: {tmp_path / 'report'}
+    """))
+    swept = sweep_command(plugin_path, tmp_path, "--config", str(config), "--no-progress")
+    assert swept["code"] == 0, swept["text"]
+    found = run_with_plugin(plugin_path, tmp_path, """
+        import json, mlflow
+        from narrative_eval import tracking
+
+        [run] = tracking.sweep_cell_runs("plugin-opening", "plugin-opening").to_dict("records")
+        rows = tracking.load_table(run["run_id"]).to_dict("records")
+        traces = mlflow.search_traces(locations=[run["experiment_id"]], run_id=run["run_id"], return_type="list")
+        names = sorted({a.name for trace in traces for a in trace.info.assessments})
+        print(json.dumps({"rows": rows, "traces": len(traces), "assessments": names,
+                          "metrics": {k[8:]: v for k, v in run.items() if k.startswith("metrics.")}}, default=str))
+    """)
+    assert len(found["rows"]) == 2 and found["traces"] == 2
+    assert {"item_id", "rest", "seed", "answer", "first_sentence", "judge/smollm2-judge/qavg"} <= set(found["rows"][0])
+    assert {"first_sentence", "chrf", "smollm2-judge/fit"} <= set(found["assessments"])
+    assert found["metrics"]["n_items"] == 2 and "judge/smollm2-judge/failure_rate" in found["metrics"]
+    checks = pd.read_csv(tmp_path / "report" / "judge_checks.csv")
+    assert set(checks["check"]) == {"mismatched_reference", "blank_answer"} and set(checks["rubric"]) == {"opening_quality"}
+    assert sorted(path.name for path in (tmp_path / "report").glob("*.csv")) == ["cost.csv", "judge_checks.csv",
+                                                                                  "main.csv", "openings.csv"]

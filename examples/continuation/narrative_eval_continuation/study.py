@@ -1,69 +1,55 @@
-"""The continuation study as the sweep sees it: its config section, cells, MLflow records and report."""
+"""Story continuation declared: one item per passage (its opening sentences and the next one), the study's prompt
+file, the answer's first sentence scored against the true next one and judged on the rubric the package ships."""
 
-from __future__ import annotations
-
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field
 
-from narrative_eval.metrics import METRICS
-from narrative_eval.prompts.render import load_prompt_file
-from narrative_eval.records import CellSpec
-from narrative_eval.study import CellResult, Runtime, Study, StudyConfig, study
-from narrative_eval.tracing import CellRecords
-
-from narrative_eval_continuation.cell import run_cell, select_items
-from narrative_eval_continuation.report import write_report
-from narrative_eval_continuation.tracing import continuation_records
-from narrative_eval_continuation.vocabulary import AT_AVG, NAME, PROMPTS
+from narrative_eval.data.infilling import domain, load_instances, sentences
+from narrative_eval.evaluation import ANSWER, Answer, Item, SingleTurnStudy
+from narrative_eval.judges import register_rubric
+from narrative_eval.metrics.text import split_sentences
+from narrative_eval.reports.single_turn import write_single_turn_report
+from narrative_eval.study import StudyConfig, study
 
 
 class ContinuationConfig(StudyConfig):
-    """Keys of a continuation sweep config beside the generic ones."""
-
     opening_sentences: int = Field(3, ge=1)
     """How many sentences of each passage the model is shown; it writes the one after them."""
 
-    def cell_extra(self) -> dict[str, Any]:
+    def cell_extra(self):
         return {"opening_sentences": self.opening_sentences}
 
 
-@study(NAME)
-class ContinuationStudy(Study):
+@study("continuation")
+class ContinuationStudy(SingleTurnStudy):
     config_section = ContinuationConfig
+    prompts = Path(__file__).with_name("prompts.yaml")
+    rubric = register_rubric(Path(__file__).with_name("continuation_quality.yaml"))
+    judge_sees = {"opening": "opening", "candidate": ANSWER}  # never the true sentence, nor the model
+    reference, answer_column = "next_sentence", "continuation"
 
-    def check_config(self, config: Any) -> list[str]:
-        """Prompt settings from the study's own file; no stratified subset (an item is a passage, not a blank)."""
-        known = load_prompt_file(PROMPTS).names()
-        problems = [f"prompt_settings: {name!r} is not a {NAME} setting (its settings: {', '.join(known)})"
-                    for name in config.prompt_settings if name not in known]
-        if config.subset is not None:
-            problems.append(f"subset: a {NAME} sweep takes no subset; use limit")
-        return problems
+    def items(self, cell):
+        """One item per passage of the instances file (which may hold a passage several times), up to the limit."""
+        opening, items = int(cell.extra["opening_sentences"]), {}
+        for instance in load_instances(cell.data_path):
+            parts, item_id = sentences(instance.source_text), f"{instance.dataset}/{instance.ref_id}/{opening}"
+            if len(parts) > opening and item_id not in items:
+                fields = {"domain": domain(instance.dataset), "opening": " ".join(parts[:opening])}
+                items[item_id] = Item(item_id, fields, {"next_sentence": parts[opening]})
+        return list(items.values())[: cell.limit]
 
-    def count_requests(self, cell: CellSpec) -> int:
-        return len(select_items(cell))
+    def answer(self, cell, item, reply):
+        """The reply's first sentence: the study asks for one ('' for a blank reply, which scores 0)."""
+        return Answer(next(iter(split_sentences(reply.strip())), ""))
 
-    count_judged = count_requests  # each continuation is judged once
+    def answer_rates(self, samples):
+        return {"answered_rate": sum(bool(s.answer.text) for s in samples) / max(len(samples), 1)}
 
-    def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
-        return run_cell(cell, runtime)
+    def check_config(self, config):  # its prompt settings; no stratified subset (an item is a passage, not a blank)
+        return super().check_config(config) + (["subset: a continuation sweep takes no subset; use limit"] if config.subset else [])
 
-    def headline_metrics(self, judges: Sequence[str]) -> list[str]:
-        """AtAvg, every registered metric, then each judge's QAvg and High% (names its cells log)."""
-        return [AT_AVG, *METRICS.names(), *(f"judge/{j}/{h}" for j in judges for h in ("qavg", "high_pct"))]
-
-    def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
-        return continuation_records(cell, result)
-
-    def used_templates(self, cell: CellSpec, result: CellResult) -> dict[str, Any]:
-        """The prompt setting (system and user template), then the rubrics."""
-        prompts = load_prompt_file(PROMPTS)
-        template = [{"role": "system", "content": prompts.system},
-                    {"role": "user", "content": prompts.settings[cell.prompt_setting]["user"]}]
-        return {f"{NAME}.{cell.prompt_setting}": template, **super().used_templates(cell, result)}
-
-    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
-        return write_report(sweep, out_dir, data_sha256)
+    def summarise(self, sweep, out_dir, data_sha256=None):
+        return write_single_turn_report(self, sweep, out_dir, data_sha256, answers_file="continuations", titles=(
+            "Continuation: headline numbers per model x setting", "Continuations beside the true next sentence"),
+            extra=["answered_rate"])

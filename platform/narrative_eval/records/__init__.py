@@ -5,7 +5,9 @@ produce messages, backends turn messages into replies, extraction/metrics/judges
 replies into scores, and tracking logs them. Specs are frozen and hashable to a stable
 digest, so a cell can be reproduced from its logged spec and skipped when done.
 
-The records live in four modules (base, specs, infilling, creative); import them from here.
+The records live in four modules (base, specs, infilling, creative); import them from here. The keys metrics
+and table columns are logged under (`judge/<id>/<name>`, `seed<k>/<name>`, `_sd`, `_lo`, `_hi`) are made and
+parsed in `records.keys`.
 """
 
 from narrative_eval.records.base import (

@@ -1,7 +1,7 @@
 """Per-row scores of an infilling cell (its generations table) and the cell's bootstrap intervals.
 
 A cell's headline number is, per seed, the mean over the rows that have a value, then the mean across
-seeds (studies.infilling / studies.base.aggregate_seeds). A resample draws passages with replacement
+seeds (evaluation.seed_metrics). A resample draws passages with replacement
 (every instance of a drawn passage comes along, with all its seeds) and recomputes that same statistic, so
 the interval belongs to the number that is logged. AtAvg is the mean of its metrics' resampled means, as
 the logged AtAvg is the mean of the metric means.
@@ -17,6 +17,7 @@ import pandas as pd
 
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.metrics import METRICS, at_avg_names
+from narrative_eval.records.keys import interval_keys, judge_key, parse_judge_key
 from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
 
 CELL_N_BOOT = 1000
@@ -38,11 +39,11 @@ def row_judges(frame: pd.DataFrame) -> dict[str, list[str]]:
     """Judge id -> its rubric dimensions, as found in a generations table's columns."""
     judges: dict[str, list[str]] = {}
     for column in frame.columns:
-        parts = str(column).split("/")
-        if len(parts) == 3 and parts[0] == "judge":
-            judges.setdefault(parts[1], [])
-            if parts[2] not in JUDGE_ROW_FIELDS:
-                judges[parts[1]].append(parts[2])
+        parsed = parse_judge_key(str(column))
+        if parsed is not None:
+            judges.setdefault(parsed[0], [])
+            if parsed[1] not in JUDGE_ROW_FIELDS:
+                judges[parsed[0]].append(parsed[1])
     return judges
 
 
@@ -60,14 +61,15 @@ def row_scores(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     if all(name in scores for name in at_avg_names()):
         scores["at_avg"] = np.mean([scores[name] for name in at_avg_names()], axis=0)
     for judge, dimensions in row_judges(frame).items():
-        ok = (frame[f"judge/{judge}/status"] == "ok").to_numpy() if f"judge/{judge}/status" in frame else np.ones(len(frame), bool)
+        status = judge_key(judge, "status")
+        ok = (frame[status] == "ok").to_numpy() if status in frame else np.ones(len(frame), bool)
         for field in (*dimensions, "qavg"):
-            if f"judge/{judge}/{field}" in frame:
-                values = pd.to_numeric(frame[f"judge/{judge}/{field}"], errors="coerce").to_numpy(dtype=float)
-                scores[f"judge/{judge}/{field}"] = np.where(ok, values, np.nan)
-        if f"judge/{judge}/qavg" in scores:
-            quality = scores[f"judge/{judge}/qavg"]
-            scores[f"judge/{judge}/high_pct"] = np.where(np.isnan(quality), np.nan, 100.0 * (quality > HIGH_QUALITY_THRESHOLD))
+            if judge_key(judge, field) in frame:
+                values = pd.to_numeric(frame[judge_key(judge, field)], errors="coerce").to_numpy(dtype=float)
+                scores[judge_key(judge, field)] = np.where(ok, values, np.nan)
+        if judge_key(judge, "qavg") in scores:
+            quality = scores[judge_key(judge, "qavg")]
+            scores[judge_key(judge, "high_pct")] = np.where(np.isnan(quality), np.nan, 100.0 * (quality > HIGH_QUALITY_THRESHOLD))
     return scores
 
 
@@ -104,7 +106,8 @@ def cell_intervals(
             continue
         lo, hi = percentile_interval(reps, level)
         if np.isfinite(lo) and np.isfinite(hi):
-            intervals[f"{name}_lo"], intervals[f"{name}_hi"] = lo, hi
+            low, high = interval_keys(name)
+            intervals[low], intervals[high] = lo, hi
     return intervals
 
 

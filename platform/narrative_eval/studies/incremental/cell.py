@@ -29,11 +29,12 @@ from narrative_eval.delivery import (
     load_system_prompt,
     load_turn_templates,
 )
+from narrative_eval.evaluation import in_batches, mean_or_nan, seed_metrics
 from narrative_eval.judges import CHECKLIST_RUBRIC, QUALITY_RUBRIC, judge_checklist, judge_quality, rubric_hash
 from narrative_eval.records import CellSpec, JudgeResult, Reply, ScoreRecord, Trajectory, WritingTask
+from narrative_eval.records.keys import judge_key
 from narrative_eval.studies.incremental.effects import creative_integrity
 from narrative_eval.stats.score_records import QUALITY_FIELDS, model_label, record_id
-from narrative_eval.studies.base import aggregate_seeds, chunks, mean_or_nan
 from narrative_eval.studies.incremental.vocabulary import SCORE_DIMENSIONS
 from narrative_eval.study import CellResult, Runtime
 
@@ -112,7 +113,7 @@ class DeliveryCell:
             summaries[seed] = self._seed_summary(final, attempts_log, seed_records, failures, scored, observe.total)
             conversation_rows.extend(self._conversation_rows(final, attempts_log, by_id, seed_records))
 
-        metrics = aggregate_seeds(summaries)
+        metrics = seed_metrics(summaries)
         metrics["n_tasks"] = float(len(tasks))
         metrics["n_seeds"] = float(len(cell.seeds))
         generated = sum(b.generated - generated_before[key] for key, b in backends.items())
@@ -221,8 +222,7 @@ class DeliveryCell:
         verdicts: dict[tuple[str, str], tuple[JudgeResult, JudgeResult]] = {}
         for judge in cell.judges:
             backend = runtime.backend_for(judge.model)
-            batches = chunks(scored, backend.batch_size)
-            for batch in runtime.progress(batches, f"{cell.run_name}: judge {judge.id}", len(batches)):
+            for batch in in_batches(scored, backend, runtime.progress, f"{cell.run_name}: judge {judge.id}"):
                 items = [
                     {
                         "task": by_id[t.story_id].full_instruction,
@@ -265,11 +265,11 @@ class DeliveryCell:
         for judge_id, judge_records in seed_records.items():
             for dim in SCORE_DIMENSIONS:
                 values = [value for value in (_record_value(r, dim) for r in judge_records) if value is not None]
-                summary[f"judge/{judge_id}/{dim}"] = mean_or_nan(values)
+                summary[judge_key(judge_id, dim)] = mean_or_nan(values)
             counts = failures[judge_id]
-            summary[f"judge/{judge_id}/failure_rate"] = counts["any"] / n_scored if n_scored else float("nan")
-            summary[f"judge/{judge_id}/checklist_failure_rate"] = counts["checklist"] / n_scored if n_scored else float("nan")
-            summary[f"judge/{judge_id}/quality_failure_rate"] = counts["quality"] / n_scored if n_scored else float("nan")
+            summary[judge_key(judge_id, "failure_rate")] = counts["any"] / n_scored if n_scored else float("nan")
+            summary[judge_key(judge_id, "checklist_failure_rate")] = counts["checklist"] / n_scored if n_scored else float("nan")
+            summary[judge_key(judge_id, "quality_failure_rate")] = counts["quality"] / n_scored if n_scored else float("nan")
         return summary
 
     @staticmethod
@@ -305,7 +305,7 @@ class DeliveryCell:
                     for judge_id in judge_ids:
                         record = scores.get((trajectory.story_id, judge_id))
                         for dim in SCORE_DIMENSIONS:
-                            row[f"judge/{judge_id}/{dim}"] = _record_value(record, dim) if record else None
+                            row[judge_key(judge_id, dim)] = _record_value(record, dim) if record else None
                 rows.append(row)
         return rows
 

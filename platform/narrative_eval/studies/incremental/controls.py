@@ -25,14 +25,15 @@ import yaml
 from narrative_eval import tracking
 from narrative_eval.data.cell_tasks import select_tasks
 from narrative_eval.data.infilling import sentences
+from narrative_eval.evaluation import item_seed
 from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC
 from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
-from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec, Trajectory, WritingTask, derived_seed
+from narrative_eval.records import CellSpec, JudgeSpec, Trajectory, WritingTask
 from narrative_eval.stats.score_records import model_label
 from narrative_eval.studies.incremental.cell import is_scoreable
 from narrative_eval.studies.incremental.config import IncrementalConfig
 from narrative_eval.studies.incremental.vocabulary import NAME, REFERENCE
-from narrative_eval.study import experiment_of
+from narrative_eval.study import RequestCount, experiment_of
 
 CONTROL_TEXTS_FILE = Path(__file__).with_name("controls.yaml")
 """The controls' fixed texts (the refusal)."""
@@ -58,7 +59,7 @@ def shuffled_story(story: str, seed: int, story_id: str) -> str | None:
     if len(parts) < 2:
         return None
     order = list(range(len(parts)))
-    random.Random(derived_seed(seed, story_id)).shuffle(order)
+    random.Random(item_seed(seed, story_id)).shuffle(order)
     if order == sorted(order):
         order = order[1:] + order[:1]
     return " ".join(parts[i] for i in order)
@@ -171,13 +172,13 @@ def sweep_controls(section: IncrementalConfig, cells: Sequence[CellSpec], judge:
 
 
 def control_requests(section: IncrementalConfig, cells: Sequence[CellSpec], judges: Sequence[JudgeSpec],
-                     k: int) -> list[tuple[ModelSpec, int, int]]:
+                     k: int) -> list[RequestCount]:
     """Before any story exists: at most K tasks per judge, each a refusal, another task's story and a shuffled
     story judged alone (a story's own verdicts are its cell's, from the request cache) and two pairs in both
     orders per pairwise rubric."""
     n = min(k, len(select_tasks(cells[0]))) if cells else 0
-    return [(judge.model, 3 * n, judge.max_new_tokens) for judge in judges] + [
-        (spec.model, 4 * n, spec.max_new_tokens)
+    return [RequestCount(judge.model, 3 * n, judge.max_new_tokens) for judge in judges] + [
+        RequestCount(spec.model, 4 * n, spec.max_new_tokens)
         for judge in judges for spec in (entry.judge_spec(judge) for entry in section.pairwise_judges)]
 
 

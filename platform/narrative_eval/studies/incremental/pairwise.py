@@ -31,6 +31,7 @@ from typing import Any
 from narrative_eval import tracking
 from narrative_eval.data.cell_tasks import select_tasks, tasks_of_cell
 from narrative_eval.errors import UserError
+from narrative_eval.evaluation import in_batches
 from narrative_eval.judges import judge_pairwise_orders, load_rubric
 from narrative_eval.records import CellSpec, JudgeSpec, Trajectory, WritingTask, stable_hash
 from narrative_eval.reports.tables import write_table
@@ -47,7 +48,6 @@ from narrative_eval.studies.incremental.human_records import (
 )
 from narrative_eval.studies.incremental.human_stats import order_consistency, status_stability
 from narrative_eval.stats.score_records import model_label, record_id
-from narrative_eval.studies.base import chunks
 from narrative_eval.studies.incremental.config import IncrementalConfig
 from narrative_eval.studies.incremental.vocabulary import (
     NAME,
@@ -169,7 +169,7 @@ def _judge_rubric(judge: JudgeSpec, entry: Any, pairs: Sequence[Pair], state: di
     if not todo:
         return 0
     backend = backend_for(spec.model)
-    for batch in chunks(todo, backend.batch_size):
+    for batch in in_batches(todo, backend):
         judged = judge_pairwise_orders(backend, spec, [pair.item for pair in batch], rubric.name)
         for pair, results in zip(batch, judged, strict=True):
             for order, result in zip(ORDERS, results, strict=True):

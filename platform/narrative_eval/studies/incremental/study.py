@@ -13,6 +13,7 @@ from narrative_eval.delivery import DEFAULT_TURNS_FILE, conversation_turns, load
 from narrative_eval.judges.checks import ControlSet
 from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
+from narrative_eval.records.keys import judge_key
 from narrative_eval.registry import Registry
 from narrative_eval.reports.labels import labels
 from narrative_eval.studies.incremental.cell import DeliveryCell
@@ -27,7 +28,7 @@ from narrative_eval.studies.incremental.report import (
 from narrative_eval.studies.incremental.report_human import human_validation_from_sweep, write_human_validation_report
 from narrative_eval.studies.incremental.tracing import conversation_records
 from narrative_eval.studies.incremental.vocabulary import ALIASES, HEADLINES, NAME, RUBRICS
-from narrative_eval.study import AfterSweepRequests, CellResult, ReportCommand, Runtime, Study, study
+from narrative_eval.study import AfterSweepRequests, CellResult, RequestCount, ReportCommand, Runtime, Study, SweepSettings, study
 from narrative_eval.tracing import CellRecords
 
 REPORT = "creative-integrity"
@@ -82,11 +83,11 @@ class IncrementalDeliveryStudy(Study):
     config_section = IncrementalConfig
     after_sweep_stage = "pairwise judges"
 
-    def registered_names(self, config: Any) -> list[tuple[Registry, str]]:
+    def registered_names(self, config: SweepSettings) -> list[tuple[Registry, str]]:
         """The pairwise rubrics (its conditions are checked as the grid its config section declares)."""
         return pairwise_names(config.section)
 
-    def check_config(self, config: Any) -> list[str]:
+    def check_config(self, config: SweepSettings) -> list[str]:
         return pairwise_problems(config)
 
     def count_requests(self, cell: CellSpec) -> int:
@@ -103,7 +104,7 @@ class IncrementalDeliveryStudy(Study):
 
     def headline_metrics(self, judges: Sequence[str]) -> list[str]:
         """Each judge's Creative Integrity and adherence."""
-        return [f"judge/{judge}/{name}" for judge in judges for name in HEADLINES]
+        return [judge_key(judge, name) for judge in judges for name in HEADLINES]
 
     def headline_labels(self, names: Sequence[str]) -> dict[str, str]:
         return labels(names)
@@ -118,16 +119,16 @@ class IncrementalDeliveryStudy(Study):
             templates[f"{cell.study}.{cell.prompt_setting}"] = PROMPT_SETTINGS.get(cell.prompt_setting)
         return {**templates, **super().used_templates(cell, result)}
 
-    def control_items(self, config: Any, cells: Sequence[CellSpec], judge: JudgeSpec, k: int) -> list[ControlSet]:
+    def control_items(self, config: SweepSettings, cells: Sequence[CellSpec], judge: JudgeSpec, k: int) -> list[ControlSet]:
         """On K tasks' FULL final replies: the checklist against a refusal and another task's story, the quality
         rubric against the shuffled story, and each pairwise rubric on identical and refusal pairs."""
         return sweep_controls(config.section, cells, judge, k)
 
-    def control_requests(self, config: Any, cells: Sequence[CellSpec], k: int) -> AfterSweepRequests:
+    def control_requests(self, config: SweepSettings, cells: Sequence[CellSpec], k: int) -> AfterSweepRequests:
         """Counted from the number of tasks: the stories do not exist before the cells run."""
         return control_requests(config.section, cells, config.judges, k)
 
-    def after_sweep_requests(self, config: Any, cells: Sequence[CellSpec]) -> AfterSweepRequests:
+    def after_sweep_requests(self, config: SweepSettings, cells: Sequence[CellSpec]) -> AfterSweepRequests:
         """The pairwise judges: every pair of the grid, up to `pairwise_sample`, judged in both orders by every panel
         judge under every pairwise rubric (judgments an earlier run made are reused, so an upper bound)."""
         section: IncrementalConfig = config.section
@@ -136,10 +137,10 @@ class IncrementalDeliveryStudy(Study):
         pairs = count_pairs(cells)
         if section.pairwise_sample is not None:
             pairs = min(pairs, section.pairwise_sample)
-        return [(judge.model, 2 * pairs, entry.max_new_tokens or judge.max_new_tokens)
+        return [RequestCount(judge.model, 2 * pairs, entry.max_new_tokens or judge.max_new_tokens)
                 for judge in config.judges for entry in section.pairwise_judges]
 
-    def after_sweep(self, config: Any, out_dir: Path, data_sha256: str,
+    def after_sweep(self, config: SweepSettings, out_dir: Path, data_sha256: str,
                     backend_for: Callable[[ModelSpec], Any]) -> dict[str, str]:
         """The pairwise judges of `pairwise_judges` on the sweep's FULL/SHARDED pairs (studies.incremental.pairwise),
         their tables noted where a judge failed a control check."""

@@ -1,6 +1,7 @@
 """The narrative-infilling study: a blank in a passage filled under prompt settings, scored by the metrics against
-the gold and by judges. One package: its words (`vocabulary`), config keys (`config`), cell (`cell`), MLflow
-records (`tracing`), report (`report`, `report_samples`) and its registration (`study`)."""
+the gold and by judges. One package: its words (`vocabulary`), config keys (`config`), items and one streamed fill
+(`cell`), judge control items (`controls`), report (`report`, `report_samples`) and its declaration (`study`: the
+library's single-turn loop runs its cells and writes their MLflow records)."""
 
 from narrative_eval.studies.infilling.cell import make_sample, select_instances, stream_fill
 from narrative_eval.studies.infilling.study import InfillingStudy

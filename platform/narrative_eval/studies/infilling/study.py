@@ -1,25 +1,26 @@
-"""The narrative-infilling study as the sweep sees it: its config, cells, MLflow records and report command."""
+"""The narrative-infilling study declared: its instances as items (the passage with its blank shown to judges,
+the gold fill as the reference), its prompt settings' rendering, its extraction step; its config, control items
+and report command. The library's loop (narrative_eval.evaluation) runs its cells and writes its MLflow records."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from narrative_eval.data.infilling import blank_position, domain
+from narrative_eval.evaluation import ANSWER, Answer, Item, Sample, SingleTurnStudy
+from narrative_eval.extraction import extract_answer
 from narrative_eval.judges.checks import ControlSet
-from narrative_eval.metrics import METRICS
-from narrative_eval.prompts.render import prompt_file_for
-from narrative_eval.records import CellSpec, JudgeSpec
+from narrative_eval.prompts.render import PromptSettings, prompt_file_for, render_infilling
+from narrative_eval.records import CellSpec, JudgeSpec, Message
 from narrative_eval.reports.labels import labels
-from narrative_eval.studies.infilling.cell import run_cell, select_instances, stages
+from narrative_eval.studies.infilling.cell import select_instances
 from narrative_eval.studies.infilling.config import InfillingConfig
 from narrative_eval.studies.infilling.controls import sweep_controls
 from narrative_eval.studies.infilling.report import write_infilling_report
-from narrative_eval.studies.infilling.tracing import infilling_records
-from narrative_eval.studies.infilling.vocabulary import AT_AVG, JUDGE_HEADLINES, NAME, PUBLISHED_SOURCE
-from narrative_eval.study import CellResult, ReportCommand, Runtime, Study, study, sweep_arguments
-from narrative_eval.tracing import CellRecords
+from narrative_eval.studies.infilling.vocabulary import EXTRACTED, NAME, PUBLISHED_SOURCE, RUBRIC, STATUSES
+from narrative_eval.study import ReportCommand, SweepSettings, study, sweep_arguments
 
 
 def report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,41 +42,43 @@ def run_report(args: argparse.Namespace, data_sha256: str | None) -> dict[str, s
 
 
 @study(NAME)
-class InfillingStudy(Study):
+class InfillingStudy(SingleTurnStudy):
     config_section = InfillingConfig
     published_reference = ("published", PUBLISHED_SOURCE)
+    rubric = RUBRIC
+    judge_sees = {"problem": "problem", "candidate": ANSWER}  # the passage with its blank and the fill, nothing else
+    reference = "gold"
+    id_column, items_name, trace_name = "instance_id", "instances", "infill"
 
-    def count_requests(self, cell: CellSpec) -> int:
-        return len(select_instances(cell))
+    def items(self, cell: CellSpec) -> list[Item]:
+        """The instances after the subset and the limit; rows carry their dataset, domain, blank position and n."""
+        return [Item(inst.instance_id, {"problem": inst.problem}, {"gold": inst.gold_answer},
+                     {"dataset": inst.dataset, "domain": domain(inst.dataset), "position": blank_position(inst),
+                      "n": inst.n}, record=inst) for inst in select_instances(cell)]
 
-    def count_judged(self, cell: CellSpec) -> int:
-        return len(select_instances(cell))
+    def prompt_file(self, cell: CellSpec) -> PromptSettings:
+        return prompt_file_for(cell.prompt_setting, cell.extra.get("prompt_file"))
 
-    def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
-        return run_cell(cell, runtime)
+    def messages(self, cell: CellSpec, item: Item) -> list[Message]:
+        return render_infilling(cell.prompt_setting, item.record, cell.extra.get("prompt_file"))
 
-    def progress_stages(self, cell: CellSpec) -> list[str]:
-        return stages(cell)
+    def answer(self, cell: CellSpec, item: Item, reply: str) -> Answer:
+        """The fill extracted from the reply, with how it was found (an answer equal to a format example is none)."""
+        found = extract_answer(reply, item.record.problem, self.prompt_file(cell).example_answers)
+        return Answer(found.answer, found.status)
 
-    def headline_metrics(self, judges: Sequence[str]) -> list[str]:
-        """AtAvg, every registered metric, then each judge's QAvg and High%."""
-        return [AT_AVG, *METRICS.names(), *(f"judge/{j}/{h}" for j in judges for h in JUDGE_HEADLINES)]
+    def answer_rates(self, samples: Sequence[Sample]) -> dict[str, float]:
+        total = len(samples) or 1
+        rates = {"extraction_success_rate": sum(s.answer.status in EXTRACTED for s in samples) / total}
+        return rates | {f"extraction_{status}_rate": sum(s.answer.status == status for s in samples) / total
+                        for status in STATUSES}
+
 
     def headline_labels(self, names: Sequence[str]) -> dict[str, str]:
         return labels(names)
 
-    def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
-        return infilling_records(cell, result)
-
-    def used_templates(self, cell: CellSpec, result: CellResult) -> dict[str, Any]:
-        """The prompt setting (system and user template), then the rubrics."""
-        prompts = prompt_file_for(cell.prompt_setting, cell.extra.get("prompt_file"))
-        user = prompts.settings[cell.prompt_setting]["user"]
-        return {f"{NAME}.{cell.prompt_setting}": [{"role": "system", "content": prompts.system},
-                                                  {"role": "user", "content": user}],
-                **super().used_templates(cell, result)}
-
-    def control_items(self, config: Any, cells: Sequence[CellSpec], judge: JudgeSpec, k: int) -> list[ControlSet]:
+    def control_items(self, config: SweepSettings, cells: Sequence[CellSpec], judge: JudgeSpec,
+                      k: int) -> list[ControlSet]:
         """Each of K instances' gold fill against another passage's gold and against a repeated sentence."""
         return sweep_controls(cells, judge, k)
 

@@ -1,8 +1,10 @@
 """The narrative-infilling study's words, in one place: its name, its one condition, the judge rubric and its
-dimensions (read from the rubric file), the extraction statuses it counts, and its headline numbers."""
+dimensions (read from the rubric file), the extraction statuses it counts; its table, AtAvg and per-judge headline
+numbers are every single-turn study's (evaluation.py)."""
 
 from __future__ import annotations
 
+from narrative_eval.evaluation import AT_AVG, JUDGE_HEADLINES, TABLE
 from narrative_eval.judges import INFILLING_RUBRIC, load_rubric
 
 NAME = "infilling"
@@ -23,12 +25,8 @@ EXTRACTED: tuple[str, ...] = ("tag", "echo")
 STATUSES: tuple[str, ...] = (*EXTRACTED, "fallback", "none")
 """Every extraction status, each logged as `extraction_<status>_rate`."""
 
-TABLE = "generations.json"
-"""A cell's table: one row per instance and seed."""
-
-AT_AVG = "at_avg"
-"""The mean of the automatic metrics flagged for it (AtAvg)."""
-JUDGE_HEADLINES: tuple[str, ...] = ("qavg", "high_pct")
-"""Per-judge numbers shown first, as `judge/<id>/<headline>`: QAvg and High%."""
 PUBLISHED_SOURCE = "published, Table 3"
 """The rows of the published reference (data/reference/) the Runs tab can show beside a sweep."""
+
+__all__ = ["AT_AVG", "CONDITION", "DIMENSIONS", "EXTRACTED", "JUDGE_HEADLINES", "NAME", "PUBLISHED_SOURCE", "RUBRIC",
+           "STATUSES", "TABLE"]

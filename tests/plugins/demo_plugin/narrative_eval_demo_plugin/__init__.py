@@ -1,5 +1,5 @@
 """A plugin adding one of each extension kind: a metric, a rubric, a prompt setting, a condition, a backend,
-a cell executor and a study."""
+a cell executor, a study written as a program and one declared (`opening`)."""
 
 from pathlib import Path
 
@@ -11,6 +11,7 @@ from narrative_eval.judges import register_rubric
 from narrative_eval.metrics import Metric, metric
 from narrative_eval.prompts.render import register_prompt_file
 from narrative_eval.study import CellResult, Study, study
+from narrative_eval_demo_plugin import opening  # noqa: F401 (registers the declared study `opening`)
 
 HERE = Path(__file__).parent
 
@@ -51,9 +52,6 @@ class LineCount(Study):
     """A study that asks no model: each cell logs how many non-blank lines its data file has."""
 
     def count_requests(self, cell):
-        return 0
-
-    def count_judged(self, cell):
         return 0
 
     def run_cell(self, cell, runtime):

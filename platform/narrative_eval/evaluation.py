@@ -1,0 +1,464 @@
+"""The one evaluation loop, owned by the library, and the declaration a single-turn study makes of itself.
+
+A single-turn study (`SingleTurnStudy`) says only what is its own: its *items* (`Item`: an id, the fields its
+prompts and judges may see, its references, the columns its rows carry), its *solver* (a prompt file whose user
+template is filled from an item's fields; `messages` for another rendering), its *answer* step (`answer`: what
+is scored in a reply, with an extraction status where it has one) and its *scorers* (the cell's registered
+metrics against the reference named `reference`; judges under `rubric` that see the inputs `judge_sees` names,
+so the blinding is declared, not coded). `run_single_turn` does the rest: batches of the backend's batch size,
+one engine seed per item and cell seed, the request cache (the backends `Runtime.backend_for` gives), progress
+named by stage (`generate`, `score`, `judge <id>`), per-seed summaries aggregated with their intervals, the
+generations table, traces and the dataset input, and the judges' control items.
+
+A multi-turn study (the incremental one) runs its own delivery but batches, seeds, judges and aggregates with the
+helpers here: `in_batches`, `item_seed`, `judge_in_batches`, `seed_metrics`.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import pandas as pd
+
+from narrative_eval.judges import judge_many, load_rubric, qavg, summarize
+from narrative_eval.judges.checks import ControlItem, ControlSet, pick_other, sample_ids
+from narrative_eval.metrics import METRICS, at_avg, at_avg_names, get_metric, metric_names
+from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
+from narrative_eval.records import CellSpec, JudgeResult, JudgeSpec, Message, Reply, derived_seed, finite_number
+from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key
+from narrative_eval.stats.cell_scores import cell_intervals
+from narrative_eval.study import CellResult, ProgressFactory, Runtime, Study, SweepSettings
+from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, generation_attributes
+
+T = TypeVar("T")
+
+TABLE = "generations.json"
+"""A single-turn cell's table: one row per item and seed."""
+AT_AVG = "at_avg"
+"""The mean of the automatic metrics flagged for it (AtAvg)."""
+JUDGE_HEADLINES: tuple[str, ...] = ("qavg", "high_pct")
+"""Per-judge numbers shown first, as `judge/<id>/<headline>`: QAvg and High%."""
+GENERATE, SCORE = "generate", "score"
+"""Stages of a single-turn cell as its progress names them (a judge's is `judge_stage(id)`)."""
+ANSWER = "answer"
+"""What `judge_sees` maps a rubric input to for the cell's answer (any other value names an item field)."""
+JUDGE_BOOKKEEPING = ("status", "raw", "error")
+"""Per-judge row fields that are not scores."""
+
+
+# --------------------------------------------------------------------------- the helpers every study runs through
+
+
+def chunks(items: Sequence[T], size: int) -> list[list[T]]:
+    """`items` cut into consecutive lists of at most `size`."""
+    size = max(1, int(size))
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def in_batches(items: Sequence[T], backend: Any, progress: ProgressFactory | None = None,
+               label: str = "") -> Iterable[list[T]]:
+    """`items` in batches of the backend's batch size, reported to `progress` under `label` when given."""
+    batches = chunks(items, getattr(backend, "batch_size", 8))
+    return progress(batches, label, len(batches)) if progress is not None else batches
+
+
+def item_seed(seed: int, *item: Any) -> int:
+    """The engine seed of one request: derived from the cell seed and what identifies the item, so it does not
+    depend on which other requests share its batch."""
+    return derived_seed(seed, *item)
+
+
+def judge_in_batches(runtime: Runtime, judge: JudgeSpec, rubric: str, shown: Sequence[Mapping[str, Any]],
+                     label: str) -> list[JudgeResult]:
+    """One judge's verdicts under `rubric` on every item of `shown` (the rubric's inputs, nothing else), in batches
+    of its backend's batch size through the request cache, reported under `label`."""
+    backend = runtime.backend_for(judge.model)
+    positions = list(range(len(shown)))
+    results: list[JudgeResult] = []
+    for batch in in_batches(positions, backend, runtime.progress, label):
+        results += judge_many(backend, judge, rubric, [shown[i] for i in batch])
+    return results
+
+
+def mean_or_nan(values: Iterable[float]) -> float:
+    """The mean, or NaN for no values."""
+    values = list(values)
+    return statistics.fmean(values) if values else float("nan")
+
+
+def seed_metrics(summaries: Mapping[int, Mapping[str, float]]) -> dict[str, float]:
+    """Per-seed values as 'seed<k>/<key>', plus their mean '<key>' and SD '<key>_sd' across seeds (NaNs left out)."""
+    metrics: dict[str, float] = {}
+    for key in sorted({k for s in summaries.values() for k in s}):
+        for seed, summary in summaries.items():
+            if key in summary:
+                metrics[seed_key(seed, key)] = summary[key]
+        values = [s[key] for s in summaries.values() if key in s and s[key] == s[key]]
+        if values:
+            metrics[key] = statistics.fmean(values)
+            metrics[sd_key(key)] = statistics.stdev(values) if len(values) > 1 else 0.0
+    return metrics
+
+
+def judge_metrics(judge_id: str, results: Sequence[JudgeResult]) -> dict[str, float]:
+    """One judge's summary (judges.summarize) under 'judge/<id>/...', NaN failure rate when nothing was judged."""
+    summary = summarize(results) if results else {"failure_rate": float("nan")}
+    return {judge_key(judge_id, key): value for key, value in summary.items()}
+
+
+def judge_stage(judge_id: str) -> str:
+    return f"judge {judge_id}"
+
+
+# --------------------------------------------------------------------------- what a single-turn study declares
+
+
+@dataclass(frozen=True)
+class Item:
+    """One item of a single-turn study."""
+
+    id: str
+    """Unique in the data (its rows' id column, its traces' key, part of its engine seed)."""
+    fields: Mapping[str, Any]
+    """What its prompts and judges may see, by slot name."""
+    references: Mapping[str, str]
+    """Reference name -> text: what its answers are scored against (the dataset's expectations)."""
+    columns: Mapping[str, Any] | None = None
+    """What its rows, traces and dataset input carry about it beside its id (default: `fields`)."""
+    record: Any = None
+    """The study's own record of it, for its solver and answer step."""
+
+    @property
+    def shown(self) -> Mapping[str, Any]:
+        return self.fields if self.columns is None else self.columns
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a reply gives to be scored."""
+
+    text: str | None
+    """The answer ('' is scored and not judged; None: nothing to score)."""
+    status: str | None = None
+    """How it was found, for a study with an extraction step (its rows' `extraction_status`); None: no step."""
+
+
+@dataclass
+class Sample:
+    """One item answered under one cell seed, with its scores."""
+
+    item: Item
+    seed: int
+    messages: list[Message]
+    reply: Reply
+    answer: Answer
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Metric name -> score against the reference (none when there is no answer)."""
+    judges: dict[str, JudgeResult] = field(default_factory=dict)
+    """Judge id -> verdict."""
+
+
+class SingleTurnStudy(Study):
+    """A study whose items each get one prompt and give one answer, declared; the library runs its cells."""
+
+    prompts: ClassVar[Path | None] = None
+    """Its prompt file (the platform's format: `system`, named `settings` with a `user` template whose slots are an
+    item's fields); a study that renders its own messages overrides `prompt_file` and `messages`."""
+    rubric: ClassVar[str]
+    """The judges' rubric unless a judge names its own."""
+    judge_sees: ClassVar[Mapping[str, str]]
+    """Rubric input -> the item field it shows (`ANSWER`: the answer): everything a judge sees."""
+    reference: ClassVar[str]
+    """The reference the metrics score answers against."""
+    id_column: ClassVar[str] = "item_id"
+    """The rows' id column."""
+    answer_column: ClassVar[str] = ANSWER
+    """The rows' answer column."""
+    items_name: ClassVar[str] = "items"
+    """What its items are called (the `n_<items>` metric and param)."""
+    trace_name: ClassVar[str] = GENERATE
+    """Its traces' root span name."""
+
+    @abstractmethod
+    def items(self, cell: CellSpec) -> list[Item]:
+        """The items of a cell, in order."""
+
+    def prompt_file(self, cell: CellSpec | None) -> PromptSettings:
+        """The prompt file of a cell (logged as `prompt_file_sha256`, its setting registered as a prompt version)."""
+        if self.prompts is None:
+            raise NotImplementedError(f"{self.name}: declares no prompt file")
+        return load_prompt_file(self.prompts)
+
+    def messages(self, cell: CellSpec, item: Item) -> list[Message]:
+        """What is sent for one item: the prompt file's system text and its setting's user template filled from
+        the item's fields."""
+        prompts = self.prompt_file(cell)
+        user = fill(prompts.settings[cell.prompt_setting]["user"], dict(item.fields))
+        return [Message(role="system", content=prompts.system), Message(role="user", content=user)]
+
+    def answer(self, cell: CellSpec, item: Item, reply: str) -> Answer:
+        """What is scored in a reply (default: the reply, stripped)."""
+        return Answer(reply.strip())
+
+    def answer_rates(self, samples: Sequence[Sample]) -> dict[str, float]:
+        """Per-seed rates of its answer step beside the generic numbers (none by default)."""
+        return {}
+
+    # ---------------------------------------------------------------- the Study contract, from the declaration
+
+    def check_config(self, config: SweepSettings) -> list[str]:
+        """Prompt settings from its own prompt file (where it declares one)."""
+        if self.prompts is None:
+            return []
+        known = self.prompt_file(None).names()
+        return [f"prompt_settings: {name!r} is not a {self.name} setting (its settings: {', '.join(known)})"
+                for name in config.prompt_settings if name not in known]
+
+    def count_requests(self, cell: CellSpec) -> int:
+        return len(self.items(cell))
+
+    def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
+        return run_single_turn(self, cell, runtime)
+
+    def progress_stages(self, cell: CellSpec) -> list[str]:
+        return [GENERATE, SCORE, *(judge_stage(judge.id) for judge in cell.judges)]
+
+    def headline_metrics(self, judges: Sequence[str]) -> list[str]:
+        """AtAvg, every registered metric, then each judge's QAvg and High%."""
+        return [AT_AVG, *METRICS.names(), *(judge_key(j, h) for j in judges for h in JUDGE_HEADLINES)]
+
+    def judge_rubric(self, judge: JudgeSpec) -> str:
+        return judge.rubric or self.rubric
+
+    def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
+        return single_turn_records(self, cell, result)
+
+    def used_templates(self, cell: CellSpec, result: CellResult) -> dict[str, Any]:
+        """The prompt setting (system and user template), then the rubrics."""
+        prompts = self.prompt_file(cell)
+        user = prompts.settings[cell.prompt_setting]["user"]
+        return {f"{self.name}.{cell.prompt_setting}": [{"role": "system", "content": prompts.system},
+                                                       {"role": "user", "content": user}],
+                **super().used_templates(cell, result)}
+
+    def control_items(self, config: SweepSettings, cells: Sequence[CellSpec], judge: JudgeSpec,
+                      k: int) -> list[ControlSet]:
+        """For K items of the sweep: the item's reference shown as the answer, against another item's reference
+        (mismatched_reference) and against a blank answer (blank_answer); both must score below it."""
+        items = {item.id: item for item in self.items(cells[0])} if cells else {}
+        rubric = self.judge_rubric(judge)
+        controls = []
+        for item_id in sample_ids(items, k):
+            gold = self._shown(items[item_id], items[item_id].references[self.reference])
+            other = pick_other(item_id, [i for i, it in items.items()
+                                         if it.references[self.reference] != items[item_id].references[self.reference]])
+            if other is not None:
+                wrong = self._shown(items[item_id], items[other].references[self.reference])
+                controls.append(ControlItem(rubric, "mismatched_reference", item_id, wrong, "below_reference", gold))
+            controls.append(ControlItem(rubric, "blank_answer", item_id, self._shown(items[item_id], ""),
+                                        "below_reference", gold))
+        return [ControlSet(judge, tuple(controls))] if controls else []
+
+    def _shown(self, item: Item, answer: str) -> dict[str, Any]:
+        """The rubric's inputs for `answer` to `item`: what `judge_sees` declares, nothing else."""
+        return {name: answer if source == ANSWER else item.fields[source] for name, source in self.judge_sees.items()}
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def run_single_turn(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime) -> CellResult:
+    """One cell of a single-turn study: every item under every seed generated, answered, scored, judged; what its
+    MLflow run logs."""
+    items = study.items(cell)
+    samples = _generate(study, cell, runtime, items)
+    _score(study, cell, runtime, samples)
+    _judge(study, cell, runtime, items, samples)
+    per_seed = {seed: [s for s in samples if s.seed == seed] for seed in cell.seeds}
+    metrics = seed_metrics({seed: _seed_summary(study, cell, found) for seed, found in per_seed.items()})
+    metrics[f"n_{study.items_name}"] = float(len(items))
+    metrics["n_seeds"] = float(len(per_seed))
+    rubrics = {judge.id: load_rubric(study.judge_rubric(judge)) for judge in cell.judges}
+    rows = [_row(study, sample, rubrics) for sample in samples]
+    metrics.update(cell_intervals(rows, wanted=set(metrics)))
+    params: dict[str, Any] = {"prompt_file_sha256": study.prompt_file(cell).sha256, f"n_{study.items_name}": len(items)}
+    if rubrics:  # their texts go to MLflow's prompt registry too (Study.used_templates)
+        params["rubric"] = ",".join(sorted({rubric.name for rubric in rubrics.values()}))
+        params["rubric_sha256"] = ",".join(sorted({rubric.hash for rubric in rubrics.values()}))
+    return CellResult(metrics=metrics, params=params, tables={TABLE: rows})
+
+
+def _generate(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime, items: list[Item]) -> list[Sample]:
+    """Every item under every seed, in batches of the backend's batch size (each cached as it returns); returned
+    seed by seed."""
+    generator = runtime.backend_for(cell.model)
+    sent = {item.id: study.messages(cell, item) for item in items}
+    # An item's seeds are sent together: an engine that reuses the previous prompt's prefix reads the prompt once.
+    requests = [(seed, item) for item in items for seed in cell.seeds]
+    samples: dict[tuple[int, str], Sample] = {}
+    for batch in in_batches(requests, generator, runtime.progress, f"{cell.run_name}: {GENERATE}"):
+        params = [cell.generation.model_copy(update={"seed": item_seed(seed, item.id)}) for seed, item in batch]
+        replies = generator.generate([sent[item.id] for _, item in batch], params)
+        for (seed, item), reply in zip(batch, replies, strict=True):
+            answer = study.answer(cell, item, reply.text)
+            samples[seed, item.id] = Sample(item, seed, sent[item.id], reply, answer)
+    return [samples[seed, item.id] for seed in cell.seeds for item in items]
+
+
+def _score(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime, samples: list[Sample]) -> None:
+    """Every metric of the cell on every answer, one metric at a time (each a step of its progress)."""
+    scored = [s for s in samples if s.answer.text is not None]
+    names = list(metric_names(cell.metrics))
+    scores: dict[str, list[float]] = {}
+    for name in runtime.progress(names, f"{cell.run_name}: {SCORE}", len(names)):
+        if scored:
+            references = [s.item.references[study.reference] for s in scored]
+            scores[name] = get_metric(name, cell.metrics).score([s.answer.text for s in scored], references)
+    for index, sample in enumerate(scored):
+        sample.metrics = {name: values[index] for name, values in scores.items()}
+
+
+def _judge(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime, items: list[Item], samples: list[Sample]) -> None:
+    position = {item.id: index for index, item in enumerate(items)}
+    # An item's answers are judged together, so an engine reusing the previous prompt's prefix reads it once.
+    judged = sorted((s for s in samples if s.answer.text), key=lambda s: position[s.item.id])
+    shown = [study._shown(s.item, s.answer.text or "") for s in judged]
+    for judge in cell.judges:
+        verdicts = judge_in_batches(runtime, judge, study.judge_rubric(judge), shown,
+                                    f"{cell.run_name}: {judge_stage(judge.id)}")
+        for sample, verdict in zip(judged, verdicts, strict=True):
+            sample.judges[judge.id] = verdict
+
+
+def _seed_summary(study: SingleTurnStudy, cell: CellSpec, samples: list[Sample]) -> dict[str, float]:
+    """One seed's numbers: metric means over the answers, AtAvg, the answer step's rates, request failures,
+    tokens and seconds, each judge's summary."""
+    scored = [s for s in samples if s.answer.text is not None]
+    names = metric_names(cell.metrics)
+    summary = {name: mean_or_nan(s.metrics[name] for s in scored if name in s.metrics) for name in names}
+    if scored and set(at_avg_names()) <= set(names):
+        summary[AT_AVG] = at_avg(summary)
+    summary.update(study.answer_rates(samples))
+    total = len(samples) or 1
+    summary["request_failure_rate"] = sum(s.reply.error is not None for s in samples) / total
+    summary["prompt_tokens"] = float(sum(s.reply.prompt_tokens for s in samples))
+    summary["completion_tokens"] = float(sum(s.reply.completion_tokens for s in samples))
+    summary["generation_seconds"] = float(sum(s.reply.seconds for s in samples))
+    for judge in cell.judges:
+        summary.update(judge_metrics(judge.id, [s.judges[judge.id] for s in samples if judge.id in s.judges]))
+    return summary
+
+
+def _row(study: SingleTurnStudy, sample: Sample, rubrics: Mapping[str, Any]) -> dict[str, Any]:
+    """One generations row: the item's id and columns, the seed, what was sent and came back, its references and
+    every score."""
+    reply = sample.reply
+    row: dict[str, Any] = {study.id_column: sample.item.id, **sample.item.shown, "seed": sample.seed,
+                           "messages": [m.model_dump() for m in sample.messages], "raw_reply": reply.text,
+                           study.answer_column: sample.answer.text}
+    if sample.answer.status is not None:
+        row["extraction_status"] = sample.answer.status
+    row.update(sample.item.references)
+    row.update({"finish_reason": reply.finish_reason, "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens, "seconds": round(reply.seconds, 4), "error": reply.error})
+    row.update(sample.metrics)
+    for judge_id, result in sample.judges.items():
+        row[judge_key(judge_id, "status")] = "ok" if result.ok else "failed"
+        for dimension, value in result.scores.items():
+            row[judge_key(judge_id, dimension)] = value
+        row[judge_key(judge_id, "qavg")] = qavg(result.scores, rubrics[judge_id].keys) if result.ok else None
+        row[judge_key(judge_id, "raw")] = result.raw_replies[-1] if result.raw_replies else ""
+        row[judge_key(judge_id, "error")] = result.error
+    return row
+
+
+# --------------------------------------------------------------------------- its MLflow records
+
+
+def single_turn_records(study: SingleTurnStudy, cell: CellSpec, result: CellResult) -> CellRecords:
+    """One trace per (item, seed) of a finished cell, with its references as expectations and every score as
+    feedback; its items (id, columns, references) as the dataset input. Rows are laid out as `_row` writes them:
+    the id, the item's columns, then `seed`."""
+    rows = result.tables.get(TABLE, [])
+    references = _item_references(study, rows)
+    traces = []
+    for index, row in enumerate(rows):
+        columns = _item_columns(study, row)
+        outputs = {"raw_reply": row["raw_reply"], study.answer_column: row[study.answer_column]}
+        status = {"extraction_status": row["extraction_status"]} if "extraction_status" in row else {}
+        traces.append(TraceRecord(
+            key=f"{row[study.id_column]}/seed{row['seed']}", name=study.trace_name, inputs={"messages": row["messages"]},
+            outputs={**outputs, **status}, rows=(index,),
+            attributes={**generation_attributes(cell, row["seed"]), study.id_column: row[study.id_column],
+                        **{c: row.get(c) for c in columns}, "finish_reason": row.get("finish_reason"),
+                        "prompt_tokens": row.get("prompt_tokens"), "completion_tokens": row.get("completion_tokens"),
+                        "seconds": row.get("seconds"), **status, "error": row.get("error")},
+            assessments=(*(AssessmentRecord(name, row[name], "expectation", Path(cell.data_path).name)
+                           for name in references),
+                         *_metric_scores(row, study.answer_column, list(cell.metrics.names or ())), *_judge_scores(cell, row))))
+    dataset_columns = [study.id_column, *(_item_columns(study, rows[0]) if rows else []), *references]
+    frame = pd.DataFrame([{c: row.get(c) for c in dataset_columns} for row in rows], columns=dataset_columns)
+    return CellRecords(table=TABLE, traces=traces, dataset=frame.drop_duplicates(study.id_column).reset_index(drop=True),
+                       expectations=tuple(references))
+
+
+def _item_columns(study: SingleTurnStudy, row: Mapping[str, Any]) -> list[str]:
+    keys = list(row)
+    return keys[keys.index(study.id_column) + 1 : keys.index("seed")]
+
+
+def _item_references(study: SingleTurnStudy, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The reference columns: between the answer (and its status) and `finish_reason`."""
+    if not rows:
+        return []
+    keys = list(rows[0])
+    start = keys.index("extraction_status" if "extraction_status" in keys else study.answer_column) + 1
+    return keys[start : keys.index("finish_reason")]
+
+
+def _metric_scores(row: Mapping[str, Any], answer_column: str, names: list[str]) -> list[AssessmentRecord]:
+    why = None if row.get(answer_column) is not None else f"no answer extracted ({row.get('extraction_status')})"
+    return [AssessmentRecord(name, finite_number(row.get(name)), "code", "narrative_eval",
+                             error=why if finite_number(row.get(name)) is None else None)
+            for name in [*names, AT_AVG] if name in row]
+
+
+def _judge_scores(cell: CellSpec, row: Mapping[str, Any]) -> list[AssessmentRecord]:
+    scores = []
+    for judge in cell.judges:
+        prefix = judge_prefix(judge.id)
+        rationale = _rationale(row.get(prefix + "raw"))
+        error = row.get(prefix + "error") or None
+        for key, value in row.items():
+            dimension = key[len(prefix):] if key.startswith(prefix) else None
+            if dimension and dimension not in JUDGE_BOOKKEEPING:
+                scores.append(AssessmentRecord(f"{judge.id}/{dimension}", finite_number(value), "llm_judge",
+                                               f"{judge.id} ({judge.model.id})", rationale=rationale,
+                                               error=(error or "judge failed") if finite_number(value) is None else None))
+    return scores
+
+
+def _rationale(raw: Any) -> str | None:
+    """The judge's stated reason, when its reply is a JSON object that gives one."""
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str) and raw.strip().startswith("{") else None
+    except ValueError:
+        return None
+    if isinstance(parsed, dict):
+        for key in ("rationale", "reasoning", "explanation", "evidence"):
+            if isinstance(parsed.get(key), str):
+                return parsed[key]
+    return None
+
+
+__all__ = [
+    "ANSWER", "AT_AVG", "GENERATE", "JUDGE_HEADLINES", "SCORE", "TABLE", "Answer", "Item", "Sample",
+    "SingleTurnStudy", "chunks", "in_batches", "item_seed", "judge_in_batches", "judge_metrics", "judge_stage",
+    "mean_or_nan", "run_single_turn", "seed_metrics", "single_turn_records",
+]

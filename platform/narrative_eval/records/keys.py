@@ -1,0 +1,53 @@
+"""Metric and column keys, made and parsed in one place: a judge's numbers (`judge/<id>/<name>`), a seed's
+(`seed<k>/<name>`), the SD across seeds (`<name>_sd`) and an interval's bounds (`<name>_lo`, `<name>_hi`). The Runs
+tab, the reports and tracing read what the cells log under these keys."""
+
+from __future__ import annotations
+
+import re
+
+JUDGE = "judge"
+"""The first part of a judge's keys."""
+SEED_KEY = re.compile(r"^seed(?P<seed>\d+)/(?P<name>.+)$")
+LO, HI, SD = "_lo", "_hi", "_sd"
+"""Endings of an interval's bounds and of the SD across seeds."""
+
+
+def judge_prefix(judge_id: str) -> str:
+    """What every key of one judge starts with."""
+    return f"{JUDGE}/{judge_id}/"
+
+
+def judge_key(judge_id: str, name: str) -> str:
+    """`judge/<id>/<name>`: one judge's number (a dimension, qavg, high_pct, failure_rate...)."""
+    return judge_prefix(judge_id) + name
+
+
+def parse_judge_key(key: str) -> tuple[str, str] | None:
+    """(judge id, name) of a judge's key; None for any other key."""
+    parts = key.split("/")
+    return (parts[1], parts[2]) if len(parts) == 3 and parts[0] == JUDGE else None
+
+
+def seed_key(seed: int, name: str) -> str:
+    """`seed<k>/<name>`: one seed's value of a number."""
+    return f"seed{seed}/{name}"
+
+
+def parse_seed_key(key: str) -> tuple[int, str] | None:
+    """(seed, name) of a seed's key; None for any other key."""
+    match = SEED_KEY.match(key)
+    return (int(match["seed"]), match["name"]) if match else None
+
+
+def sd_key(name: str) -> str:
+    """`<name>_sd`: the SD of a number across seeds."""
+    return name + SD
+
+
+def interval_keys(name: str) -> tuple[str, str]:
+    """(`<name>_lo`, `<name>_hi`): the bounds of a number's interval."""
+    return name + LO, name + HI
+
+
+__all__ = ["interval_keys", "judge_key", "judge_prefix", "parse_judge_key", "parse_seed_key", "sd_key", "seed_key"]
