@@ -85,7 +85,7 @@ def test_the_project_studies_and_conditions_come_through_its_own_entry_points():
                  if registry.is_project_entry_point(point)}
     assert installed == declared, f"the installed entry points are not pyproject.toml's: {registry.REINSTALL}"
     studies, conditions = all_registries()["study"], all_registries()["condition"]
-    assert studies.names()[:2] == ("infilling", "incremental-delivery")  # pyproject's order: the default study first
+    assert studies.names()[:2] == ("infilling", "incremental-delivery")  # the entry points' names order them: the default study first
     assert {studies.entry(name).origin for name in studies.names()[:2]} == {
         "narrative_eval.studies.infilling.study", "narrative_eval.studies.incremental.study"}
     assert not any(studies.entry(name).plugin for name in studies.names()[:2])

@@ -113,7 +113,7 @@ def _project_rank(origin: str) -> int:
 
 def load_plugins(force: bool = False) -> list[str]:
     """Load every entry point of the plugin group once per process, the project's own first (in the order
-    pyproject.toml lists them), then the plugins' by package; returns their names. A failure is raised again on
+    of their names: installers sort them anyway), then the plugins' by package; returns their names. A failure is raised again on
     every later call, so no lookup goes on with half-filled registries."""
     global _plugins_started, _plugins_done, _plugins_failure, _project_modules
     with _plugins_lock:
@@ -124,7 +124,7 @@ def load_plugins(force: bool = False) -> list[str]:
         _plugins_started = True
         try:
             points = list(importlib.metadata.entry_points(group=PLUGIN_GROUP))
-            own = [point for point in points if is_project_entry_point(point)]
+            own = sorted((point for point in points if is_project_entry_point(point)), key=lambda point: point.name)
             _project_modules = tuple(point.module for point in own)
             if not own:
                 raise PluginError(f"no entry point of the group {PLUGIN_GROUP} names a module of {PROJECT_PACKAGE}, "
