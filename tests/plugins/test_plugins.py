@@ -193,6 +193,7 @@ def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path
         limit: 2
         models: [smollm2]
         prompt_settings: [first]
+        metrics: [chrf]
         generation: {{temperature: 0.3, max_new_tokens: 24}}
         judges: [{{id: smollm2-judge, model: smollm2, max_new_tokens: 64}}]
         judge_checks: {{items: 2}}
