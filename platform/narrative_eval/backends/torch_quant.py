@@ -90,8 +90,9 @@ def checkpoint_method(path: str, quantization: str, model: str) -> str:
 
 def cpu_workers_default() -> None:
     """Size gptqmodel's CPU worker pool by the cores here unless the caller chose (GPTQMODEL_CPU_WORKERS)."""
-    # gptqmodel reads this at import; its own default over-subscribes small machines.
-    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(usable_cores()))
+    # gptqmodel reads this at import; its own default over-subscribes small machines. Its model loader asks the CPU
+    # pool for two workers and refuses to start with fewer (seen under OMP_NUM_THREADS=1), so two is the least.
+    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", str(max(2, usable_cores())))
 
 
 def load_prequantized(path: str, quantization: str, dtype: Any, device: str, model: str = "?"):
