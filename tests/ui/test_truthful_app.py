@@ -11,9 +11,12 @@ import yaml
 from browser_helpers import choose, open_tab, report_column, runs_match_report, settle
 from job_helpers import wait_until_ended
 
+from tests.shared_sweeps import CONTINUATION, CONTINUATION_SWEEP
+
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
-TYPED_SWEEP = "typed-config"
+TYPED_SWEEP = CONTINUATION_SWEEP
+"""The name the form gives: the shared continuation sweep's, whose finished cells the job then skips."""
 
 
 def fill(page, elem_id: str, text: str) -> None:
@@ -21,21 +24,19 @@ def fill(page, elem_id: str, text: str) -> None:
 
 
 def typed_config(folder) -> str:
-    """A continuation sweep outside the configs folder (so in no list): the embedded SmolLM2 and a model whose weights
-    file is no GGUF, so one cell finishes and one fails."""
+    """The shared continuation sweep's config outside the configs folder (so in no list), with a model whose weights
+    file is no GGUF: the embedded SmolLM2's cells are already done (skipped), the broken model's fail."""
     broken = folder / "broken.gguf"
     broken.write_bytes(b"not a model")
-    config = {"study": "continuation", "sweep": "renamed-by-the-form", "data": "data/infilling/sample.jsonl",
-              "opening_sentences": 3, "prompt_settings": ["plain"], "judge_checks": False,
-              "models": ["smollm2", {"id": "broken", "backend": "llama_cpp", "weights": str(broken)}],
-              "generation": {"temperature": 0.3, "max_new_tokens": 24}, "judges": ["smollm2-judge"]}
+    config = {**CONTINUATION, "sweep": "renamed-by-the-form", "judge_checks": False,
+              "models": [*CONTINUATION["models"], {"id": "broken", "backend": "llama_cpp", "weights": str(broken)}]}
     path = folder / "my-continuation.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return str(path)
 
 
-def test_launch_runs_exactly_the_typed_config_and_counts_its_failed_cell(page, ui_paths, screenshot, stops_its_jobs,
-                                                                        tmp_path):
+def test_launch_runs_exactly_the_typed_config_and_counts_its_failed_cells(page, ui_paths, screenshot, stops_its_jobs,
+                                                                         continuation_sweep, tmp_path):
     from playwright.sync_api import expect
 
     from ui import jobs
@@ -47,18 +48,18 @@ def test_launch_runs_exactly_the_typed_config_and_counts_its_failed_cell(page, u
     listed.fill(path)
     listed.press("Enter")
     fill(page, "launch-sweep", TYPED_SWEEP)
-    fill(page, "launch-limit", "1")
+    fill(page, "launch-limit", str(CONTINUATION["limit"]))
     page.locator("#launch-go").click()
     expect(page.locator("#launch-message")).to_contain_text(f"Started {TYPED_SWEEP}")
     expect(page.locator("#launch-error")).to_have_text("")
     job = next(j for j in jobs.list_jobs(ui_paths["jobs"]) if j.sweep == TYPED_SWEEP)
-    assert job.study == "continuation" and job.total_cells == 2 and job.config_path == path
+    assert job.study == "continuation" and job.total_cells == 4 and job.config_path == path
     assert job.command[job.command.index("--config") + 1] == path
     wait_until_ended(ui_paths["jobs"], job.job_id, timeout=600)
     table = page.locator("#jobs-table")
-    expect(table).to_contain_text("1/2 · 1 failed", timeout=30_000)
-    expect(table).to_contain_text("failed: 1 of 2 cells finished, 1 failed")
-    expect(page.locator("#launch-message")).to_contain_text("1 cell(s) failed")
+    expect(table).to_contain_text("2/4 · 2 failed", timeout=30_000)
+    expect(table).to_contain_text("failed: 2 of 4 cells finished, 2 failed")
+    expect(page.locator("#launch-message")).to_contain_text("2 cell(s) failed")
     log = page.locator("#launch-log textarea")
     expect(log).to_have_value(re.compile(r"error: FAILED broken/plain: ValueError: Failed to load model"))
     assert "Traceback" not in log.input_value() and "File \"" not in log.input_value()
@@ -71,14 +72,14 @@ def test_launch_runs_exactly_the_typed_config_and_counts_its_failed_cell(page, u
     page.locator("#runs-refresh").click()
     choose(page, "runs-sweep", TYPED_SWEEP)
     rows = page.locator("#runs-table tbody tr")
-    expect(rows).to_have_count(2)
+    expect(rows).to_have_count(4)
     shown = sorted(" ".join(row.split()[:2]) for row in rows.all_inner_texts())
-    assert shown == ["broken plain", "smollm2 plain"], shown
+    assert shown == ["broken guided", "broken plain", "smollm2 guided", "smollm2 plain"], shown
     expect(page.locator("#runs-table")).to_contain_text("FAILED")
     expect(page.locator("#runs-sweep")).not_to_contain_text("renamed-by-the-form")
-    # Every headline number shown equals the report's main table (the failed cell has none, and no report row).
+    # Every headline number shown equals the report's main table (the failed cells have none, and no report row).
     main = ui_paths["reports"] / TYPED_SWEEP / "main.csv"
-    assert runs_match_report(page, main, {"model": "model", "setting": "setting"}, report_column) == 8
+    assert runs_match_report(page, main, {"model": "model", "setting": "setting"}, report_column) == 16
     screenshot(page, "truth-runs-of-the-typed-config")
 
 
