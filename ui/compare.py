@@ -8,9 +8,10 @@ import statistics
 import gradio as gr
 import pandas as pd
 
-from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
+from narrative_eval.records.keys import judge_key, parse_judge_key
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.reports.labels import label as metric_label
+from narrative_eval.stats.cell_scores import JUDGE_ROW_FIELDS, row_scores
 from narrative_eval.studies import infilling
 from narrative_eval.study import experiment_of
 from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, failed_judge_checks, instances_by_id,
@@ -19,13 +20,19 @@ from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, f
 
 STUDY = experiment_of(infilling.NAME)
 MAX_DEFAULT_RUNS = 4
+HIGH_PCT = "high_pct"
+"""A judge's share of fills rated above 4, per row 100 or 0."""
 
 
-def _judged_high(row: pd.Series) -> bool:
-    """A judge's average for this fill is above 4 (what High% counts)."""
-    values = pd.to_numeric(pd.Series([row[k] for k in row.index if k.startswith("judge/") and k.endswith("/qavg")],
-                                     dtype=object), errors="coerce")
-    return bool((values > HIGH_QUALITY_THRESHOLD).any())
+def judged_high(table: pd.DataFrame) -> list[bool]:
+    """Per row, whether a judge rated the fill above 4: the rows High% counts (stats.cell_scores.row_scores, so a
+    failed judgment counts for nothing here either)."""
+    if table.empty:
+        return []
+    scores = row_scores(table)
+    rated = [values == 100.0 for key, values in scores.items()
+             if (judged := parse_judge_key(key)) is not None and judged[1] == HIGH_PCT]
+    return [bool(any(column[i] for column in rated)) for i in range(len(table))]
 
 
 def _seed_rows(run_id: str, seed: int | None) -> pd.DataFrame:
@@ -51,14 +58,15 @@ def instance_order(run_ids: list[str], seed: int | None, by_disagreement: bool, 
     scores: dict[str, list[float]] = {}
     high: set[str] = set()
     for run_id in run_ids:
-        for _, row in _seed_rows(run_id, seed).iterrows():
+        table = _seed_rows(run_id, seed)
+        for (_, row), rated_high in zip(table.iterrows(), judged_high(table), strict=True):
             instance = row["instance_id"]
             if instance not in scores:
                 order.append(instance)
                 scores[instance] = []
             value = at_avg_of(row)
             scores[instance].append(0.0 if math.isnan(value) else value)
-            if _judged_high(row):
+            if rated_high:
                 high.add(instance)
     if high_only:
         order = [i for i in order if i in high]
@@ -70,15 +78,15 @@ def instance_order(run_ids: list[str], seed: int | None, by_disagreement: bool, 
 
 def _judge_line(row: pd.Series) -> str:
     parts = []
-    for judge in judge_ids_of(list(row.index), prefix="judge/"):
-        status = row.get(f"judge/{judge}/status")
+    for judge in judge_ids_of(list(row.index), prefix=""):
+        status = row.get(judge_key(judge, "status"))
         if status and status != "ok":
             parts.append(f"{esc(judge)}: <span class='bad'>{esc(status)}</span>")
             continue
-        dims = [c.split("/")[-1] for c in row.index if c.startswith(f"judge/{judge}/")
-                and c.split("/")[-1] not in ("status", "qavg", "raw", "error")]
-        scores = ", ".join(f"{esc(d)} {number(row.get(f'judge/{judge}/{d}'), 0)}" for d in dims)
-        parts.append(f"{esc(judge)}: QAvg <b>{number(row.get(f'judge/{judge}/qavg'), 2)}</b> ({scores})")
+        dims = [judged[1] for name in row.index if (judged := parse_judge_key(str(name))) is not None
+                and judged[0] == judge and judged[1] not in JUDGE_ROW_FIELDS]
+        scores = ", ".join(f"{esc(d)} {number(row.get(judge_key(judge, d)), 0)}" for d in dims)
+        parts.append(f"{esc(judge)}: QAvg <b>{number(row.get(judge_key(judge, 'qavg')), 2)}</b> ({scores})")
     return "<br>".join(parts)
 
 

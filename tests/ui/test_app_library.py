@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -143,3 +144,36 @@ def test_a_tables_latex_download_is_written_once_per_version_of_its_csv(tmp_path
     csv.write_text("model,at_avg\ngemma3,0.125\n")
     second = latex_file(table, shown_table(table))
     assert second != first and "gemma3" in open(second).read() and "smollm2" in open(first).read()
+
+
+def test_compare_counts_a_fill_as_rated_above_4_as_high_pct_does():
+    """The 'only fills a judge rated above 4' filter reads the library's per-row High% (a failed judgment counts for
+    nothing), not a count of its own."""
+    from ui.compare import judged_high
+
+    table = pd.DataFrame({"instance_id": ["a", "b", "c"], "judge/j/fluency": [5, 3, 5],
+                          "judge/j/qavg": [4.6, 3.0, 4.8], "judge/j/status": ["ok", "ok", "failed"]})
+    assert judged_high(table) == [True, False, False]
+    assert judged_high(table.iloc[:0]) == []
+
+
+def test_one_rating_flow_serves_both_halves_of_annotate(tmp_path):
+    """Fills and stories share the next-item and save steps (annotate_common): each half says its own words, and a
+    mistake is said under the field it is about."""
+    from narrative_eval import annotations
+    from ui import annotate, annotate_stories
+    from ui.annotate_common import save_rating, show_next
+    from ui.common import FORM, FormError
+
+    store = annotations.AnnotationStore(tmp_path / "ratings.sqlite")
+    for source, rating_of in ((annotate.fills(), annotate.fill_rating),
+                              (annotate_stories.story_source(), annotate_stories.story_rating)):
+        for rater, sweep, field in (("", "any", "rater"), ("ann", None, "sweep")):
+            with pytest.raises(FormError) as refused:
+                show_next(source, store, rater, "pointwise", sweep)
+            assert refused.value.field == field
+        with pytest.raises(FormError, match="first") as refused:
+            save_rating(source, rating_of, store, None, "ann")
+        assert refused.value.field == FORM
+        shown = show_next(source, store, "ann", "pointwise", "no-such-sweep")
+        assert shown[0] is None and source.nothing_left in shown[1] and len(shown) == 4 + source.inputs

@@ -245,4 +245,4 @@ def test_launch_checks_a_typed_config_like_the_dry_run_and_that_its_models_can_r
     assert "not below" not in estimate(app, FROM_FORM, "", "small", *form, 2, "0", "none", 16, 0.3)
     checked = estimate(app, FROM_CONFIG, "examples/continuation/continuation.yaml", "typed", *form, 1, "0", "none", 16,
                        0.3)
-    assert checked.startswith("**Estimate:** 2 cell(s)"), checked
+    assert checked.startswith("**Estimate:** 2 cells"), checked

@@ -130,7 +130,7 @@ def test_a_user_mistake_is_shown_without_a_traceback_in_the_log(page, ui_paths, 
     open_tab(page, "Annotate")
     page.locator("#annotate-rater textarea, #annotate-rater input").first.fill("")
     page.locator("#annotate-next").click()
-    expect(page.get_by_text("Type your name first: ratings are kept per rater")).to_be_visible()
+    expect(page.locator("#annotate-rater-error")).to_contain_text("Type your name first: ratings are kept per rater")
     screenshot(page, "user-error-inline")
     page.wait_for_timeout(1000)
     with log_path.open() as handle:

@@ -1,5 +1,5 @@
 """The app tells the truth, in headless Chromium at 1440 px: Launch runs exactly the config typed (a path in no list),
-checked before it starts; a failed cell is counted as failed everywhere; a form's mistakes are said beside the form;
+checked before it starts; a failed cell is counted as failed everywhere; a form's mistakes are said under their fields;
 and the app's log holds no traceback and no progress bar."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_launch_runs_exactly_the_typed_config_and_counts_its_failed_cells(page, 
     table = page.locator("#jobs-table")
     expect(table).to_contain_text("2/4 · 2 failed", timeout=30_000)
     expect(table).to_contain_text("failed: 2 of 4 cells finished, 2 failed")
-    expect(page.locator("#launch-message")).to_contain_text("2 cell(s) failed")
+    expect(page.locator("#launch-message")).to_contain_text("2 cells failed")
     log = page.locator("#launch-log textarea")
     expect(log).to_have_value(re.compile(r"error: FAILED broken/plain: ValueError: Failed to load model"))
     assert "Traceback" not in log.input_value() and "File \"" not in log.input_value()
@@ -104,8 +104,8 @@ def test_launch_refuses_what_cannot_run_here_beside_the_form(page, ui_paths, scr
     log_path = ui_paths["reports"].parent / "app.log"
     before_jobs, before_log = len(jobs.list_jobs(ui_paths["jobs"])), log_path.stat().st_size
     open_tab(page, "Launch")
-    error = page.locator("#launch-error")
-    # (field, a mistake, the button pressed, what is said beside the form, the value then typed to go on)
+    error = page.locator("#launch-error")  # under the buttons: what is about the form as a whole
+    # (field, a mistake, the button pressed, what is said under that field, the value then typed to go on)
     mistakes = [("sweep", "../platform", "go", "The sweep name '../platform' cannot be used", "numbers"),
                 ("limit", "-5", "go", "Limit: a whole number 0 or more, got -5", "1e12"),
                 ("max-tokens", "99999999", "estimate", "Max new tokens: a whole number from 8 to 2,048, got 99,999,999",
@@ -113,11 +113,15 @@ def test_launch_refuses_what_cannot_run_here_beside_the_form(page, ui_paths, scr
     for field, wrong, button, said, fixed in mistakes:
         fill(page, f"launch-{field}", wrong)
         page.locator(f"#launch-{button}").click()
-        expect(error).to_contain_text(said)
+        expect(page.locator(f"#launch-{field}-error")).to_contain_text(said)
+        expect(error).to_have_text("")
+        if field == "sweep":
+            screenshot(page, "truth-launch-error-under-its-field")
         fill(page, f"launch-{field}", fixed)
     page.locator("#launch-estimate").click()
     expect(page.locator("#launch-estimate-text")).to_contain_text("is not below the data's size: the whole data file runs")
-    expect(error).to_have_text("")
+    for field in ("sweep", "limit", "max-tokens"):
+        expect(page.locator(f"#launch-{field}-error")).to_have_text("")
 
     page.locator("#launch-mode").get_by_text("a config file").click()
     typed = page.locator("#launch-config input")
