@@ -15,7 +15,7 @@ CSS_PATH = Path(__file__).with_name("style.css")
 # (tab title, module): each module's build(settings, demo) lays out its tab and wires its events.
 TABS = (
     ("Runs", runs),
-    ("Compare infills", compare),
+    ("Compare", compare),
     ("Fill live", live),
     ("Launch", launch),
     ("Conversations", conversations),

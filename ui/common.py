@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, wraps
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import gradio as gr
@@ -20,14 +21,17 @@ import pandas as pd
 import yaml
 
 from narrative_eval import tracking
-from narrative_eval.config import CATALOG_NAME, STANDARD, load_catalog
+from narrative_eval.config import CATALOG_NAME, STANDARD, grid_of, load_catalog
 from narrative_eval.data import load_instances
 from narrative_eval.data.infilling import BLANK_RE
+from narrative_eval.evaluation import SingleTurnStudy
 from narrative_eval.metrics import at_avg, at_avg_names
+from narrative_eval.prompts.render import PROMPT_SETTINGS, load_prompt_file
 from narrative_eval.records.keys import parse_judge_key
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.stats.judge_checks import FAIL, TAG_PREFIX, failed_in_tags
 from narrative_eval.study import STUDIES as STUDY_REGISTRY
+from narrative_eval.study import all_studies
 
 REPO = Path(__file__).resolve().parents[1]
 """The repository root (the app resolves data, reports and configs against it)."""
@@ -382,19 +386,19 @@ def number(value: Any, digits: int = 3) -> str:
 
 def passage_html(problem: str, fill: str | None, css_class: str = "fill", placeholder: str = "______",
                  context_words: int | None = None) -> str:
-    """The passage with its blank replaced by a highlighted fill (or a highlighted blank when there is none); with
-    `context_words`, only that many words either side of it (a column beside others, under the whole passage)."""
+    """The passage with its blank replaced by a highlighted fill (or a highlighted blank when there is none); a text
+    without a blank is followed by the fill (an answer that continues it). With `context_words`, only that many words
+    either side of it (a column beside others, under the whole passage)."""
     match = BLANK_RE.search(problem or "")
-    if match is None:
-        body = esc(problem)
-        if fill:
-            body += f' <mark class="{css_class}">{esc(fill)}</mark>'
-        return f'<div class="passage">{body}</div>'
-    before, after = problem[: match.start()], problem[match.end():]
+    before, after = (problem or "", "") if match is None else (problem[: match.start()], problem[match.end():])
     if context_words is not None:
         words_before, words_after = before.split(), after.split()
         before = ("… " if len(words_before) > context_words else "") + " ".join(words_before[-context_words:]) + " "
-        after = " " + " ".join(words_after[:context_words]) + (" …" if len(words_after) > context_words else "")
+        after = (" " + " ".join(words_after[:context_words]) + (" …" if len(words_after) > context_words else "")
+                 if words_after else "")
+    if match is None:
+        inserted = f' <mark class="{css_class}">{esc(fill)}</mark>' if fill else ""
+        return f'<div class="passage">{esc(before.rstrip())}{inserted}</div>'
     if fill:
         inserted = f'<mark class="{css_class}">{esc(fill)}</mark>'
     else:
@@ -426,3 +430,35 @@ def at_avg_of(row: pd.Series | dict[str, Any]) -> float:
         return at_avg(row)
     except (KeyError, TypeError, ValueError):  # a metric missing from the row, or not a number
         return math.nan
+
+
+def single_turn_studies() -> dict[str, SingleTurnStudy]:
+    """Name -> study of every registered study whose items each get one prompt (plugins included), in registry order."""
+    return {study.name: study for study in all_studies() if isinstance(study, SingleTurnStudy)}
+
+
+def study_named(name: str | None) -> SingleTurnStudy:
+    """The single-turn study named, else the first one registered."""
+    studies = single_turn_studies()
+    return studies.get(name or "") or next(iter(studies.values()))
+
+
+def study_settings(study: SingleTurnStudy) -> tuple[list[tuple[str, str]], list[str]]:
+    """(its prompt settings as (name — title, name), the default ones): those of the prompt file it declares, else
+    those its config section's grid names for a config that leaves its own keys at their defaults."""
+    if study.prompts is not None:
+        settings = load_prompt_file(study.prompts).settings
+        names = list(settings)
+    else:
+        choices = grid_of(study.name).prompt_settings
+        names = list(choices.names(SimpleNamespace(section=study.config_section())) or []) if choices.names else []
+        settings = {name: _registered_setting(name) for name in names}
+    titled = [(f"{name} — {settings[name].get('title', '')}", name) for name in names]
+    default = [name for name in grid_of(study.name).prompt_settings.default if name in names] or names[:1]
+    return titled, default
+
+
+def _registered_setting(name: str) -> dict[str, Any]:
+    """A registered prompt setting's entry in its prompt file ({} for a system prompt text)."""
+    target = PROMPT_SETTINGS.get(name)
+    return {} if isinstance(target, str) else target.settings[name]

@@ -17,12 +17,10 @@ import yaml
 from narrative_eval import tracking
 from narrative_eval.config import SweepConfig, load_config, resolve_judge, resolve_model
 from narrative_eval.errors import UserError
-from narrative_eval.studies import infilling
 from narrative_eval.sweep import cannot_run_here, checked_grid, describe_grid, estimate_lines, progress_plan
 from ui import job_progress, jobs
 from ui.common import (FORM, AppSettings, FieldErrors, FormError, config_files, counted, data_files, esc, model_catalog,
-                       texts, user_error)
-from ui.live import prompt_settings
+                       single_turn_studies, study_named, study_settings, texts, user_error)
 
 FROM_CONFIG = "a config file"
 FROM_FORM = "a grid built here"
@@ -65,16 +63,16 @@ def _seeds(text: str) -> list[int]:
     return seeds or [0]
 
 
-def grid_config(app: AppSettings, sweep: str, models: list[str], levels: list[str], data: str, limit: int | None,
-                seeds: list[int], judge: str, max_tokens: int, temperature: float) -> dict[str, Any]:
+def grid_config(app: AppSettings, study: str, sweep: str, models: list[str], levels: list[str], data: str,
+                limit: int | None, seeds: list[int], judge: str, max_tokens: int, temperature: float) -> dict[str, Any]:
     """A self-contained sweep config: catalog names resolved to full specs, so it runs from any folder."""
     catalog = model_catalog(app)
     if not models:
         raise user_error("Pick at least one model.", "models")
     if not levels:
-        raise user_error("Pick at least one prompt level or paradigm.", "levels")
+        raise user_error("Pick at least one prompt setting.", "levels")
     config: dict[str, Any] = {
-        "study": infilling.NAME,  # the form asks for prompt levels and paradigms: an infilling sweep
+        "study": study_named(study).name,
         "sweep": sweep,
         "description": "Launched from the app.",
         "data": data,
@@ -127,9 +125,9 @@ def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, swee
         if limit_value:
             command += ["--limit", str(limit_value)]
         return config, str(path), command, None
-    models, levels, data, seeds_text, judge, max_tokens, temperature = form
-    raw = grid_config(app, sweep, models, levels, data, limit_value, _seeds(seeds_text), judge, int(max_tokens),
-                      float(temperature))
+    study, models, levels, data, seeds_text, judge, max_tokens, temperature = form
+    raw = grid_config(app, study, sweep, models, levels, data, limit_value, _seeds(seeds_text), judge,
+                      int(max_tokens), float(temperature))
     path = (jobs_dir or app.jobs_dir) / f"{job_id}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     try:
@@ -192,14 +190,15 @@ def invalid_config(mode: str, error: UserError) -> FormError:
                       "config" if mode == FROM_CONFIG else FORM)
 
 
-def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
-             limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> str:
+def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, study: str, models: list[str],
+             levels: list[str], data: str, limit: float | None, seeds_text: str, judge: str, max_tokens: float,
+             temperature: float) -> str:
     """What the launch would run and cost, before anything starts: the dry run's counts and its cost estimates."""
 
 
     sweep = (sweep or "").strip() or "estimate"
     limit_value = _form_values(mode, limit, max_tokens, temperature)
-    form = (models, levels, data, seeds_text, judge, max_tokens, temperature)
+    form = (study, models, levels, data, seeds_text, judge, max_tokens, temperature)
     with tempfile.TemporaryDirectory() as folder:
         try:
             config, _, _, _ = _job_config(app, "estimate", mode, config_file, sweep, limit_value, form,
@@ -212,8 +211,8 @@ def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, models: 
     return "**Estimate:** " + "; ".join(lines) + "." + (f" {note}" if note else "")
 
 
-def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
-           limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> jobs.Job:
+def launch(app: AppSettings, mode: str, config_file: str, sweep: str, study: str, models: list[str],
+           levels: list[str], data: str, limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> jobs.Job:
     """Validate the form, write the job's config, check it as the dry run does (and that its models and judges can run
     here), and start it in the background (nothing is left behind when refused). The job carries a note when the
     limit cuts nothing."""
@@ -223,7 +222,7 @@ def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: li
     job_id = time.strftime("%Y%m%d-%H%M%S-") + sweep[:24]
     app.jobs_dir.mkdir(parents=True, exist_ok=True)
     _check_room(app)
-    form = (models, levels, data, seeds_text, judge, max_tokens, temperature)
+    form = (study, models, levels, data, seeds_text, judge, max_tokens, temperature)
     try:
         config, config_file_used, command, written = _job_config(app, job_id, mode, config_file, sweep, limit_value,
                                                                  form)
@@ -314,12 +313,15 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         errors.box("config")
     with gr.Group(visible=True) as form_group:
         with gr.Row():
+            study = gr.Dropdown(list(single_turn_studies()), value=study_named(None).name, label="Study",
+                                elem_id="launch-study")
             with gr.Column():
                 models = gr.Dropdown(models_, value=models_[:1], multiselect=True, label="Models",
                                      elem_id="launch-models")
                 errors.box("models")
             with gr.Column():
-                levels = gr.Dropdown(prompt_settings(), value=["L2"], multiselect=True, label="Levels / paradigms",
+                settings, default = study_settings(study_named(None))
+                levels = gr.Dropdown(settings, value=default, multiselect=True, label="Prompt settings",
                                      elem_id="launch-levels")
                 errors.box("levels")
             judge = gr.Dropdown([NO_JUDGE, *judge_names(catalog)], value=NO_JUDGE, label="Judge",
@@ -362,6 +364,10 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     mode.change(lambda m: (gr.Group(visible=m == FROM_CONFIG), gr.Group(visible=m == FROM_FORM)), [mode],
                 [config_group, form_group])
 
+    def on_study(name: str | None):
+        choices, value = study_settings(study_named(name))
+        return gr.Dropdown(choices=choices, value=value)
+
     def on_launch(*values):
         resumed = bool(name_note(values[2]))
         job = launch(app, *values)
@@ -387,7 +393,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         jobs.cancel_job(job)
         return f"Asked job `{job.job_id}` to stop; what it kept is said here once it has.", job.job_id
 
-    inputs = [mode, config_file, sweep, models, levels, data, limit, seeds, judge, max_tokens, temperature]
+    inputs = [mode, config_file, sweep, study, models, levels, data, limit, seeds, judge, max_tokens, temperature]
     # No progress overlay on the message: the bars below show where the job stands, the message what it did.
     start.click(errors.beside_the_fields(on_launch, 3), inputs, [message, job_state, table, *errors.outputs],
                 show_progress="hidden")
@@ -397,5 +403,6 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     estimate_button.click(errors.beside_the_fields(partial(estimate, app), 1), inputs, [estimate_text, *errors.outputs])
     timer.tick(on_tick, [job_state], [table, cancel_id, log, progress_bars, message, job_state], show_progress="hidden")
     sweep.change(name_note, [sweep], [note])
+    study.change(on_study, [study], [levels])
     cancel.click(errors.beside_the_fields(on_cancel, 2), [cancel_id], [message, job_state, *errors.outputs])
     return {"sweep": sweep, "start": start, "table": table}

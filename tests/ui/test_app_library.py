@@ -13,7 +13,7 @@ from narrative_eval.backends import BACKENDS, Backend, SlowStart, backend
 from narrative_eval.config import load_config
 from narrative_eval.metrics import at_avg, at_avg_names
 from ui import launch, live
-from ui.common import AppSettings, at_avg_of
+from ui.common import AppSettings, at_avg_of, study_named
 
 CATALOG = {
     "models": {
@@ -51,7 +51,7 @@ def app(tmp_path, monkeypatch) -> AppSettings:
 
 def test_a_grid_built_in_the_form_uses_the_catalogs_judges(app, tmp_path, repo_root):
     assert launch.judge_names(launch.model_catalog(app)) == ["tiny-strict", "tiny-vllm", "keyed", "slow-plugin"]
-    raw = launch.grid_config(app, "form", ["tiny"], ["L2"], str(repo_root / "data/infilling/sample.jsonl"), 4, [0],
+    raw = launch.grid_config(app, "infilling", "form", ["tiny"], ["L2"], str(repo_root / "data/infilling/sample.jsonl"), 4, [0],
                              "tiny-strict", 32, 0.3)
     (tmp_path / "form.yaml").write_text(yaml.safe_dump(raw))
     config = load_config(tmp_path / "form.yaml")
@@ -59,7 +59,7 @@ def test_a_grid_built_in_the_form_uses_the_catalogs_judges(app, tmp_path, repo_r
     assert (judge.id, judge.rubric, judge.max_new_tokens, judge.seed) == ("tiny-strict", "infilling_narrative", 77, 3)
     assert config.models[0].quantization == "gguf-q4_1" and judge.model == config.models[0]
     # A catalog model without a judge entry judges greedily under its own name, as the form always did.
-    raw = launch.grid_config(app, "form", ["tiny"], ["L2"], "data.jsonl", None, [0], "tiny-vllm", 32, 0.3)
+    raw = launch.grid_config(app, "infilling", "form", ["tiny"], ["L2"], "data.jsonl", None, [0], "tiny-vllm", 32, 0.3)
     assert raw["judges"][0]["id"] == "tiny-vllm-judge" and raw["judges"][0]["model"]["backend"] == "vllm"
 
 
@@ -109,7 +109,7 @@ def test_compare_events_take_a_run_of_the_previous_sweep_without_an_error(tmp_pa
     # lands after the one drawn for a click.
     drawing = [fn for fn in demo.fns.values() if runs in fn.inputs or parts["view"] in fn.outputs]
     assert {(fn.concurrency_id, fn.concurrency_limit) for fn in drawing} == {("compare-view", 1)}
-    assert "run-card" not in compare.render("no-such-sweep", ["run-of-the-old-sweep"], 0, "instance-1")
+    assert "run-card" not in compare.render(study_named(None), "no-such-sweep", ["run-of-the-old-sweep"], 0, "instance-1")
 
 
 def test_an_idle_app_polls_its_queue_every_20_ms_not_every_millisecond():

@@ -193,7 +193,7 @@ def test_compare_can_list_only_instances_with_a_fill_judged_above_four(page, e2e
         judged = rows[[c for c in rows if c.startswith("judge/") and c.endswith("/qavg")]].apply(pd.to_numeric, errors="coerce")
         expected |= set(rows.loc[(judged > 4).any(axis=1) & (rows["seed"] == 0), "instance_id"])
 
-    open_tab(page, "Compare infills")
+    open_tab(page, "Compare")
     choose(page, "compare-sweep", e2e_sweep)
     expect(page.locator("#compare-view .run-card")).to_have_count(2)
     page.locator("#compare-high input").check()

@@ -35,6 +35,35 @@ def typed_config(folder) -> str:
     return str(path)
 
 
+def test_compare_shows_a_plugin_studys_item_once_and_its_runs_answers_side_by_side(page, continuation_sweep, app_env,
+                                                                                  monkeypatch, screenshot):
+    """Compare reads any single-turn study from the study object: the example continuation plugin's sweep (before the
+    Launch test adds its broken model's cells) shows the item's opening once and each run's sentence after it."""
+    from playwright.sync_api import expect
+
+    from ui.common import cell_runs, run_table
+
+    open_tab(page, "Compare")
+    choose(page, "compare-study", "continuation")
+    choose(page, "compare-sweep", CONTINUATION_SWEEP)
+    view = page.locator("#compare-view")
+    cards = view.locator(".compare-columns .run-card")
+    expect(cards).to_have_count(len(CONTINUATION["prompt_settings"]), timeout=60_000)
+    item = page.locator("#compare-instance input").first.input_value()
+    # What each run logged for that item, read from the app's store as the tab reads it.
+    for key in ("MLFLOW_TRACKING_URI", "NARRATIVE_EVAL_ARTIFACT_ROOT"):
+        monkeypatch.setenv(key, app_env[key])
+    rows = [table[(table["item_id"] == item) & (table["seed"] == 0)].iloc[0]
+            for table in map(run_table, cell_runs("continuation", CONTINUATION_SWEEP)["run_id"])]
+    assert len(rows) == 2 and {row["opening"] for row in rows} == {rows[0]["opening"]}
+    expect(view.locator(".gold-card .passage")).to_have_text(rows[0]["opening"])
+    expect(view.locator(".gold")).to_contain_text(f"Reference (next_sentence): {rows[0]['next_sentence']}")
+    assert sorted(cards.locator("mark").all_inner_texts()) == sorted(row["continuation"] for row in rows if row["continuation"])
+    tops = [card.bounding_box()["y"] for card in cards.all()]
+    assert abs(tops[0] - tops[1]) < 2, tops  # one row
+    screenshot(page, "compare-continuation")
+
+
 def test_launch_runs_exactly_the_typed_config_and_counts_its_failed_cells(page, ui_paths, screenshot, stops_its_jobs,
                                                                          continuation_sweep, tmp_path):
     from playwright.sync_api import expect
@@ -43,6 +72,11 @@ def test_launch_runs_exactly_the_typed_config_and_counts_its_failed_cells(page, 
 
     path = typed_config(tmp_path)
     open_tab(page, "Launch")
+    # The grid built in the form is of the study picked: its own prompt settings are offered (the first by default).
+    choose(page, "launch-study", "continuation")
+    levels = page.locator("#launch-levels")
+    expect(levels).to_contain_text("plain — The opening alone")
+    expect(levels).not_to_contain_text("L2")
     page.locator("#launch-mode").get_by_text("a config file").click()
     listed = page.locator("#launch-config input")
     listed.fill(path)
@@ -174,7 +208,7 @@ def test_compare_shows_the_passage_once_and_the_runs_side_by_side(page, e2e_swee
     runs sit in columns on one row, each its fill in a few words of context."""
     from playwright.sync_api import expect
 
-    open_tab(page, "Compare infills")
+    open_tab(page, "Compare")
     choose(page, "compare-sweep", e2e_sweep)
     view = page.locator("#compare-view")
     cards = view.locator(".compare-columns .run-card")
