@@ -34,7 +34,8 @@ from ui.common import FORM, AppSettings, FieldErrors, data_files, esc, instances
 
 TAGS = re.compile(r"<\s*/?\s*answer\s*>", re.IGNORECASE)
 # llama.cpp models are not safe to call from two threads at once; live fills take turns.
-_engine_lock = threading.Lock()
+ENGINE_LOCK = threading.Lock()
+"""Held while a model generates here: fills, answers and unloads take turns on the app's engines."""
 EXAMPLE_PASSAGE = ("The lighthouse keeper climbed the stairs every evening at dusk. ______ "
                    "By midnight the beam had guided three fishing boats safely into the harbour.")
 LONG_PASSAGE_ENV = "NARRATIVE_EVAL_LIVE_MAX_CHARS"
@@ -249,7 +250,7 @@ def _fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setti
     yield frame(pending, f"reading the prompt ({tokens:,} tokens)" if counted
                 else f"reading the prompt (about {tokens:,} tokens, estimated from its length)")
     reply, sample = "", None
-    with _engine_lock:
+    with ENGINE_LOCK:
         for reply, sample in stream_fill(engine, instance, setting, params):
             if sample is None:
                 shown = TAGS.sub("", reply).strip() or "…"
