@@ -185,3 +185,27 @@ def test_models_that_cannot_run_here_are_marked_and_refused_inline(page, ui_path
     page.wait_for_timeout(1000)
     log = log_since(ui_paths, offset)
     assert "Traceback" not in log and key not in log, log[-3000:]
+
+
+def test_answer_live_takes_a_plugin_studys_fields_and_shows_its_answer(page, screenshot):
+    """Answer live reads the study: the continuation plugin's 'guided' setting asks for its two template slots, and
+    the reply comes back with the answer the study's own step takes from it."""
+    from playwright.sync_api import expect
+
+    open_tab(page, "Answer live")
+    choose(page, "live-study", "continuation")
+    choose(page, "live-study-setting", "guided")
+    fields = [page.locator(f"#live-study-field-{i}") for i in range(3)]
+    expect(fields[0]).to_contain_text("domain")
+    expect(fields[1]).to_contain_text("opening")
+    expect(fields[2]).to_be_hidden()
+    choose(page, "live-study-model", "smollm2")
+    fields[0].locator("textarea").fill("story")
+    fields[1].locator("textarea").fill("The ferry left the harbour at dawn. Gulls followed it past the lighthouse.")
+    page.locator("#live-study-go").click()
+    expect(page.locator("#live-study-status")).to_contain_text("continuation:", timeout=60_000)
+    reply = page.locator("#live-study-reply textarea").input_value()
+    shown = page.locator("#live-study-status").inner_text().split("continuation:", 1)[1].strip()
+    assert reply.strip() and shown and shown in reply, (reply, shown)
+    expect(page.locator("#live-study-fields-error")).to_have_text("")
+    screenshot(page, "answer-live-continuation")
