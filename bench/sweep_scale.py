@@ -130,14 +130,15 @@ def compare_tab_first_load(sweep: str) -> float:
     """Seconds of the library work the Compare tab's callbacks do when it opens on `sweep`: its runs, the default
     ones' seeds and instance order (their generations tables), the first instance drawn."""
     from ui import compare
-    from ui.common import cell_runs, pick_sweep, run_choices
+    from ui.common import cell_runs, pick_sweep, run_choices, study_named
 
+    study = study_named("infilling")
     start = time.perf_counter()
     _, chosen = pick_sweep("infilling", sweep)
     run_ids = [run_id for _, run_id in run_choices(cell_runs("infilling", chosen))][:compare.MAX_DEFAULT_RUNS]
     seeds = compare.seeds_for(run_ids)
-    order = compare.instance_order(run_ids, seeds[0], False)
-    view = compare.render(chosen, run_ids, seeds[0], order[0])
+    order = compare.instance_order(study, run_ids, seeds[0], False)
+    view = compare.render(study, chosen, run_ids, seeds[0], order[0])
     seconds = time.perf_counter() - start
     assert "empty" not in view[:40], view[:300]
     return seconds

@@ -3,6 +3,8 @@ loaded once; how the suite runs on several pytest-xdist workers."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import resource
 import shutil
@@ -11,14 +13,19 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
+from experiments import sweep
 from narrative_eval.quiet import KNOWN_WARNINGS
+from tests.shared_sweeps import CONTINUATION, SharedSweep, tracking_store
 
 REPO = Path(__file__).resolve().parents[1]
 # Session fixtures that take minutes: every test that uses one, directly or through another fixture (the app is
 # started on the judged sweep), runs on the same xdist worker, so each is built once. Any other test runs on the
 # worker its module runs on (module fixtures too).
-SHARED_FIXTURES = ("e2e_sweep",)
+SHARED_FIXTURES = ("e2e_sweep", "continuation_sweep")
+APP_GROUP = "e2e_sweep"
+"""The xdist group of every test that uses a shared fixture: both sweeps go into the app's tracking store."""
 # One compute thread per process under pytest-xdist: torch, OpenMP, BLAS, tokenizers and llama.cpp (which reads
 # OMP_NUM_THREADS through backends.base.usable_cores) each start one. Several workers on few cores then never spread
 # one process's threads over cores that others are using (threads that wait on each other at every step, slowed many
@@ -77,6 +84,37 @@ def isolated_stores(tmp_path_factory):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def ui_paths(isolated_stores) -> dict[str, Path]:
+    root = isolated_stores / "ui"
+    paths = {"reports": root / "reports", "jobs": root / "ui_jobs", "annotations": root / "annotations.sqlite"}
+    paths["reports"].mkdir(parents=True, exist_ok=True)
+    return paths
+
+
+@pytest.fixture(scope="session")
+def app_env(ui_paths) -> dict[str, str]:
+    """The app and its sweeps get a tracking store of their own: runs other tests leave in the session's store
+    (an incremental-delivery sweep, a newer infilling sweep) must not change what the app shows. The request
+    cache stays shared, so replies already generated are reused."""
+    root = ui_paths["reports"].parent
+    return {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+            "NARRATIVE_EVAL_ARTIFACT_ROOT": str(root / "artifacts")}
+
+
+@pytest.fixture(scope="session")
+def continuation_sweep(app_env, tmp_path_factory) -> SharedSweep:
+    """The example continuation study's tiny sweep (tests/shared_sweeps.py), run in process into the app's store."""
+    folder = tmp_path_factory.mktemp("continuation")
+    config = folder / "continuation.yaml"
+    config.write_text(yaml.safe_dump({**CONTINUATION, "report_dir": str(folder / "report")}, sort_keys=False))
+    out = io.StringIO()
+    with tracking_store(app_env), contextlib.redirect_stdout(out):
+        code = sweep.main(["--config", str(config), "--no-progress"])
+    assert code == 0, out.getvalue()
+    return SharedSweep(CONTINUATION["sweep"], config, out.getvalue())
 
 
 @pytest.fixture(scope="session")
@@ -140,8 +178,8 @@ def group_for_xdist(items: list) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
-        shared = next((name for name in SHARED_FIXTURES if name in item.fixturenames), None)
-        item.add_marker(pytest.mark.xdist_group(shared or item.nodeid.split("::")[0]))
+        shared = any(name in item.fixturenames for name in SHARED_FIXTURES)
+        item.add_marker(pytest.mark.xdist_group(APP_GROUP if shared else item.nodeid.split("::")[0]))
 
 
 def cpu_seconds() -> float:

@@ -7,8 +7,6 @@ opaque item id and the A/B order in server-side state. Ratings go straight to th
 
 from __future__ import annotations
 
-import random
-import time
 from functools import partial
 from typing import Any
 
@@ -21,9 +19,9 @@ from narrative_eval.studies import infilling
 from narrative_eval.studies.infilling import vocabulary as infilling_words
 from narrative_eval.study import experiment_of
 from ui import annotate_stories
-from ui.annotate_common import (build_agreement, checked_rater, first_unrated, judge_scores_of, progress_line, rating_as_feedback,
-                                rating_form, rubric_dimensions, saved_message, scale_descriptions, wire_submit)
-from ui.common import (AppSettings, beside_the_form, cell_runs, esc, instances_by_id, passage_html, problem_from_messages, run_table, texts,
+from ui.annotate_common import (ItemSource, build_agreement, judge_scores_of, rating_form, rubric_dimensions, save_rating,
+                                scale_descriptions, show_next, wire_submit)
+from ui.common import (AppSettings, FieldErrors, cell_runs, esc, instances_by_id, passage_html, problem_from_messages, run_table, texts,
                        user_error)
 
 STUDY = experiment_of(infilling.NAME)
@@ -78,12 +76,6 @@ def _item_id(sweep: str, kind: str, group: list[tuple[pd.Series, pd.Series]]) ->
     return annotations.item_key(kind, sweep, instance_id, seed, [run["run_id"] for run, _ in group])
 
 
-def next_item(store: annotations.AnnotationStore, sweep: str, kind: str, rater: str, rng: random.Random) -> annotations.AnnotationItem | None:
-    """A random item of the sweep this rater has not rated yet (stored before it is shown)."""
-    return first_unrated(store, rater, _groups(sweep, kind), partial(_item_id, sweep, kind), partial(_make_item, sweep, kind),
-                         rng)
-
-
 def _make_item(sweep: str, kind: str, group: list[tuple[pd.Series, pd.Series]]) -> annotations.AnnotationItem:
     instance_id, seed = group[0][1]["instance_id"], int(group[0][1]["seed"])
     run0, row0 = group[0]
@@ -108,43 +100,25 @@ def item_html(item: annotations.AnnotationItem, order: tuple[int, ...]) -> str:
             f"{passage_html(item.context, None)}</div><div class='side-by-side'>{''.join(cards)}</div>")
 
 
-def show_next(store: annotations.AnnotationStore, rater_: str, kind_: str, sweep_: str | None) -> list:
-    """The next unrated item for this rater, the rating counter, and cleared inputs."""
-    rater_ = checked_rater(rater_)
-    if not sweep_:
-        raise user_error("Pick a sweep.")
-    rng = random.Random()
-    item = next_item(store, sweep_, kind_, rater_, rng)
-    resets = [gr.Radio(value=None) for _ in dimensions()] + [gr.Radio(value=None)]
-    count = progress_line(store, {_item_id(sweep_, kind_, group) for group in _groups(sweep_, kind_)}, kind_, rater_)
-    if item is None:
-        return [None, "<div class='empty'>Nothing left to rate in this sweep for you.</div>", "", count, *resets]
-    order = (0, 1) if item.kind == "pointwise" else tuple(rng.sample([0, 1], 2))
-    state = {"item_id": item.item_id, "order": order, "shown_at": time.time(), "kind": item.kind}
-    return [state, item_html(item, order), "", count, *resets]
-
-
-def save_rating(store: annotations.AnnotationStore, state, rater_: str, preference_: str | None, *scores) -> tuple:
-    """Store the rating of the item shown; clears the state so the next item may follow."""
-    if not state:
-        raise user_error("Press 'Next item' first.")
-    rater_ = checked_rater(rater_)
-    seconds = time.time() - state["shown_at"]
+def fill_rating(state: dict[str, Any], rater_: str, seconds: float, preference_: str | None, *scores) -> annotations.Rating:
+    """The rating of a fill (pointwise: its five dimensions) or of a pair of fills (pairwise: the preference)."""
     if state["kind"] == "pairwise":
         if not preference_:
-            raise user_error("Choose a preference.")
+            raise user_error("Choose a preference.", "preference")
         shown = dict(verdict_labels())[preference_]
-        rating = annotations.Rating(item_id=state["item_id"], rater=rater_, kind="pairwise", shown_order=tuple(state["order"]),
-                                    preference=annotations.canonical_preference(shown, state["order"]),
-                                    label=preference_.replace(" ", "_"), seconds=seconds)
-    else:
-        if any(s is None for s in scores):
-            raise user_error("Rate all five dimensions.")
-        rating = annotations.Rating(item_id=state["item_id"], rater=rater_, kind="pointwise", shown_order=(0,),
-                                    scores={key: int(s) for (key, _), s in zip(dimensions(), scores)}, seconds=seconds)
-    store.save_rating(rating)
-    rating_as_feedback(store.item(state["item_id"]), rating)
-    return None, saved_message(store, rater_)
+        return annotations.Rating(item_id=state["item_id"], rater=rater_, kind="pairwise", shown_order=tuple(state["order"]),
+                                  preference=annotations.canonical_preference(shown, state["order"]),
+                                  label=preference_.replace(" ", "_"), seconds=seconds)
+    if any(s is None for s in scores):
+        raise user_error("Rate all five dimensions.", "scores")
+    return annotations.Rating(item_id=state["item_id"], rater=rater_, kind="pointwise", shown_order=(0,),
+                              scores={key: int(s) for (key, _), s in zip(dimensions(), scores)}, seconds=seconds)
+
+
+def fills() -> ItemSource:
+    """The fills of an infilling sweep, as the shared rating flow reads them."""
+    return ItemSource(_groups, _item_id, _make_item, item_html, len(dimensions()) + 1, "Pick a sweep.",
+                      "Nothing left to rate in this sweep for you.", "Press 'Next item' first.")
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
@@ -152,29 +126,32 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     store = annotations.AnnotationStore(app.annotations_path)
     gr.Markdown(texts()["annotate"])
     rater = gr.Textbox("", label="Your name (rater)", elem_id="annotate-rater")
+    rater_error = FieldErrors("annotate").box("rater")  # both halves say a missing name here
     with gr.Tabs(elem_id="annotate-what"):
         with gr.Tab("Fills (infilling)", id="annotate-fills", elem_id="annotate-fills-tab"):
-            fills = _build_fills(store, demo, rater)
+            fills = _build_fills(store, demo, rater, rater_error)
         with gr.Tab("Stories (incremental delivery)", id="annotate-stories", elem_id="annotate-stories-tab"):
-            annotate_stories.build(app, demo, store, rater)
+            annotate_stories.build(app, demo, store, rater, rater_error)
     return {"rater": rater, **fills}
 
 
-def _build_fills(store: annotations.AnnotationStore, demo: gr.Blocks, rater: gr.Textbox) -> dict[str, gr.components.Component]:
+def _build_fills(store: annotations.AnnotationStore, demo: gr.Blocks, rater: gr.Textbox,
+                 rater_error: gr.Markdown) -> dict[str, gr.components.Component]:
     described = scale_descriptions(POINTWISE_RUBRIC)
     form = rating_form(
         demo, "annotate", STUDY, KINDS, "item",
         lambda: [gr.Radio([1, 2, 3, 4, 5], label=label, info=described.get(key), elem_id=f"annotate-{key}")
                  for key, label in dimensions()],
         lambda: [gr.Radio([label for label, _ in verdict_labels()], label="Which fill is better?",
-                          elem_id="annotate-preference")])
+                          elem_id="annotate-preference")], rater_error)
     judge, judges = build_agreement(store, [key for key, _ in dimensions()], STUDY, "Agreement with the judge",
                                     "Pairwise: direction of preference", "annotate-few")
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise, *form.pairwise]
-    form.next_button.click(beside_the_form(partial(show_next, store), len(next_outputs)), [rater, form.kind, form.sweep],
-                           [*next_outputs, form.error])
-    wire_submit(form.submit, partial(save_rating, store), [form.current, rater, *form.pairwise, *form.pointwise],
-                partial(show_next, store), [rater, form.kind, form.sweep], next_outputs, form.auto, (judges, None, [judge]),
-                form.error)
+    source = fills()
+    form.next_button.click(form.errors.beside_the_fields(partial(show_next, source, store), len(next_outputs)),
+                           [rater, form.kind, form.sweep], [*next_outputs, *form.errors.outputs])
+    wire_submit(form.submit, partial(save_rating, source, fill_rating, store),
+                [form.current, rater, *form.pairwise, *form.pointwise], partial(show_next, source, store),
+                [rater, form.kind, form.sweep], next_outputs, form.auto, (judges, None, [judge]), form.errors)
     form.loaded.then(judges, None, [judge])
     return {"next": form.next_button, "submit": form.submit}

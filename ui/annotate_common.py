@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 import random
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import gradio as gr
@@ -18,14 +20,14 @@ from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
 from narrative_eval.tracing import log_human_feedback
 from narrative_eval.reports.judge_checks import judge_warning
+from narrative_eval.records.keys import parse_judge_key
 from narrative_eval.reports.tables import readable
-from ui.common import beside_the_form, error_box, esc, judge_failed_checks, pick_sweep, texts, user_error
+from narrative_eval.stats.cell_scores import JUDGE_ROW_FIELDS
+from ui.common import FORM, FieldErrors, esc, judge_failed_checks, pick_sweep, texts, user_error
 
 FEW_ITEMS = 30
 """Below this many rated items an agreement figure is too uncertain to lean on."""
 
-JUDGE_SKIP = ("status", "qavg", "raw", "error")
-"""Per-judge columns of a logged table that are not dimension scores."""
 
 
 def rubric_dimensions(rubric: str) -> list[tuple[str, str]]:
@@ -45,17 +47,17 @@ def scale_descriptions(rubric_name: str) -> dict[str, str]:
 
 
 def judge_scores_of(row: pd.Series) -> dict[str, dict[str, float | None]]:
-    """judge id -> dimension -> score, from a logged table row's judge/<id>/<dimension> columns."""
+    """judge id -> dimension -> score, from a logged table row's judges' columns (narrative_eval.records.keys)."""
     scores: dict[str, dict[str, float | None]] = {}
     for name in row.index:
-        parts = name.split("/")
-        if len(parts) == 3 and parts[0] == "judge" and parts[2] not in JUDGE_SKIP:
+        judged = parse_judge_key(str(name))
+        if judged is not None and judged[1] not in JUDGE_ROW_FIELDS:
             value = row[name]
             try:
                 value = None if value is None or math.isnan(float(value)) else float(value)
             except (TypeError, ValueError):
                 value = None
-            scores.setdefault(parts[1], {})[parts[2]] = value
+            scores.setdefault(judged[0], {})[judged[1]] = value
     return scores
 
 
@@ -63,7 +65,7 @@ def checked_rater(rater: str | None) -> str:
     """The rater's name, or a message when there is none (ratings are kept per rater)."""
     rater = (rater or "").strip()
     if not rater:
-        raise user_error("Type your name first: ratings are kept per rater.")
+        raise user_error("Type your name first: ratings are kept per rater.", "rater")
     return rater
 
 
@@ -82,6 +84,63 @@ def first_unrated(store: annotations.AnnotationStore, rater: str, groups: list, 
             store.add_item(item)
             return item
     return None
+
+
+@dataclass(frozen=True)
+class ItemSource:
+    """What one half of the tab rates: its groups of outputs, each group's item and how an item is shown; the rest of
+    the flow (the next unrated item, the counter, saving a rating) is `show_next` and `save_rating`, shared."""
+
+    groups: Callable[[str, str], list]
+    """(sweep, kind) -> the groups of outputs an item can be made of."""
+    item_id_of: Callable[[str, str, Any], str]
+    """(sweep, kind, group) -> the item's id (stable: a rated item is not shown again)."""
+    make_item: Callable[[str, str, Any], annotations.AnnotationItem | None]
+    """(sweep, kind, group) -> the item (None when the group cannot make one)."""
+    item_html: Callable[[annotations.AnnotationItem, tuple[int, ...]], str]
+    """(item, the order its outputs are shown in) -> the item as the rater sees it."""
+    inputs: int
+    """The rating inputs, emptied when a new item is shown."""
+    pick_sweep: str
+    """Said under the sweep when none is picked."""
+    nothing_left: str
+    """Shown when the rater has rated every item of the sweep."""
+    press_next: str
+    """Said when Submit is pressed before any item is shown."""
+
+
+def show_next(source: ItemSource, store: annotations.AnnotationStore, rater_: str, kind_: str,
+              sweep_: str | None) -> list:
+    """The next unrated item for this rater (its state, its view, an empty message), the rating counter, and the
+    emptied inputs."""
+    rater_ = checked_rater(rater_)
+    if not sweep_:
+        raise user_error(source.pick_sweep, "sweep")
+    rng = random.Random()
+    found = source.groups(sweep_, kind_)
+    item = first_unrated(store, rater_, found, partial(source.item_id_of, sweep_, kind_),
+                         partial(source.make_item, sweep_, kind_), rng)
+    resets = [gr.Radio(value=None) for _ in range(source.inputs)]
+    count = progress_line(store, {source.item_id_of(sweep_, kind_, group) for group in found}, kind_, rater_)
+    if item is None:
+        return [None, f"<div class='empty'>{source.nothing_left}</div>", "", count, *resets]
+    order = (0,) if item.kind == "pointwise" else tuple(rng.sample([0, 1], 2))
+    state = {"item_id": item.item_id, "order": order, "shown_at": time.time(), "kind": item.kind}
+    return [state, source.item_html(item, order), "", count, *resets]
+
+
+def save_rating(source: ItemSource, rating_of: Callable[..., annotations.Rating], store: annotations.AnnotationStore,
+                state: dict[str, Any] | None, rater_: str, *answers: Any) -> tuple:
+    """Store the rating of the item shown (`rating_of(state, rater, seconds, *answers)` makes it, or raises a FormError
+    under the field it is about), also as feedback on the rated generations' traces; clears the state so the next item
+    may follow."""
+    if not state:
+        raise user_error(source.press_next)
+    rater_ = checked_rater(rater_)
+    rating = rating_of(state, rater_, time.time() - state["shown_at"], *answers)
+    store.save_rating(rating)
+    rating_as_feedback(store.item(state["item_id"]), rating)
+    return None, saved_message(store, rater_)
 
 
 def progress_line(store: annotations.AnnotationStore, item_ids: set[str], kind: str, rater: str) -> str:
@@ -154,9 +213,9 @@ def build_agreement(store: annotations.AnnotationStore, keys: Sequence[str], stu
 
 
 def wire_submit(submit: gr.Button, save: Callable, save_inputs: list, show: Callable, show_inputs: list,
-                next_outputs: list, auto: gr.Checkbox, after: tuple, error: gr.Markdown) -> None:
-    """Submit saves the rating (outputs: the state, cleared, and the message; a mistake goes to the form's `error`
-    box, and the item stays); then, with `auto` checked, the next item is shown with the 'Saved' message kept above
+                next_outputs: list, auto: gr.Checkbox, after: tuple, errors: FieldErrors) -> None:
+    """Submit saves the rating (outputs: the state, cleared, and the message; a mistake is said under its field, and
+    the item stays); then, with `auto` checked, the next item is shown with the 'Saved' message kept above
     it; then `after` (fn, inputs, outputs) runs. `next_outputs` starts with the state, the item view and the message,
     as `show` returns them."""
     current, message = next_outputs[0], next_outputs[2]
@@ -168,7 +227,7 @@ def wire_submit(submit: gr.Button, save: Callable, save_inputs: list, show: Call
         shown[2] = message_
         return shown
 
-    submit.click(beside_the_form(save, 2), save_inputs, [current, message, error]).success(
+    submit.click(errors.beside_the_fields(save, 2), save_inputs, [current, message, *errors.outputs]).success(
         advance, [auto, current, message, *show_inputs], next_outputs).then(*after)
 
 
@@ -194,8 +253,8 @@ class RatingForm:
     """Saves the rating."""
     message: gr.Markdown
     """'Saved ...'."""
-    error: gr.Markdown
-    """What is missing or wrong in the form, beside it."""
+    errors: FieldErrors
+    """What is missing or wrong in the form, under the field it is about."""
     counter: gr.Markdown
     """'k of N' rated."""
     current: gr.State
@@ -205,22 +264,29 @@ class RatingForm:
 
 
 def rating_form(demo: gr.Blocks, prefix: str, study: str, kinds: Sequence[str], item_word: str,
-                pointwise: Callable[[], list], pairwise: Callable[[], list]) -> RatingForm:
+                pointwise: Callable[[], list], pairwise: Callable[[], list], rater_error: gr.Markdown) -> RatingForm:
     """Mode, sweep (the study's, picked when the page loads) and Next; the item; the pointwise and pairwise inputs
     (made by the callbacks, those of the first mode shown); auto-advance, Submit, the message and the counter.
-    Elements are named '<prefix>-mode', '<prefix>-sweep', '<prefix>-next', '<prefix>-item', ..."""
+    Elements are named '<prefix>-mode', '<prefix>-sweep', '<prefix>-next', '<prefix>-item', ...; a mistake is said
+    under the rater's name (`rater_error`, the tab's), the sweep, the scores or the preference, else under Submit."""
+    errors = FieldErrors(prefix)
+    errors.add("rater", rater_error)
     with gr.Row():
         kind = gr.Radio(list(kinds), value=kinds[0], label="Mode", elem_id=f"{prefix}-mode")
-        sweep = gr.Dropdown([], label=f"Sweep ({study})", elem_id=f"{prefix}-sweep", allow_custom_value=True)
+        with gr.Column():
+            sweep = gr.Dropdown([], label=f"Sweep ({study})", elem_id=f"{prefix}-sweep", allow_custom_value=True)
+            errors.box("sweep")
         next_button = gr.Button(f"Next {item_word}", variant="primary", scale=0, elem_id=f"{prefix}-next")
     view = gr.HTML(elem_id=f"{prefix}-item")
     with gr.Group(visible=kinds[0] == "pointwise") as pointwise_group:
         pointwise_inputs = pointwise()
+        errors.box("scores")
     with gr.Group(visible=kinds[0] == "pairwise") as pairwise_group:
         pairwise_inputs = pairwise()
+        errors.box("preference")
     auto = gr.Checkbox(True, label=f"Show the next {item_word} after each rating", elem_id=f"{prefix}-auto")
     submit = gr.Button("Submit rating", elem_id=f"{prefix}-submit")
-    error = error_box(f"{prefix}-error")
+    errors.box(FORM)
     message = gr.Markdown(elem_id=f"{prefix}-message")
     counter = gr.Markdown(elem_id=f"{prefix}-progress")
 
@@ -230,5 +296,5 @@ def rating_form(demo: gr.Blocks, prefix: str, study: str, kinds: Sequence[str], 
 
     kind.change(lambda k: (gr.Group(visible=k == "pointwise"), gr.Group(visible=k == "pairwise")), [kind],
                 [pointwise_group, pairwise_group])
-    return RatingForm(kind, sweep, next_button, view, pointwise_inputs, pairwise_inputs, auto, submit, message, error,
+    return RatingForm(kind, sweep, next_button, view, pointwise_inputs, pairwise_inputs, auto, submit, message, errors,
                       counter, gr.State(None), demo.load(on_refresh, [sweep], [sweep]))

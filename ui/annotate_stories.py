@@ -9,10 +9,9 @@ exported under a score-record id: Export writes the human-validation files (anno
 
 from __future__ import annotations
 
-import random
-import time
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from typing import Any
 from pathlib import Path
 
 import gradio as gr
@@ -25,10 +24,10 @@ from narrative_eval.judges import QUALITY_RUBRIC
 from narrative_eval.records import CellSpec, WritingTask
 from narrative_eval.studies.incremental import stories
 from narrative_eval.studies.incremental.vocabulary import LEVELS, PAIRWISE_DIMENSIONS
-from ui.annotate_common import (build_agreement, checked_rater, first_unrated, judge_scores_of, progress_line,
-                                rating_as_feedback, rating_form, rubric_dimensions, saved_message, scale_descriptions,
-                                wire_submit)
-from ui.common import REPO, AppSettings, beside_the_form, cell_runs, esc, run_artifact, run_table, sweeps, texts, user_error
+from ui.annotate_common import (ItemSource, build_agreement, judge_scores_of, rating_form, rubric_dimensions, save_rating,
+                                scale_descriptions, show_next, wire_submit)
+from ui.common import (REPO, AppSettings, cell_runs, counted, esc, run_artifact, run_table, sweeps, texts,
+                       user_error)
 from ui.conversations import SCORES, TABLE, _truthy
 
 STUDY = stories.STUDY
@@ -147,79 +146,66 @@ def item_html(item: annotations.AnnotationItem, order: tuple[int, ...]) -> str:
     return task + f"<div class='side-by-side'>{cards}</div>"
 
 
-def show_next(store: annotations.AnnotationStore, rater_: str, kind_: str, sweep_: str | None) -> list:
-    """The next unrated story item for this rater, the rating counter, and cleared inputs."""
-    rater_ = checked_rater(rater_)
-    if not sweep_:
-        raise user_error("Pick an incremental-delivery sweep.")
-    rng = random.Random()
-    found = groups(sweep_, kind_)
-    item = first_unrated(store, rater_, found, partial(item_id_of, sweep_, kind_), partial(make_item, sweep_, kind_), rng)
-    resets = [gr.Radio(value=None) for _ in [*dimensions(), *PAIRWISE_DIMENSIONS]]
-    count = progress_line(store, {item_id_of(sweep_, kind_, group) for group in found}, kind_, rater_)
-    if item is None:
-        return [None, "<div class='empty'>No scored story left to rate in this sweep for you.</div>", "", count, *resets]
-    order = (0,) if item.kind == "pointwise" else tuple(rng.sample([0, 1], 2))
-    state = {"item_id": item.item_id, "order": order, "shown_at": time.time(), "kind": item.kind}
-    return [state, item_html(item, order), "", count, *resets]
-
-
-def save_rating(store: annotations.AnnotationStore, state, rater_: str, *answers) -> tuple:
-    """Store the rating of the item shown (answers: the five dimensions, then the two questions); clears the state."""
-    if not state:
-        raise user_error("Press 'Next story' first.")
-    rater_ = checked_rater(rater_)
-    seconds = time.time() - state["shown_at"]
+def story_rating(state: dict[str, Any], rater_: str, seconds: float, *answers) -> annotations.Rating:
+    """The rating of a story (pointwise: the five dimensions, N/A allowed) or of a pair (pairwise: the two questions);
+    `answers` are the five dimensions, then the two questions."""
     keys = [key for key, _ in dimensions()]
     scores, verdicts = answers[:len(keys)], dict(zip(PAIRWISE_DIMENSIONS, answers[len(keys):]))
     if state["kind"] == "pairwise":
         if not all(verdicts.values()):
-            raise user_error("Answer both questions.")
-        rating = stories.story_pairwise_rating(state["item_id"], rater_, state["order"], verdicts, seconds)
-    else:
-        if any(s is None for s in scores):
-            raise user_error(f"Rate all five dimensions ({NA} where one does not apply).")
-        rating = annotations.Rating(item_id=state["item_id"], rater=rater_, kind="pointwise", shown_order=(0,),
-                                    scores={k: None if s == NA else int(s) for k, s in zip(keys, scores)}, seconds=seconds)
-    store.save_rating(rating)
-    rating_as_feedback(store.item(state["item_id"]), rating)
-    return None, saved_message(store, rater_)
+            raise user_error("Answer both questions.", "preference")
+        return stories.story_pairwise_rating(state["item_id"], rater_, state["order"], verdicts, seconds)
+    if any(s is None for s in scores):
+        raise user_error(f"Rate all five dimensions ({NA} where one does not apply).", "scores")
+    return annotations.Rating(item_id=state["item_id"], rater=rater_, kind="pointwise", shown_order=(0,),
+                              scores={k: None if s == NA else int(s) for k, s in zip(keys, scores)}, seconds=seconds)
+
+
+def story_source() -> ItemSource:
+    """The final stories of an incremental-delivery sweep, as the shared rating flow reads them."""
+    return ItemSource(groups, item_id_of, make_item, item_html, len(dimensions()) + len(PAIRWISE_DIMENSIONS),
+                      "Pick an incremental-delivery sweep.", "No scored story left to rate in this sweep for you.",
+                      "Press 'Next story' first.")
 
 
 def export(store: annotations.AnnotationStore, app: AppSettings, sweep_: str | None, judge_: str | None) -> tuple:
     """Write the sweep's story ratings (every rater) in the human-validation formats under reports/<sweep>/human_ratings/."""
     if sweep_ not in sweeps(STUDY):  # the name becomes a folder: only a sweep that exists
-        raise user_error("Pick an incremental-delivery sweep.")
+        raise user_error("Pick an incremental-delivery sweep.", "sweep")
     if not judge_:
         raise user_error("No story of this sweep has been rated yet.")
     result = stories.story_exports(store, sweep_, judge_)
     if not (result.ratings or result.verdicts):
-        raise user_error(f"No rating of this sweep's stories has a score record from {judge_}.")
+        raise user_error(f"No rating of this sweep's stories has a score record from {judge_}.", "export-judge")
     out = app.reports_dir / sweep_ / "human_ratings"
     paths = stories.save_story_exports(result, out)
     flags = " ".join(f"--{kind} {path}" for kind, path in paths.items())
-    left_out = f" {result.left_out} rating(s) left out: no score record from {esc(judge_)}." if result.left_out else ""
-    note = (f"Exported {len(result.ratings)} pointwise rating(s) and {len(result.verdicts)} pairwise verdict(s) on "
-            f"{len(result.cases)} case(s), named by {esc(judge_)}'s score records.{left_out}\n\n"
+    left_out = f" {counted(result.left_out, 'rating')} left out: no score record from {esc(judge_)}." if result.left_out else ""
+    note = (f"Exported {counted(len(result.ratings), 'pointwise rating')} and "
+            f"{counted(len(result.verdicts), 'pairwise verdict')} on {counted(len(result.cases), 'case')}, named by {esc(judge_)}'s score records.{left_out}\n\n"
             f"`python -m experiments.report human-validation --sweep {sweep_} {flags} --out {out.parent / 'human_validation'}`")
     return [str(path) for path in paths.values()], note
 
 
-def build(app: AppSettings, demo: gr.Blocks, store: annotations.AnnotationStore, rater: gr.Textbox) -> dict:
-    """The stories half of the Annotate tab; `rater` is the tab's shared name box."""
+def build(app: AppSettings, demo: gr.Blocks, store: annotations.AnnotationStore, rater: gr.Textbox,
+          rater_error: gr.Markdown) -> dict:
+    """The stories half of the Annotate tab; `rater` is the tab's shared name box, `rater_error` the line under it."""
     gr.Markdown(texts()["annotate_stories"])
     described = scale_descriptions(QUALITY_RUBRIC)
     form = rating_form(
         demo, "stories", STUDY, KINDS, "story",
         lambda: [gr.Radio(["1", "2", "3", "4", "5", NA], label=label, info=described.get(key), elem_id=f"stories-{key}")
                  for key, label in dimensions()],
-        lambda: [gr.Radio(list(LEVELS), label=QUESTIONS[key], elem_id=f"stories-{key}") for key in PAIRWISE_DIMENSIONS])
+        lambda: [gr.Radio(list(LEVELS), label=QUESTIONS[key], elem_id=f"stories-{key}") for key in PAIRWISE_DIMENSIONS],
+        rater_error)
     judge, judges = build_agreement(store, [key for key, _ in dimensions()], STUDY, "Agreement of story ratings with the judge",
                                     "Pairwise: creative-quality preference vs the judge's mean quality", "stories-few")
     with gr.Accordion("Export for the human-validation report", open=False, elem_id="stories-export-section"):
         with gr.Row():
-            export_judge = gr.Dropdown([], label="Score records of judge", elem_id="stories-export-judge",
-                                       allow_custom_value=True)
+            with gr.Column():
+                export_judge = gr.Dropdown([], label="Score records of judge", elem_id="stories-export-judge",
+                                           allow_custom_value=True)
+                form.errors.box("export-judge")
             export_button = gr.Button("Export", scale=0, elem_id="stories-export")
         files = gr.File(label="Exported files", file_count="multiple", interactive=False, elem_id="stories-export-files")
         exported = gr.Markdown(elem_id="stories-export-message")
@@ -231,11 +217,13 @@ def build(app: AppSettings, demo: gr.Blocks, store: annotations.AnnotationStore,
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise, *form.pairwise]
     form.loaded.then(judges, None, [judge])
     form.sweep.change(on_export_judges, [form.sweep], [export_judge])
-    form.next_button.click(beside_the_form(partial(show_next, store), len(next_outputs)), [rater, form.kind, form.sweep],
-                           [*next_outputs, form.error])
-    wire_submit(form.submit, partial(save_rating, store), [form.current, rater, *form.pointwise, *form.pairwise],
-                partial(show_next, store), [rater, form.kind, form.sweep], next_outputs, form.auto,
-                (lambda sweep_: (judges(), on_export_judges(sweep_)), [form.sweep], [judge, export_judge]), form.error)
-    export_button.click(beside_the_form(partial(export, store, app), 2), [form.sweep, export_judge],
-                        [files, exported, form.error])
+    source = story_source()
+    form.next_button.click(form.errors.beside_the_fields(partial(show_next, source, store), len(next_outputs)),
+                           [rater, form.kind, form.sweep], [*next_outputs, *form.errors.outputs])
+    wire_submit(form.submit, partial(save_rating, source, story_rating, store),
+                [form.current, rater, *form.pointwise, *form.pairwise], partial(show_next, source, store),
+                [rater, form.kind, form.sweep], next_outputs, form.auto,
+                (lambda sweep_: (judges(), on_export_judges(sweep_)), [form.sweep], [judge, export_judge]), form.errors)
+    export_button.click(form.errors.beside_the_fields(partial(export, store, app), 2), [form.sweep, export_judge],
+                        [files, exported, *form.errors.outputs])
     return {"sweep": form.sweep, "next": form.next_button, "submit": form.submit, "export": export_button}

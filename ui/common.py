@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, wraps
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import gradio as gr
@@ -20,13 +21,17 @@ import pandas as pd
 import yaml
 
 from narrative_eval import tracking
-from narrative_eval.config import CATALOG_NAME, load_catalog
+from narrative_eval.config import CATALOG_NAME, STANDARD, grid_of, load_catalog
 from narrative_eval.data import load_instances
 from narrative_eval.data.infilling import BLANK_RE
+from narrative_eval.evaluation import SingleTurnStudy
 from narrative_eval.metrics import at_avg, at_avg_names
+from narrative_eval.prompts.render import PROMPT_SETTINGS, load_prompt_file
+from narrative_eval.records.keys import parse_judge_key
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.stats.judge_checks import FAIL, TAG_PREFIX, failed_in_tags
 from narrative_eval.study import STUDIES as STUDY_REGISTRY
+from narrative_eval.study import all_studies
 
 REPO = Path(__file__).resolve().parents[1]
 """The repository root (the app resolves data, reports and configs against it)."""
@@ -62,34 +67,71 @@ class AppSettings:
     """How many launched sweeps may run at once."""
 
 
+FORM = "form"
+"""The field of a mistake about the form as a whole (a config that cannot run, a job limit): said under its buttons."""
+
+
 class FormError(gr.Error):
-    """An expected mistake in a form: said beside the form (`beside_the_form`), never logged."""
+    """An expected mistake in a form: said under the field it is about (`FieldErrors`), never logged."""
+
+    field: str = FORM
+    """The field it is about (a name of the form's `FieldErrors`), or FORM."""
 
 
-def user_error(message: str) -> FormError:
-    """An expected mistake in the page's input: shown to the user beside the form, never logged with a traceback."""
-    return FormError(message, title="Please check", print_exception=False)
+def user_error(message: str, field: str = FORM) -> FormError:
+    """An expected mistake in the page's input, about `field`: shown to the user under that field, never logged with
+    a traceback."""
+    error = FormError(message, title="Please check", print_exception=False)
+    error.field = field
+    return error
 
 
-def error_box(elem_id: str) -> gr.Markdown:
-    """Where a form says what is wrong with its input, under its buttons (empty while nothing is)."""
-    return gr.Markdown("", elem_id=elem_id, elem_classes=["form-error"])
+class FieldErrors:
+    """A form's error boxes: a small red line right under each field that can be wrong, and one under its buttons
+    for the form as a whole (FORM). Each is empty while nothing is wrong; Gradio's own error toast logs nothing
+    either, but it sits away from the field and vanishes."""
 
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.boxes: dict[str, gr.Markdown] = {}
 
-def beside_the_form(handler: Callable[..., Any], outputs: int) -> Callable[..., Any]:
-    """`handler` with one more output last, the form's error box: a FormError it raises is written there (its other
-    outputs left as they were), and the box is emptied when it succeeds. Gradio's own error toast logs nothing
-    either, but it sits away from the form and vanishes."""
+    def box(self, field: str = FORM) -> gr.Markdown:
+        """Lay out the box of `field` here, under the field ('<prefix>-<field>-error'; the form's: '<prefix>-error')."""
+        elem_id = f"{self.prefix}-error" if field == FORM else f"{self.prefix}-{field}-error"
+        self.boxes[field] = gr.Markdown("", elem_id=elem_id, elem_classes=["form-error"])
+        return self.boxes[field]
 
-    @wraps(handler)
-    def answered(*values: Any) -> Any:
-        try:
-            result = handler(*values)
-        except FormError as error:
-            return (*(gr.skip() for _ in range(outputs)), f"⚠ {error.message}")
-        return (*(result if outputs > 1 else (result,)), "")
+    def add(self, field: str, box: gr.Markdown) -> None:
+        """Answer in a box laid out elsewhere too (a field that two forms share, such as the rater's name)."""
+        self.boxes[field] = box
 
-    return answered
+    def said(self, field: str | None = None, message: str = "", fields: list[str] | None = None) -> list[str]:
+        """The text of each box (of `fields`, default all): `message` under `field` (under the form's buttons when
+        the field has no box), the others empty; all empty without a field."""
+        fields = list(self.boxes) if fields is None else fields
+        shown = field if field in fields else FORM
+        return [f"⚠ {message}" if field is not None and name == shown else "" for name in fields]
+
+    @property
+    def outputs(self) -> list[gr.Markdown]:
+        """Every box laid out so far, in the order `beside_the_fields` answers them."""
+        return list(self.boxes.values())
+
+    def beside_the_fields(self, handler: Callable[..., Any], outputs: int) -> Callable[..., Any]:
+        """`handler` with every box laid out so far as one more output, last (wire it with `*self.outputs`): a
+        FormError it raises is written under its field (under the form's buttons when the field has no box), the
+        handler's own outputs left as they were; every box is emptied when it succeeds."""
+        fields = list(self.boxes)
+
+        @wraps(handler)
+        def answered(*values: Any) -> Any:
+            try:
+                result = handler(*values)
+            except FormError as error:
+                return (*(gr.skip() for _ in range(outputs)), *self.said(error.field, error.message, fields))
+            return (*(result if outputs > 1 else (result,)), *self.said(fields=fields))
+
+        return answered
 
 
 @lru_cache(maxsize=1)
@@ -215,7 +257,7 @@ def column(runs: pd.DataFrame, name: str, default: Any = "") -> pd.Series:
 
 
 def run_label(row: pd.Series | dict[str, Any]) -> str:
-    """'model · setting · condition' (condition left out when it is the infilling default)."""
+    """'model · setting · condition' (condition left out when it is the one of a study that declares none)."""
     def text(key: str) -> str:
         value = row.get(key)
         return value if isinstance(value, str) else ""  # missing params come back as NaN
@@ -225,7 +267,7 @@ def run_label(row: pd.Series | dict[str, Any]) -> str:
         return text("tags.mlflow.runName") or "?"
     parts = [text("params.model_id"), text("params.prompt_setting") or "?"]
     condition = text("params.condition")
-    if condition and condition != "standard":
+    if condition and condition != STANDARD:
         parts.append(condition)
     return " · ".join(parts)
 
@@ -261,14 +303,14 @@ def run_artifact(run_id: str, name: str) -> Any:
         return None
 
 
-def judge_ids_of(columns: list[str] | pd.Index, prefix: str = "metrics.judge/") -> list[str]:
-    """Judge ids present in run metric columns (metrics.judge/<id>/...) or table columns (judge/<id>/...)."""
+def judge_ids_of(columns: list[str] | pd.Index, prefix: str = "metrics.") -> list[str]:
+    """Judge ids present, in order, in run metric columns (`prefix` "metrics.", the default) or in a logged table's
+    columns (`prefix` ""): the judges' keys (narrative_eval.records.keys)."""
     found = []
     for name in columns:
-        if name.startswith(prefix):
-            judge = name[len(prefix):].split("/")[0]
-            if judge not in found:
-                found.append(judge)
+        judged = parse_judge_key(name.removeprefix(prefix)) if name.startswith(prefix) else None
+        if judged is not None and judged[0] not in found:
+            found.append(judged[0])
     return found
 
 
@@ -327,6 +369,11 @@ def esc(text: Any) -> str:
     return html.escape("" if text is None else str(text))
 
 
+def counted(n: int, word: str, words: str | None = None) -> str:
+    """'1 cell', '2 cells', '1,024 cells': a count with its noun (`words`: the plural when it is not word + s)."""
+    return f"{n:,} {word if n == 1 else words or word + 's'}"
+
+
 def number(value: Any, digits: int = 3) -> str:
     try:
         number = float(value)
@@ -339,19 +386,19 @@ def number(value: Any, digits: int = 3) -> str:
 
 def passage_html(problem: str, fill: str | None, css_class: str = "fill", placeholder: str = "______",
                  context_words: int | None = None) -> str:
-    """The passage with its blank replaced by a highlighted fill (or a highlighted blank when there is none); with
-    `context_words`, only that many words either side of it (a column beside others, under the whole passage)."""
+    """The passage with its blank replaced by a highlighted fill (or a highlighted blank when there is none); a text
+    without a blank is followed by the fill (an answer that continues it). With `context_words`, only that many words
+    either side of it (a column beside others, under the whole passage)."""
     match = BLANK_RE.search(problem or "")
-    if match is None:
-        body = esc(problem)
-        if fill:
-            body += f' <mark class="{css_class}">{esc(fill)}</mark>'
-        return f'<div class="passage">{body}</div>'
-    before, after = problem[: match.start()], problem[match.end():]
+    before, after = (problem or "", "") if match is None else (problem[: match.start()], problem[match.end():])
     if context_words is not None:
         words_before, words_after = before.split(), after.split()
         before = ("… " if len(words_before) > context_words else "") + " ".join(words_before[-context_words:]) + " "
-        after = " " + " ".join(words_after[:context_words]) + (" …" if len(words_after) > context_words else "")
+        after = (" " + " ".join(words_after[:context_words]) + (" …" if len(words_after) > context_words else "")
+                 if words_after else "")
+    if match is None:
+        inserted = f' <mark class="{css_class}">{esc(fill)}</mark>' if fill else ""
+        return f'<div class="passage">{esc(before.rstrip())}{inserted}</div>'
     if fill:
         inserted = f'<mark class="{css_class}">{esc(fill)}</mark>'
     else:
@@ -383,3 +430,35 @@ def at_avg_of(row: pd.Series | dict[str, Any]) -> float:
         return at_avg(row)
     except (KeyError, TypeError, ValueError):  # a metric missing from the row, or not a number
         return math.nan
+
+
+def single_turn_studies() -> dict[str, SingleTurnStudy]:
+    """Name -> study of every registered study whose items each get one prompt (plugins included), in registry order."""
+    return {study.name: study for study in all_studies() if isinstance(study, SingleTurnStudy)}
+
+
+def study_named(name: str | None) -> SingleTurnStudy:
+    """The single-turn study named, else the first one registered."""
+    studies = single_turn_studies()
+    return studies.get(name or "") or next(iter(studies.values()))
+
+
+def study_settings(study: SingleTurnStudy) -> tuple[list[tuple[str, str]], list[str]]:
+    """(its prompt settings as (name — title, name), the default ones): those of the prompt file it declares, else
+    those its config section's grid names for a config that leaves its own keys at their defaults."""
+    if study.prompts is not None:
+        settings = load_prompt_file(study.prompts).settings
+        names = list(settings)
+    else:
+        choices = grid_of(study.name).prompt_settings
+        names = list(choices.names(SimpleNamespace(section=study.config_section())) or []) if choices.names else []
+        settings = {name: _registered_setting(name) for name in names}
+    titled = [(f"{name} — {settings[name].get('title', '')}", name) for name in names]
+    default = [name for name in grid_of(study.name).prompt_settings.default if name in names] or names[:1]
+    return titled, default
+
+
+def _registered_setting(name: str) -> dict[str, Any]:
+    """A registered prompt setting's entry in its prompt file ({} for a system prompt text)."""
+    target = PROMPT_SETTINGS.get(name)
+    return {} if isinstance(target, str) else target.settings[name]

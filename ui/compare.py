@@ -1,4 +1,5 @@
-"""Compare infills tab: one instance, the gold text, and each selected run's fill highlighted inside the passage."""
+"""Compare tab: one item of a single-turn study's sweep, its shown text and reference once, and each selected run's
+answer beside the others (highlighted in the text: in its blank, or after it)."""
 
 from __future__ import annotations
 
@@ -8,24 +9,35 @@ import statistics
 import gradio as gr
 import pandas as pd
 
-from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
+from narrative_eval.records.keys import judge_key, parse_judge_key
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.reports.labels import label as metric_label
-from narrative_eval.studies import infilling
-from narrative_eval.study import experiment_of
+from narrative_eval.stats.cell_scores import JUDGE_ROW_FIELDS, row_scores
+from narrative_eval.evaluation import ANSWER, SingleTurnStudy
 from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, failed_judge_checks, instances_by_id,
                        judge_ids_of, mlflow_ui_available, number, passage_html, pick_sweep, problem_from_messages,
-                       run_choices, run_label, run_table, sweeps, texts, trace_link)
+                       run_choices, run_label, run_table, single_turn_studies, study_named, sweeps, texts,
+                       trace_link)
 
-STUDY = experiment_of(infilling.NAME)
 MAX_DEFAULT_RUNS = 4
+HIGH_PCT = "high_pct"
+"""A judge's share of fills rated above 4, per row 100 or 0."""
 
 
-def _judged_high(row: pd.Series) -> bool:
-    """A judge's average for this fill is above 4 (what High% counts)."""
-    values = pd.to_numeric(pd.Series([row[k] for k in row.index if k.startswith("judge/") and k.endswith("/qavg")],
-                                     dtype=object), errors="coerce")
-    return bool((values > HIGH_QUALITY_THRESHOLD).any())
+def shown_field(study: SingleTurnStudy) -> str:
+    """The item field a judge reads beside the answer: the text every run answered, shown once above the runs."""
+    return next(field for field in study.judge_sees.values() if field != ANSWER)
+
+
+def judged_high(table: pd.DataFrame) -> list[bool]:
+    """Per row, whether a judge rated the fill above 4: the rows High% counts (stats.cell_scores.row_scores, so a
+    failed judgment counts for nothing here either)."""
+    if table.empty:
+        return []
+    scores = row_scores(table)
+    rated = [values == 100.0 for key, values in scores.items()
+             if (judged := parse_judge_key(key)) is not None and judged[1] == HIGH_PCT]
+    return [bool(any(column[i] for column in rated)) for i in range(len(table))]
 
 
 def _seed_rows(run_id: str, seed: int | None) -> pd.DataFrame:
@@ -44,21 +56,23 @@ def seeds_for(run_ids: list[str]) -> list[int]:
     return sorted(found)
 
 
-def instance_order(run_ids: list[str], seed: int | None, by_disagreement: bool, high_only: bool = False) -> list[str]:
-    """Instance ids in data order, or by decreasing spread of the runs' AtAvg (a missing fill counts as 0);
+def instance_order(study: SingleTurnStudy, run_ids: list[str], seed: int | None, by_disagreement: bool,
+                   high_only: bool = False) -> list[str]:
+    """Item ids in data order, or by decreasing spread of the runs' AtAvg (a missing fill counts as 0);
     with `high_only`, only instances where a judge rated some run's fill above 4 (the study's Table 17)."""
     order: list[str] = []
     scores: dict[str, list[float]] = {}
     high: set[str] = set()
     for run_id in run_ids:
-        for _, row in _seed_rows(run_id, seed).iterrows():
-            instance = row["instance_id"]
+        table = _seed_rows(run_id, seed)
+        for (_, row), rated_high in zip(table.iterrows(), judged_high(table), strict=True):
+            instance = row[study.id_column]
             if instance not in scores:
                 order.append(instance)
                 scores[instance] = []
             value = at_avg_of(row)
             scores[instance].append(0.0 if math.isnan(value) else value)
-            if _judged_high(row):
+            if rated_high:
                 high.add(instance)
     if high_only:
         order = [i for i in order if i in high]
@@ -70,27 +84,27 @@ def instance_order(run_ids: list[str], seed: int | None, by_disagreement: bool, 
 
 def _judge_line(row: pd.Series) -> str:
     parts = []
-    for judge in judge_ids_of(list(row.index), prefix="judge/"):
-        status = row.get(f"judge/{judge}/status")
+    for judge in judge_ids_of(list(row.index), prefix=""):
+        status = row.get(judge_key(judge, "status"))
         if status and status != "ok":
             parts.append(f"{esc(judge)}: <span class='bad'>{esc(status)}</span>")
             continue
-        dims = [c.split("/")[-1] for c in row.index if c.startswith(f"judge/{judge}/")
-                and c.split("/")[-1] not in ("status", "qavg", "raw", "error")]
-        scores = ", ".join(f"{esc(d)} {number(row.get(f'judge/{judge}/{d}'), 0)}" for d in dims)
-        parts.append(f"{esc(judge)}: QAvg <b>{number(row.get(f'judge/{judge}/qavg'), 2)}</b> ({scores})")
+        dims = [judged[1] for name in row.index if (judged := parse_judge_key(str(name))) is not None
+                and judged[0] == judge and judged[1] not in JUDGE_ROW_FIELDS]
+        scores = ", ".join(f"{esc(d)} {number(row.get(judge_key(judge, d)), 0)}" for d in dims)
+        parts.append(f"{esc(judge)}: QAvg <b>{number(row.get(judge_key(judge, 'qavg')), 2)}</b> ({scores})")
     return "<br>".join(parts)
 
 
-def empty_message(sweep: str | None, run_ids: list[str], high_only: bool) -> str:
+def empty_message(study: SingleTurnStudy, sweep: str | None, run_ids: list[str], high_only: bool) -> str:
     """Why there is no instance to show: no sweep, an unknown name, no finished run, none picked, or no fill rated
     above 4 under 'Only fills a judge rated above 4'."""
     words = texts()
     if not sweep:
         return words["no_sweeps"]
-    if sweep not in sweeps(STUDY):
-        return words["no_sweep_named"].format(sweep=sweep, experiment=STUDY)
-    runs = cell_runs(STUDY, sweep)
+    if sweep not in sweeps(study.experiment):
+        return words["no_sweep_named"].format(sweep=sweep, experiment=study.experiment)
+    runs = cell_runs(study.experiment, sweep)
     if runs.empty:
         return words["no_runs"]
     if not run_ids:
@@ -109,55 +123,66 @@ MAX_COLUMNS = 4
 """Runs side by side on one row at 1440 px; more wrap to the next row."""
 
 
-def render(sweep: str | None, run_ids: list[str], seed: int | None, instance_id: str | None,
+def render(study: SingleTurnStudy, sweep: str | None, run_ids: list[str], seed: int | None, instance_id: str | None,
            mlflow_ui_url: str | None = None, high_only: bool = False) -> str:
-    """The passage with each chosen run's fill; with `mlflow_ui_url` (an answering `mlflow ui`), each card
-    links to its generation's trace."""
-    runs = cell_runs(STUDY, sweep)
+    """The item's shown text with each chosen run's answer; with `mlflow_ui_url` (an answering `mlflow ui`), each
+    card links to its generation's trace."""
+    runs = cell_runs(study.experiment, sweep)
     runs = runs[runs["run_id"].isin(run_ids or [])] if not runs.empty else runs
     if runs.empty or not instance_id:
-        return f"<div class='empty'>{esc(empty_message(sweep, run_ids, high_only))}</div>"
-    problem, gold, meta = "", "", ""
-    for _, run in runs.iterrows():
-        instance = instances_by_id(run.get("params.data_path") or "").get(instance_id)
-        if instance is not None:
-            problem, gold = instance.problem, instance.gold_answer
-            break
+        return f"<div class='empty'>{esc(empty_message(study, sweep, run_ids, high_only))}</div>"
+    field = shown_field(study)
+    shown, reference, meta = "", "", ""
     cards = []
     for index, (_, run) in enumerate(runs.iterrows()):
         rows = _seed_rows(run["run_id"], seed)
-        rows = rows[rows["instance_id"] == instance_id] if not rows.empty else rows
+        rows = rows[rows[study.id_column] == instance_id] if not rows.empty else rows
         label = esc(run_label(run))
         if rows.empty:
-            cards.append(f"<div class='card'><div class='card-title'>{label}</div><i>no output for this instance</i></div>")
+            cards.append(f"<div class='card'><div class='card-title'>{label}</div><i>no output for this item</i></div>")
             continue
         row = rows.iloc[0]
-        if not problem:
-            problem = problem_from_messages(row.get("messages"))
-            gold = row.get("gold") or ""
-        if not meta:
-            meta = (f"{esc(row.get('dataset'))} · {esc(row.get('position'))} blank · "
-                    f"{esc(row.get('n'))} sentence(s) · <code>{esc(instance_id)}</code>")
-        answer = row.get("answer")
+        if not shown:
+            shown, reference = _shown_text(row, field, run, instance_id), row.get(study.reference) or ""
+            meta = " · ".join([*(f"{esc(column)} {esc(row.get(column))}" for column in _item_columns(study, row)
+                                 if column != field), f"<code>{esc(instance_id)}</code>"])
+        answer = row.get(study.answer_column)
         answer = answer if isinstance(answer, str) and answer else None
-        status = row.get("extraction_status") or "none"
+        status = row.get("extraction_status")
+        extraction = f"extraction: <span class='status-{esc(status)}'>{esc(status)}</span> · " if status else ""
         metrics = " · ".join(f"{esc(metric_label(m))} {number(row.get(m))}" for m in at_avg_metrics())
         cards.append(
             f"<div class='card run-card' data-model='{esc(run.get('params.model_id'))}'>"
             f"<div class='card-title'><span class='swatch s{index % 6}'></span>{label}</div>"
-            f"{passage_html(problem, answer, f'fill fill-{index % 6}', placeholder='(no answer extracted)', context_words=CONTEXT_WORDS)}"
+            f"{passage_html(shown, answer, f'fill fill-{index % 6}', placeholder='(no answer)', context_words=CONTEXT_WORDS)}"
             f"<div class='meta'>{esc(metric_label('at_avg'))} <b>{number(at_avg_of(row))}</b> · {metrics}</div>"
-            f"<div class='meta'>extraction: <span class='status-{esc(status)}'>{esc(status)}</span>"
-            f" · finish: {esc(row.get('finish_reason'))} · tokens {esc(row.get('completion_tokens'))}</div>"
+            f"<div class='meta'>{extraction}finish: {esc(row.get('finish_reason'))}"
+            f" · tokens {esc(row.get('completion_tokens'))}</div>"
             f"<div class='meta'>{_judge_line(row)}</div>{_checks_line(run)}"
             f"<details><summary>raw reply</summary><pre>{esc(row.get('raw_reply'))}</pre></details>"
             f"{_trace_anchor(mlflow_ui_url, run, row)}</div>"
         )
-    head = (f"<div class='card gold-card'><div class='card-title'>Passage — {meta}</div>{passage_html(problem, None)}"
-            f"<div class='gold'><b>Removed text (gold):</b> {esc(gold)}</div></div>")
+    head = (f"<div class='card gold-card'><div class='card-title'>{esc(field.capitalize())} — {meta}</div>"
+            f"{passage_html(shown, None)}"
+            f"<div class='gold'><b>Reference ({esc(study.reference)}):</b> {esc(reference)}</div></div>")
     columns = min(len(cards), MAX_COLUMNS)
     return (f"<div id='compare-cards'>{head}<div class='compare-columns' "
             f"style='grid-template-columns: repeat({columns}, minmax(0, 1fr))'>{''.join(cards)}</div></div>")
+
+
+def _item_columns(study: SingleTurnStudy, row: pd.Series) -> list[str]:
+    """What a generations row carries about its item: the columns between its id and `seed`."""
+    names = list(row.index)
+    return names[names.index(study.id_column) + 1: names.index("seed")] if "seed" in names else []
+
+
+def _shown_text(row: pd.Series, field: str, run: pd.Series, item_id: str) -> str:
+    """The item's shown text: its row's column, else the data file's record (a study whose rows leave it out), else
+    the prompt sent."""
+    if isinstance(row.get(field), str):
+        return row[field]
+    record = instances_by_id(run.get("params.data_path") or "").get(item_id)
+    return getattr(record, field, None) or problem_from_messages(row.get("messages"))
 
 
 def _checks_line(run: pd.Series) -> str:
@@ -176,8 +201,10 @@ def _trace_anchor(url: str | None, run, row) -> str:
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
     gr.Markdown(texts()["compare"])
+    studies = list(single_turn_studies())
     with gr.Row():
-        sweep = gr.Dropdown([], label="Sweep (infilling)", elem_id="compare-sweep", allow_custom_value=True)
+        study = gr.Dropdown(studies, value=studies[0], label="Study", elem_id="compare-study")
+        sweep = gr.Dropdown([], label="Sweep", elem_id="compare-sweep", allow_custom_value=True)
         seed = gr.Dropdown([], label="Seed", elem_id="compare-seed")
         disagree = gr.Checkbox(label="Most disagreement first", value=False, elem_id="compare-disagree")
         high = gr.Checkbox(label="Only fills a judge rated above 4", value=False, elem_id="compare-high")
@@ -190,14 +217,15 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         next_button = gr.Button("Next ▶", scale=0, elem_id="compare-next")
     view = gr.HTML(elem_id="compare-view")
 
-    def on_refresh(current: str | None):
-        names, value = pick_sweep(STUDY, current)
+    def on_refresh(study_: str | None, current: str | None):
+        names, value = pick_sweep(study_named(study_).experiment, current)
         return gr.Dropdown(choices=names, value=value)
 
-    def on_sweep(sweep_name: str | None):
-        choices = run_choices(cell_runs(STUDY, sweep_name))
+    def on_sweep(study_: str | None, sweep_name: str | None):
+        chosen = study_named(study_)
+        choices = run_choices(cell_runs(chosen.experiment, sweep_name))
         # Without runs (an unknown name, none finished yet) the view says why here: the run list may not change.
-        view_ = gr.skip() if choices else f"<div class='empty'>{esc(empty_message(sweep_name, [], False))}</div>"
+        view_ = gr.skip() if choices else f"<div class='empty'>{esc(empty_message(chosen, sweep_name, [], False))}</div>"
         return gr.CheckboxGroup(choices=choices, value=[value for _, value in choices[:MAX_DEFAULT_RUNS]]), view_
 
     def on_runs(run_ids: list[str], current_seed):
@@ -205,27 +233,29 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         value = current_seed if current_seed in seeds else (seeds[0] if seeds else None)
         return gr.Dropdown(choices=seeds, value=value)
 
-    def on_order(run_ids, seed_, disagree_, high_, current):
-        order = instance_order(run_ids or [], seed_, disagree_, high_)
+    def on_order(study_, run_ids, seed_, disagree_, high_, current):
+        order = instance_order(study_named(study_), run_ids or [], seed_, disagree_, high_)
         value = current if (current in order and not disagree_) else (order[0] if order else None)
         return gr.Dropdown(choices=order, value=value)
 
-    def step(run_ids, seed_, disagree_, high_, current, delta: int):
-        order = instance_order(run_ids or [], seed_, disagree_, high_)
+    def step(study_, run_ids, seed_, disagree_, high_, current, delta: int):
+        order = instance_order(study_named(study_), run_ids or [], seed_, disagree_, high_)
         if not order:
             return None
         index = order.index(current) if current in order else -delta
         return order[(index + delta) % len(order)]
 
-    def show(sweep_, runs_, seed_, instance_, high_):
+    def show(study_, sweep_, runs_, seed_, instance_, high_):
         url = app.mlflow_ui_url if mlflow_ui_available(app.mlflow_ui_url) else None
-        return render(sweep_, runs_, seed_, instance_, url, high_)
+        return render(study_named(study_), sweep_, runs_, seed_, instance_, url, high_)
 
     # The view is drawn once the instance list fits the runs, seed and filters (an instance of the previous list
     # would be drawn, or refused, otherwise).
-    refresh.click(on_refresh, [sweep], [sweep])
-    ordering = [runs, seed, disagree, high, instance]
-    shown = [sweep, runs, seed, instance, high]
+    refresh.click(on_refresh, [study, sweep], [sweep])
+    # Another study lists its own sweeps (the sweep's change event then lists its runs).
+    study.change(on_refresh, [study, sweep], [sweep])
+    ordering = [study, runs, seed, disagree, high, instance]
+    shown = [study, sweep, runs, seed, instance, high]
     # The events that lead to the view run one at a time in the order sent (one queue, shared by the pages open on the
     # app): side by side, a view drawn for the values before a click could finish after the one drawn for the click.
     # Those that read the run list take the values as the page sends them (preprocess=False): Gradio would refuse,
@@ -234,13 +264,13 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     # read from it are replaced by the new list's own change event, which follows.
     serial = {"concurrency_limit": 1, "concurrency_id": "compare-view"}
     raw = {"preprocess": False, **serial}
-    sweep.change(on_sweep, [sweep], [runs, view], **serial)
+    sweep.change(on_sweep, [study, sweep], [runs, view], **serial)
     runs.change(on_runs, [runs, seed], [seed], **raw).then(on_order, ordering, [instance], **raw).then(
         show, shown, [view], **raw)
     for control in (seed.input, disagree.change, high.change):
         control(on_order, ordering, [instance], **raw).then(show, shown, [view], **raw)
-    prev_button.click(lambda r, s, d, h, c: step(r, s, d, h, c, -1), ordering, [instance], **raw)
-    next_button.click(lambda r, s, d, h, c: step(r, s, d, h, c, 1), ordering, [instance], **raw)
+    prev_button.click(lambda t, r, s, d, h, c: step(t, r, s, d, h, c, -1), ordering, [instance], **raw)
+    next_button.click(lambda t, r, s, d, h, c: step(t, r, s, d, h, c, 1), ordering, [instance], **raw)
     instance.change(show, shown, [view], **raw)
-    demo.load(on_refresh, [sweep], [sweep])
-    return {"sweep": sweep, "runs": runs, "instance": instance, "view": view}
+    demo.load(on_refresh, [study, sweep], [sweep])
+    return {"study": study, "sweep": sweep, "runs": runs, "instance": instance, "view": view}

@@ -12,7 +12,7 @@ from typing import Any
 from narrative_eval import tracking
 from narrative_eval.sweep import AFTER_CELLS
 from ui import jobs
-from ui.common import AppSettings, esc, texts
+from ui.common import AppSettings, counted, esc, texts
 
 RUNNING_CEILING = 0.99
 """The most a running job's bar shows: 100% means done."""
@@ -79,7 +79,7 @@ def _count(stage: dict[str, Any]) -> str:
 def stages_text(job: jobs.Job, state: dict[str, Any] | None) -> str:
     """'cell 2 of 6 (smollm2/L2) · score 3/5' while cells run, 'after the cells · report 0/1' after them."""
     if state is None:
-        return f"starting · {job.total_cells} cell(s)"
+        return f"starting · {counted(job.total_cells, 'cell')}"
     failed = len(state.get("cells_failed") or [])
     if state.get("phase") == AFTER_CELLS:
         current = (state.get("after") or [{}])[-1]
@@ -135,14 +135,14 @@ def outcome(job: jobs.Job, short: bool = False) -> str:
     the jobs table says it ('stopped after 4 of 6 cells')."""
     words = texts()["job_outcome_short" if short else "job_outcome"]
     state = job.progress() or {}
-    (done, failed), total = cell_counts(job), job.total_cells
+    (done, failed), cells = cell_counts(job), counted(job.total_cells, "cell")
     if job.status == "cancelled":
-        text = words[_stopped_when(job, state, done)].format(done=done, total=total)
+        text = words[_stopped_when(job, state, done)].format(done=done, total=cells)
     elif job.status == "failed":
-        text = words["failed"].format(code=job.returncode, done=done, total=total)
+        text = words["failed"].format(code=job.returncode, done=done, total=cells)
     else:
-        text = words.get(job.status, job.status).format(done=done, total=total)
-    return text + (words["cells_failed"].format(failed=failed) if failed else "")
+        text = words.get(job.status, job.status).format(done=done, total=cells)
+    return text + (words["cells_failed"].format(failed=failed, cells=counted(failed, "cell")) if failed else "")
 
 
 def _stopped_when(job: jobs.Job, state: dict[str, Any], done: int) -> str:
@@ -167,7 +167,7 @@ def progress_html(app: AppSettings) -> str:
         state = job.progress()
         share = fraction(job, state)
         failed = len((state or {}).get("cells_failed") or [])
-        warning = f" <span class='stage failed'>✗ {failed} of {job.total_cells} cells failed</span>" if failed else ""
+        warning = f" <span class='stage failed'>✗ {failed} of {counted(job.total_cells, 'cell')} failed</span>" if failed else ""
         rows.append(f"<div class='job-progress'><b>{esc(job.sweep)}</b> <progress max='100' value='{100 * share:.0f}'>"
                     f"</progress> {100 * share:.0f}%{warning}</div>{stages_html(job, state)}")
     return "".join(rows) or "<div class='job-progress empty'>No sweep running.</div>"

@@ -15,15 +15,12 @@ import pandas as pd
 import yaml
 
 from narrative_eval import tracking
-from narrative_eval.backends import missing
 from narrative_eval.config import SweepConfig, load_config, resolve_judge, resolve_model
 from narrative_eval.errors import UserError
-from narrative_eval.studies import infilling
-from narrative_eval.sweep import checked_grid, describe_grid, estimate_lines, progress_plan
+from narrative_eval.sweep import cannot_run_here, checked_grid, describe_grid, estimate_lines, progress_plan
 from ui import job_progress, jobs
-from ui.common import (AppSettings, beside_the_form, config_files, data_files, error_box, esc, model_catalog, texts,
-                       user_error)
-from ui.live import prompt_settings
+from ui.common import (FORM, AppSettings, FieldErrors, FormError, config_files, counted, data_files, esc, model_catalog,
+                       single_turn_studies, study_named, study_settings, texts, user_error)
 
 FROM_CONFIG = "a config file"
 FROM_FORM = "a grid built here"
@@ -34,15 +31,15 @@ MAX_TOKENS = (8, 2048)
 TEMPERATURES = (0.0, 2.0)
 
 
-def whole_number(value: float | None, what: str, low: int, high: int | None = None) -> int:
+def whole_number(value: float | None, what: str, field: str, low: int, high: int | None = None) -> int:
     """A form's number as an int within [low, high]; a FormError naming the field otherwise (Gradio's own minimum and
     maximum would log a traceback for each mistake)."""
     if value is None or value != value:  # empty, or NaN
-        raise user_error(f"{what}: give a whole number.")
+        raise user_error(f"{what}: give a whole number.", field)
     if value != int(value) or value < low or (high is not None and value > high):
         span = f"from {low:,} to {high:,}" if high is not None else f"{low:,} or more"
         shown = f"{int(value):,}" if value == int(value) else f"{value:g}"
-        raise user_error(f"{what}: a whole number {span}, got {shown}.")
+        raise user_error(f"{what}: a whole number {span}, got {shown}.", field)
     return int(value)
 
 
@@ -50,10 +47,11 @@ def checked_name(text: str | None) -> str:
     """The sweep name typed, or a FormError saying what is wrong with it."""
     sweep = (text or "").strip()
     if not sweep:
-        raise user_error("Give the sweep a name: letters, digits, '.', '_' or '-' (e.g. my-first-sweep).")
+        raise user_error("Give the sweep a name: letters, digits, '.', '_' or '-' (e.g. my-first-sweep).", "sweep")
     if not SWEEP_NAME.match(sweep):
         raise user_error(f"The sweep name {esc(sweep)!r} cannot be used: a name is up to 80 letters, digits, '.', "
-                         "'_' or '-', starting with a letter or digit (it names a folder of reports, so no '/').")
+                         "'_' or '-', starting with a letter or digit (it names a folder of reports, so no '/').",
+                         "sweep")
     return sweep
 
 
@@ -61,20 +59,20 @@ def _seeds(text: str) -> list[int]:
     try:
         seeds = [int(part) for part in re.split(r"[,\s]+", (text or "0").strip()) if part]
     except ValueError:
-        raise user_error("Seeds are whole numbers separated by commas, e.g. 0, 1, 2.") from None
+        raise user_error("Seeds are whole numbers separated by commas, e.g. 0, 1, 2.", "seeds") from None
     return seeds or [0]
 
 
-def grid_config(app: AppSettings, sweep: str, models: list[str], levels: list[str], data: str, limit: int | None,
-                seeds: list[int], judge: str, max_tokens: int, temperature: float) -> dict[str, Any]:
+def grid_config(app: AppSettings, study: str, sweep: str, models: list[str], levels: list[str], data: str,
+                limit: int | None, seeds: list[int], judge: str, max_tokens: int, temperature: float) -> dict[str, Any]:
     """A self-contained sweep config: catalog names resolved to full specs, so it runs from any folder."""
     catalog = model_catalog(app)
     if not models:
-        raise user_error("Pick at least one model.")
+        raise user_error("Pick at least one model.", "models")
     if not levels:
-        raise user_error("Pick at least one prompt level or paradigm.")
+        raise user_error("Pick at least one prompt setting.", "levels")
     config: dict[str, Any] = {
-        "study": infilling.NAME,  # the form asks for prompt levels and paradigms: an infilling sweep
+        "study": study_named(study).name,
         "sweep": sweep,
         "description": "Launched from the app.",
         "data": data,
@@ -109,7 +107,7 @@ def _check_room(app: AppSettings) -> None:
     running = jobs.active_jobs(app.jobs_dir)
     if len(running) >= app.max_jobs:
         names = ", ".join(f"{j.sweep} ({j.job_id})" for j in running)
-        raise user_error(f"{len(running)} sweep(s) already running ({names}); the limit is {app.max_jobs}.")
+        raise user_error(f"{counted(len(running), 'sweep')} already running ({names}); the limit is {app.max_jobs}.")
 
 
 def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, sweep: str, limit_value: int | None,
@@ -127,9 +125,9 @@ def _job_config(app: AppSettings, job_id: str, mode: str, config_file: str, swee
         if limit_value:
             command += ["--limit", str(limit_value)]
         return config, str(path), command, None
-    models, levels, data, seeds_text, judge, max_tokens, temperature = form
-    raw = grid_config(app, sweep, models, levels, data, limit_value, _seeds(seeds_text), judge, int(max_tokens),
-                      float(temperature))
+    study, models, levels, data, seeds_text, judge, max_tokens, temperature = form
+    raw = grid_config(app, study, sweep, models, levels, data, limit_value, _seeds(seeds_text), judge,
+                      int(max_tokens), float(temperature))
     path = (jobs_dir or app.jobs_dir) / f"{job_id}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     try:
@@ -144,11 +142,13 @@ def config_path(app: AppSettings, typed: str | None) -> Path:
     """The config file picked or typed (relative to the repository, or absolute); a FormError when there is none."""
     text = (typed or "").strip()
     if not text:
-        raise user_error("Pick a config file, or type the path of one (e.g. examples/continuation/continuation.yaml).")
+        raise user_error("Pick a config file, or type the path of one (e.g. examples/continuation/continuation.yaml).",
+                         "config")
     path = Path(text).expanduser()
     path = path if path.is_absolute() else app.repo / path
     if not path.is_file():
-        raise user_error(f"No config file at {esc(text)} (a path relative to {esc(app.repo)}, or an absolute one).")
+        raise user_error(f"No config file at {esc(text)} (a path relative to {esc(app.repo)}, or an absolute one).",
+                         "config")
     return path
 
 
@@ -156,13 +156,7 @@ def checked(config: SweepConfig) -> dict[str, Any]:
     """The dry run's checks and counts (every input file, the data's rows), then whether every model and judge can
     run here (its key set, its weights on this machine, a server named); a UserError listing every problem."""
     grid = checked_grid(config)
-    problems: list[str] = []
-    engines = {f"model {model.id}": model for model in config.models}
-    engines.update({f"judge {judge.id}": judge.model for judge in config.judges})
-    for name, spec in engines.items():
-        need = missing(spec)
-        if need:
-            problems.append(f"{name} cannot run here: it {need}")
+    problems = cannot_run_here(config)
     if problems:
         raise UserError(problems)
     return grid
@@ -177,27 +171,34 @@ def limit_note(config: SweepConfig, grid: dict[str, Any]) -> str:
     if whole["generations"] < grid["generations"] or grid["generations"] < whole["generations"]:
         return ""
     return (f"The limit {config.limit:,} is not below the data's size: the whole data file runs "
-            f"({grid['generations']:,} generation(s) in {len(grid['cells'])} cell(s)).")
+            f"({counted(grid['generations'], 'generation')} in {counted(len(grid['cells']), 'cell')}).")
 
 
 def _form_values(mode: str, limit: float | None, max_tokens: float, temperature: float) -> int | None:
     """The limit (None: all) once the form's numbers are checked."""
-    limit_value = whole_number(limit if limit is not None else 0, "Limit", 0) or None
+    limit_value = whole_number(limit if limit is not None else 0, "Limit", "limit", 0) or None
     if mode == FROM_FORM:
-        whole_number(max_tokens, "Max new tokens", *MAX_TOKENS)
+        whole_number(max_tokens, "Max new tokens", "max-tokens", *MAX_TOKENS)
         if temperature is None or not TEMPERATURES[0] <= temperature <= TEMPERATURES[1]:
-            raise user_error(f"Temperature: a number from {TEMPERATURES[0]:g} to {TEMPERATURES[1]:g}.")
+            raise user_error(f"Temperature: a number from {TEMPERATURES[0]:g} to {TEMPERATURES[1]:g}.", "temperature")
     return limit_value
 
 
-def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
-             limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> str:
+def invalid_config(mode: str, error: UserError) -> FormError:
+    """A config the platform rejects: said under the config file's box, or under the form built from its fields."""
+    return user_error("The sweep config is not valid: " + "; ".join(error.problems),
+                      "config" if mode == FROM_CONFIG else FORM)
+
+
+def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, study: str, models: list[str],
+             levels: list[str], data: str, limit: float | None, seeds_text: str, judge: str, max_tokens: float,
+             temperature: float) -> str:
     """What the launch would run and cost, before anything starts: the dry run's counts and its cost estimates."""
 
 
     sweep = (sweep or "").strip() or "estimate"
     limit_value = _form_values(mode, limit, max_tokens, temperature)
-    form = (models, levels, data, seeds_text, judge, max_tokens, temperature)
+    form = (study, models, levels, data, seeds_text, judge, max_tokens, temperature)
     with tempfile.TemporaryDirectory() as folder:
         try:
             config, _, _, _ = _job_config(app, "estimate", mode, config_file, sweep, limit_value, form,
@@ -205,13 +206,13 @@ def estimate(app: AppSettings, mode: str, config_file: str, sweep: str, models: 
             grid = describe_grid(config)
             note = limit_note(config, grid)
         except UserError as error:
-            raise user_error("The sweep config is not valid: " + "; ".join(error.problems)) from None
-    lines = [f"{len(grid['cells'])} cell(s)", *estimate_lines(config, grid)]
+            raise invalid_config(mode, error) from None
+    lines = [counted(len(grid['cells']), "cell"), *estimate_lines(config, grid)]
     return "**Estimate:** " + "; ".join(lines) + "." + (f" {note}" if note else "")
 
 
-def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: list[str], levels: list[str], data: str,
-           limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> jobs.Job:
+def launch(app: AppSettings, mode: str, config_file: str, sweep: str, study: str, models: list[str],
+           levels: list[str], data: str, limit: float | None, seeds_text: str, judge: str, max_tokens: float, temperature: float) -> jobs.Job:
     """Validate the form, write the job's config, check it as the dry run does (and that its models and judges can run
     here), and start it in the background (nothing is left behind when refused). The job carries a note when the
     limit cuts nothing."""
@@ -221,12 +222,12 @@ def launch(app: AppSettings, mode: str, config_file: str, sweep: str, models: li
     job_id = time.strftime("%Y%m%d-%H%M%S-") + sweep[:24]
     app.jobs_dir.mkdir(parents=True, exist_ok=True)
     _check_room(app)
-    form = (models, levels, data, seeds_text, judge, max_tokens, temperature)
+    form = (study, models, levels, data, seeds_text, judge, max_tokens, temperature)
     try:
         config, config_file_used, command, written = _job_config(app, job_id, mode, config_file, sweep, limit_value,
                                                                  form)
     except UserError as error:  # a config the platform rejects is reported, not launched
-        raise user_error("The sweep config is not valid: " + "; ".join(error.problems)) from None
+        raise invalid_config(mode, error) from None
     try:
         grid = checked(config)
         note = limit_note(config, grid)
@@ -298,41 +299,62 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     files = data_files(app)
     configs = config_files(app)
 
+    errors = FieldErrors("launch")
     with gr.Row():
         mode = gr.Radio([FROM_FORM, FROM_CONFIG], value=FROM_FORM, label="Launch from", elem_id="launch-mode")
-        sweep = gr.Textbox("", label="Sweep name", placeholder="e.g. my-sweep", elem_id="launch-sweep")
+        with gr.Column():
+            sweep = gr.Textbox("", label="Sweep name", placeholder="e.g. my-sweep", elem_id="launch-sweep")
+            errors.box("sweep")
     with gr.Group(visible=False) as config_group:
         config_file = gr.Dropdown(configs, value=configs[0] if configs else None, label="Config file",
                                   info="pick one, or type the path of any config (e.g. "
                                        "examples/continuation/continuation.yaml)",
                                   allow_custom_value=True, elem_id="launch-config")
+        errors.box("config")
     with gr.Group(visible=True) as form_group:
         with gr.Row():
-            models = gr.Dropdown(models_, value=models_[:1], multiselect=True, label="Models", elem_id="launch-models")
-            levels = gr.Dropdown(prompt_settings(), value=["L2"], multiselect=True, label="Levels / paradigms",
-                                 elem_id="launch-levels")
+            study = gr.Dropdown(list(single_turn_studies()), value=study_named(None).name, label="Study",
+                                elem_id="launch-study")
+            with gr.Column():
+                models = gr.Dropdown(models_, value=models_[:1], multiselect=True, label="Models",
+                                     elem_id="launch-models")
+                errors.box("models")
+            with gr.Column():
+                settings, default = study_settings(study_named(None))
+                levels = gr.Dropdown(settings, value=default, multiselect=True, label="Prompt settings",
+                                     elem_id="launch-levels")
+                errors.box("levels")
             judge = gr.Dropdown([NO_JUDGE, *judge_names(catalog)], value=NO_JUDGE, label="Judge",
                                 elem_id="launch-judge")
         with gr.Row():
             data = gr.Dropdown(files, value=files[0] if files else None, label="Data", elem_id="launch-data")
-            seeds = gr.Textbox("0", label="Seeds", elem_id="launch-seeds")
+            with gr.Column():
+                seeds = gr.Textbox("0", label="Seeds", elem_id="launch-seeds")
+                errors.box("seeds")
             # No minimum/maximum on these: Gradio refuses an out-of-range number with a logged traceback and a toast;
-            # the launch checks them and says so beside the form.
-            max_tokens = gr.Number(96, label=f"Max new tokens ({MAX_TOKENS[0]}-{MAX_TOKENS[1]})",
-                                   elem_id="launch-max-tokens")
-            temperature = gr.Number(0.3, label="Temperature (0-2)", elem_id="launch-temperature")
+            # the launch checks them and says so under the field.
+            with gr.Column():
+                max_tokens = gr.Number(96, label=f"Max new tokens ({MAX_TOKENS[0]}-{MAX_TOKENS[1]})",
+                                       elem_id="launch-max-tokens")
+                errors.box("max-tokens")
+            with gr.Column():
+                temperature = gr.Number(0.3, label="Temperature (0-2)", elem_id="launch-temperature")
+                errors.box("temperature")
     limit = gr.Number(4, label="Limit (instances; 0 = all)", elem_id="launch-limit")
+    errors.box("limit")
     note = gr.Markdown(elem_id="launch-name-note")
     with gr.Row():
         start = gr.Button("Launch", variant="primary", elem_id="launch-go")
         estimate_button = gr.Button("Estimate cost", scale=0, elem_id="launch-estimate")
-    problem = error_box("launch-error")
+    errors.box(FORM)
     estimate_text = gr.Markdown(elem_id="launch-estimate-text")
     message = gr.Markdown(elem_id="launch-message")
     progress_bars = gr.HTML(job_progress.progress_html(app), elem_id="launch-progress")
     table = gr.Dataframe(jobs_table(app), interactive=False, wrap=True, label="Jobs", elem_id="jobs-table")
     with gr.Row():
-        cancel_id = gr.Dropdown([], label="Job to stop", allow_custom_value=True, scale=3, elem_id="launch-cancel-id")
+        with gr.Column(scale=3):
+            cancel_id = gr.Dropdown([], label="Job to stop", allow_custom_value=True, elem_id="launch-cancel-id")
+            errors.box("cancel-id")
         cancel = gr.Button("Stop job", variant="stop", scale=0, elem_id="launch-cancel")
     log = gr.Textbox(label="Output of the latest job", lines=8, max_lines=8, interactive=False, elem_id="launch-log",
                      placeholder=texts()["job_log_empty"])
@@ -342,10 +364,14 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     mode.change(lambda m: (gr.Group(visible=m == FROM_CONFIG), gr.Group(visible=m == FROM_FORM)), [mode],
                 [config_group, form_group])
 
+    def on_study(name: str | None):
+        choices, value = study_settings(study_named(name))
+        return gr.Dropdown(choices=choices, value=value)
+
     def on_launch(*values):
         resumed = bool(name_note(values[2]))
         job = launch(app, *values)
-        text = (f"Started **{esc(job.sweep)}** as job `{job.job_id}` ({job.total_cells} cell(s)). "
+        text = (f"Started **{esc(job.sweep)}** as job `{job.job_id}` ({counted(job.total_cells, 'cell')}). "
                 "It keeps running if you close this page; its runs appear under **Runs**.")
         if resumed:
             text += " It resumes the existing sweep of that name."
@@ -363,18 +389,20 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     def on_cancel(job_id: str | None):
         job = next((j for j in jobs.list_jobs(app.jobs_dir) if j.job_id == job_id), None)
         if job is None:
-            raise user_error("Pick a running job.")
+            raise user_error("Pick a running job.", "cancel-id")
         jobs.cancel_job(job)
         return f"Asked job `{job.job_id}` to stop; what it kept is said here once it has.", job.job_id
 
-    inputs = [mode, config_file, sweep, models, levels, data, limit, seeds, judge, max_tokens, temperature]
+    inputs = [mode, config_file, sweep, study, models, levels, data, limit, seeds, judge, max_tokens, temperature]
     # No progress overlay on the message: the bars below show where the job stands, the message what it did.
-    start.click(beside_the_form(on_launch, 3), inputs, [message, job_state, table, problem], show_progress="hidden")
+    start.click(errors.beside_the_fields(on_launch, 3), inputs, [message, job_state, table, *errors.outputs],
+                show_progress="hidden")
     # An estimate is of the form as it was: a launch, or another config, makes it stale.
     for changed in (start.click, mode.change, config_file.change):
         changed(lambda: "", None, [estimate_text], show_progress="hidden")
-    estimate_button.click(beside_the_form(partial(estimate, app), 1), inputs, [estimate_text, problem])
+    estimate_button.click(errors.beside_the_fields(partial(estimate, app), 1), inputs, [estimate_text, *errors.outputs])
     timer.tick(on_tick, [job_state], [table, cancel_id, log, progress_bars, message, job_state], show_progress="hidden")
     sweep.change(name_note, [sweep], [note])
-    cancel.click(beside_the_form(on_cancel, 2), [cancel_id], [message, job_state, problem])
+    study.change(on_study, [study], [levels])
+    cancel.click(errors.beside_the_fields(on_cancel, 2), [cancel_id], [message, job_state, *errors.outputs])
     return {"sweep": sweep, "start": start, "table": table}

@@ -30,11 +30,12 @@ from narrative_eval.metrics import AT_AVG, at_avg, metric_label, score_all
 from narrative_eval.prompts.render import PROMPT_SETTINGS, render_infilling
 from narrative_eval.records import GenerationParams, InfillingInstance, ModelSpec
 from narrative_eval.studies.infilling import stream_fill
-from ui.common import AppSettings, data_files, esc, instances_by_id, model_catalog, passage_html, texts
+from ui.common import FORM, AppSettings, FieldErrors, data_files, esc, instances_by_id, model_catalog, passage_html, texts
 
 TAGS = re.compile(r"<\s*/?\s*answer\s*>", re.IGNORECASE)
 # llama.cpp models are not safe to call from two threads at once; live fills take turns.
-_engine_lock = threading.Lock()
+ENGINE_LOCK = threading.Lock()
+"""Held while a model generates here: fills, answers and unloads take turns on the app's engines."""
 EXAMPLE_PASSAGE = ("The lighthouse keeper climbed the stairs every evening at dusk. ______ "
                    "By midnight the beam had guided three fishing boats safely into the harbour.")
 LONG_PASSAGE_ENV = "NARRATIVE_EVAL_LIVE_MAX_CHARS"
@@ -47,12 +48,14 @@ TEMPLATE_TOKENS = 7
 
 
 class Refused(Exception):
-    """An input the fill cannot go ahead with: said next to the inputs, never logged."""
+    """An input the fill cannot go ahead with: said under the field it is about, never logged."""
 
-    def __init__(self, message: str, warned: str | None = None):
+    def __init__(self, message: str, warned: str | None = None, field: str = FORM):
         super().__init__(message)
         self.warned = warned
         """The passage this warning was about: pressing Fill again with it goes ahead."""
+        self.field = field
+        """The input it is about ('passage', 'model', 'setting'; FORM: the form as a whole)."""
 
 
 def long_passage_chars() -> int:
@@ -65,10 +68,10 @@ def catalog_spec(catalog: dict[str, Any], name: str) -> ModelSpec:
     try:
         return ModelSpec.model_validate(resolve_model(name, catalog))
     except UserError:
-        raise Refused(f"Unknown model {esc(name)}: pick one from the list.") from None
+        raise Refused(f"Unknown model {esc(name)}: pick one from the list.", field="model") from None
     except ValidationError as error:
         raise Refused(f"The catalog entry of **{esc(name)}** is not a valid model spec: "
-                      f"{esc(error.errors()[0]['msg'])}.") from None
+                      f"{esc(error.errors()[0]['msg'])}.", field="model") from None
 
 
 def model_choices(app: AppSettings) -> list[tuple[str, str]]:
@@ -184,21 +187,22 @@ def prompt_tokens(backend, messages) -> tuple[int, bool]:
 def check_inputs(app: AppSettings, passage: str, model: str | None, setting: str | None) -> ModelSpec:
     """The model's spec from the catalog, once the passage, model and setting can make a fill; else Refused."""
     if not passage:
-        raise Refused("The passage is empty: paste one with a blank (`______`), or pick one from the data.")
+        raise Refused("The passage is empty: paste one with a blank (`______`), or pick one from the data.",
+                      field="passage")
     blanks = len(BLANK_RE.findall(passage))
     if blanks != 1:
         found = "no blank" if not blanks else f"{blanks} blanks"
         raise Refused(f"The passage has {found}; it needs exactly one: six underscores `______` where the missing "
-                      "text goes.")
+                      "text goes.", field="passage")
     if not model:
-        raise Refused("Pick a model.")
+        raise Refused("Pick a model.", field="model")
     spec = catalog_spec(model_catalog(app), model)
     need = missing(spec)
     if need:
         raise Refused(f"**{esc(model)}** {need} to run from here; pick a model without a note (the embedded ones "
-                      "run offline), or set what it needs before starting the app.")
+                      "run offline), or set what it needs before starting the app.", field="model")
     if not setting:
-        raise Refused("Pick a prompt level or paradigm.")
+        raise Refused("Pick a prompt level or paradigm.", field="setting")
     return spec
 
 
@@ -208,24 +212,24 @@ def check_length(passage: str, model: str, tokens: int, counted: bool, window: i
     if window and tokens + max_tokens > window:
         raise Refused(f"The prompt is {tokens:,} tokens and the reply may take {max_tokens} more: over "
                       f"**{esc(model)}**'s context window of {window:,} tokens. Shorten the passage or lower "
-                      "Max new tokens.")
+                      "Max new tokens.", field="passage")
     limit = long_passage_chars()
     if len(passage) > limit and warned != passage:
         about = f"{tokens:,} tokens" if counted else f"about {tokens:,} tokens"
         raise Refused(f"The passage is {len(passage):,} characters, over the {limit:,} this tab expects: reading "
                       f"its {about} takes a while on a CPU. Press **Fill the blank** again to fill it anyway.",
-                      warned=passage)
+                      warned=passage, field="passage")
 
 
 def live_fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setting: str, temperature: float,
               max_tokens: float, warned: str | None = None) -> Iterator[tuple]:
-    """Stream one fill: yields (passage html, raw reply, metrics, status line, message, warned passage)."""
+    """Stream one fill: yields (passage html, raw reply, metrics, status line, warned passage, refusal or None)."""
     passage = (passage or "").strip()
     try:
         yield from _fill(app, passage, (gold or "").strip(), n, model, setting, temperature, int(max_tokens), warned)
     except Refused as problem:
         # Every output is reset, so nothing on the page belongs to an earlier passage.
-        yield passage_html(passage, None), "", _no_metrics(), "", f"⚠ {problem}", problem.warned
+        yield passage_html(passage, None), "", _no_metrics(), "", problem.warned, problem
 
 
 def _fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setting: str, temperature: float,
@@ -238,7 +242,7 @@ def _fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setti
     pending = passage_html(passage, "…", "live-fill pending")
 
     def frame(view: str, status: str, raw: str = "", metrics: pd.DataFrame | None = None) -> tuple:
-        return view, raw, _no_metrics() if metrics is None else metrics, status, "", warned
+        return view, raw, _no_metrics() if metrics is None else metrics, status, warned, None
 
     engine = yield from load_with_progress(spec, lambda status: frame(pending, status))
     tokens, counted = prompt_tokens(engine.backend, render_infilling(setting, instance))
@@ -246,7 +250,7 @@ def _fill(app: AppSettings, passage: str, gold: str, n: float, model: str, setti
     yield frame(pending, f"reading the prompt ({tokens:,} tokens)" if counted
                 else f"reading the prompt (about {tokens:,} tokens, estimated from its length)")
     reply, sample = "", None
-    with _engine_lock:
+    with ENGINE_LOCK:
         for reply, sample in stream_fill(engine, instance, setting, params):
             if sample is None:
                 shown = TAGS.sub("", reply).strip() or "…"
@@ -269,24 +273,29 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     files = data_files(app)
     models = model_choices(app)
     settings_ = prompt_settings()
+    errors = FieldErrors("live")
     with gr.Row():
         with gr.Column(scale=3):
             with gr.Row():
                 source = gr.Dropdown(files, value=files[0] if files else None, label="Pick from data", elem_id="live-source")
                 picked = gr.Dropdown([], label="Instance", elem_id="live-instance")
             passage = gr.Textbox(EXAMPLE_PASSAGE, lines=7, label="Passage with one blank (______)", elem_id="live-passage")
+            errors.box("passage")
             gold = gr.Textbox("", lines=2, label="Gold text (optional)", elem_id="live-gold")
         with gr.Column(scale=2):
             model = gr.Dropdown(models, value=models[0][1] if models else None, label="Model", elem_id="live-model",
                                 info="Models with a note cannot run from here as they are.")
+            errors.box("model")
             setting = gr.Dropdown(settings_, value="L2" if any(v == "L2" for _, v in settings_) else None,
                                   label="Prompt level / paradigm", elem_id="live-setting")
+            errors.box("setting")
             n = gr.Number(1, minimum=1, maximum=3, precision=0, label="Missing sentences (n)")
             temperature = gr.Slider(0.0, 1.5, value=0.3, step=0.05, label="Temperature")
             max_tokens = gr.Slider(8, 512, value=96, step=8, label="Max new tokens", elem_id="live-max-tokens")
             with gr.Row():
                 go = gr.Button("Fill the blank", variant="primary", elem_id="live-go")
                 unload_button = gr.Button("Unload model", scale=0, elem_id="live-unload")
+            errors.box(FORM)
             message = gr.Markdown(elem_id="live-message")
     status = gr.Markdown(elem_id="live-status")
     view = gr.HTML(passage_html(EXAMPLE_PASSAGE, None), elem_id="live-view")
@@ -309,11 +318,12 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     picked.input(on_pick, [source, picked], [passage, gold, n, view])
 
     def on_fill(*values):
-        yield from live_fill(app, *values)
+        for *shown, refused in live_fill(app, *values):
+            yield *shown, *(errors.said(refused.field, str(refused)) if refused else errors.said())
 
     # Fills and unloads take turns: a model is never closed under a fill that is using it.
     go.click(on_fill, [passage, gold, n, model, setting, temperature, max_tokens, warned],
-             [view, raw, metrics, status, message, warned], concurrency_limit=1, concurrency_id="live-engine")
+             [view, raw, metrics, status, warned, *errors.outputs], concurrency_limit=1, concurrency_id="live-engine")
     def on_unload(name: str | None) -> str:
         return unload(app, name)
 

@@ -17,6 +17,7 @@ import gradio as gr
 import pandas as pd
 
 from narrative_eval.records import finite_number
+from narrative_eval.records.keys import bounded_name, interval_keys, parse_judge_key, parse_seed_key, seed_key
 from narrative_eval.reports.labels import column_set_names, column_set_of, label, labels
 from narrative_eval.reports.tables import interval_text
 from narrative_eval.stats.judge_checks import TAG_PREFIX
@@ -28,9 +29,6 @@ from ui.downloads import content_version, download_file
 
 MEAN = "mean over seeds"
 ALL_JUDGES = "all judges"
-SEED_PREFIX = re.compile(r"^seed(\d+)/")
-BOUNDS = ("_lo", "_hi")
-"""A logged interval: `<metric>_lo`, `<metric>_hi` beside `<metric>`."""
 INTERVAL_CELL = re.compile(r"^(?P<mean>\S+) (?P<interval>\[[^\]]+\])$")
 LINK_CELL = re.compile(r"^\[(?P<text>[^\]]+)\]\((?P<url>[^)]+)\)$")
 IDENTITY = ["model", "setting", "condition", "status"]
@@ -38,14 +36,14 @@ CHECKS = "judge checks"
 RUN_ID = "run id"
 SD_EXAMPLE = "at_avg_sd"
 """A spread-across-seeds name: its column set is the one a one-seed sweep does not offer."""
-FAILURE_RATE = re.compile(r"^metrics\.judge/(?P<judge>[^/]+)/(?:\w+_)?failure_rate$")
-"""A judge's share of failed judgments (all of them, or of one kind: a study's checklist, its quality rating)."""
+FAILURE_RATE = "failure_rate"
+"""How a judge's share of failed judgments ends (all of them, or of one kind: a study's checklist, its quality rating)."""
 CHART_LEGEND = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "frameon": False, "fontsize": 8}
 """The chart's legend sits right of the axes, never over a bar."""
 
 
 def seeds_of(runs: pd.DataFrame) -> list[str]:
-    found = sorted({int(m.group(1)) for c in runs.columns if (m := SEED_PREFIX.match(c.removeprefix("metrics.")))})
+    found = sorted({parsed[0] for c in runs.columns if (parsed := parse_seed_key(c.removeprefix("metrics.")))})
     return [str(s) for s in found]
 
 
@@ -61,20 +59,20 @@ def _present(runs: pd.DataFrame, prefix: str, seed: str, judge: str) -> dict[str
     present: dict[str, str] = {}
     for name in runs.columns:
         metric = name[len(prefix):] if name.startswith(prefix) else None
-        if metric is None or (seed == MEAN and SEED_PREFIX.match(metric)):
+        if metric is None or (seed == MEAN and parse_seed_key(metric)):
             continue
-        if metric.startswith("judge/") and judge != ALL_JUDGES and metric.split("/")[1] != judge:
+        if judge != ALL_JUDGES and (judged := parse_judge_key(metric)) is not None and judged[0] != judge:
             continue
         present[metric] = name
-    return {m: c for m, c in present.items() if not (m.endswith(BOUNDS) and m[:-3] in present)}
+    return {m: c for m, c in present.items() if bounded_name(m) not in present}
 
 
 def metric_columns(runs: pd.DataFrame, seed: str, judge: str, sets: Sequence[str] = (),
                    study: str = "") -> list[tuple[str, str]]:
     """(source column, metric name) for the chosen seed (or the mean) and judge: the headlines first, then the
     numbers of the chosen column sets, set by set."""
-    present = _present(runs, "metrics." if seed == MEAN else f"metrics.seed{seed}/", seed, judge)
-    judges = list(dict.fromkeys(m.split("/")[1] for m in present if m.startswith("judge/")))
+    present = _present(runs, "metrics." if seed == MEAN else f"metrics.{seed_key(int(seed), '')}", seed, judge)
+    judges = list(dict.fromkeys(judged[0] for m in present if (judged := parse_judge_key(m)) is not None))
     headlines = [m for m in headline_metrics(study, judges) if m in present]
     chosen = [(present[m], m) for m in headlines]
     for name in column_set_names():
@@ -126,7 +124,7 @@ def runs_frame(runs: pd.DataFrame, seed: str, judge: str, sets: Sequence[str] = 
     table.attrs["names"] = {named[metric]: metric for _, metric in columns}
     for source, metric in columns:
         values = pd.to_numeric(runs[source], errors="coerce")
-        lo, hi = (pd.to_numeric(column(runs, source + b, None), errors="coerce") for b in BOUNDS)
+        lo, hi = (pd.to_numeric(column(runs, bound, None), errors="coerce") for bound in interval_keys(source))
         if as_text:
             digits = digits_for(metric, values)
             table[named[metric]] = [cell_text(*v, digits) if finite_number(v[0]) is not None else
@@ -145,9 +143,10 @@ def runs_frame(runs: pd.DataFrame, seed: str, judge: str, sets: Sequence[str] = 
 def missing_text(row: pd.Series, metric: str) -> str:
     """'–' for a number the run did not log, with why when its judge failed on every item ('– smollm2-judge checklist
     failures 100%')."""
-    judge = metric.split("/")[1] if metric.startswith("judge/") else None
+    judged = parse_judge_key(metric)
     failed = [label(name.removeprefix("metrics.")) for name in row.index
-              if (found := FAILURE_RATE.match(name)) and found["judge"] == judge and finite_number(row[name]) == 1.0]
+              if judged is not None and (found := parse_judge_key(name.removeprefix("metrics."))) is not None
+              and found[0] == judged[0] and found[1].endswith(FAILURE_RATE) and finite_number(row[name]) == 1.0]
     return f"– {failed[-1]} 100%" if failed else "–"
 
 
@@ -187,10 +186,11 @@ def _cell(column_name: str, value: object) -> str:
     return f"<td{kind}>{html.escape(text)}</td>"
 
 
-def published_rows(table: pd.DataFrame, reference: tuple[str, str]) -> pd.DataFrame:
-    """A study's published main-results rows (reference name and source: the infilling study's Table 3, AtAvg and
-    QAvg per model x level) in the Runs table's layout, marked published; their QAvg is the study's own judge, so
-    it gets its own column."""
+def published_rows(table: pd.DataFrame, reference: tuple[str, str]) -> tuple[pd.DataFrame, str]:
+    """A study's published main-results rows (its `published_reference`: the reference file's name and the source of
+    the rows it shows, AtAvg and QAvg per model x setting) in the Runs table's layout, marked published, and the note
+    that says where they come from (the reference file's own words: its source, benchmark and judge). Their QAvg is
+    another judge's, so it gets its own column."""
     name, source = reference
     wide = reference_wide(load_reference(name))
     wide = wide[wide["source"] == source]
@@ -198,7 +198,12 @@ def published_rows(table: pd.DataFrame, reference: tuple[str, str]) -> pd.DataFr
                          "status": source})
     for name, column_name in (("at_avg", label("at_avg")), ("qavg", f"published judge {label('qavg')}")):
         rows[column_name] = [cell_text(v, None, None) for v in wide.get(name, pd.Series(dtype=float))]
-    return pd.concat([table, rows], ignore_index=True)
+    judges = sorted({str(j) for j in wide.get("judge", pd.Series(dtype=str)) if str(j).strip()})
+    on = ", ".join(sorted(set(wide["note"]))) or "the study's benchmark and judge"
+    judged = f" ({', '.join(judges)})" if judges else ""
+    note = (f"Published rows ({source}): on {on}{judged}, not this sweep's; "
+            "compare AtAvg directly, QAvg only as a rough guide.")
+    return pd.concat([table, rows], ignore_index=True), note
 
 
 def filtered_runs(study: str, sweep: str | None, models: list[str], settings_: list[str], conditions: list[str]) -> pd.DataFrame:
@@ -243,9 +248,9 @@ def runs_table(study: str, sweep: str | None, models: list[str], settings_: list
     owner = study_of_experiment(study)
     table = _drop_quiet(table)
     if published and owner is not None and owner.published_reference is not None:
-        table = published_rows(table, owner.published_reference).fillna("")
-        notes.append("Published rows: the study's Table 3, on its full benchmark with its own judge (GPT-4.1-mini); "
-                     "compare AtAvg directly, QAvg only as a rough guide.")
+        table, published_note = published_rows(table, owner.published_reference)
+        table = table.fillna("")
+        notes.append(published_note)
     return table, " ".join(n for n in notes if n)
 
 
@@ -266,9 +271,21 @@ def chart_choices(runs: pd.DataFrame, study: str) -> list[tuple[str, str]]:
     return [(label(n), n) for n in names if f"metrics.{n}" in runs.columns]
 
 
+def draw_intervals(axes, frame: pd.DataFrame, pivot: pd.DataFrame, bars: str) -> None:
+    """The runs' logged intervals as error bars on the drawn bars (none where a run logged no interval)."""
+    lo, hi = (frame.pivot_table(index="model", columns=bars, values=name, aggfunc="mean", dropna=False)
+              .reindex(index=pivot.index, columns=pivot.columns) for name in ("lo", "hi"))
+    for drawn, name in zip(list(axes.containers), pivot.columns):
+        centres = [patch.get_x() + patch.get_width() / 2 for patch in drawn.patches]
+        below = (pivot[name] - lo[name]).clip(lower=0).fillna(0).tolist()
+        above = (hi[name] - pivot[name]).clip(lower=0).fillna(0).tolist()
+        axes.errorbar(centres, pivot[name].fillna(0).tolist(), yerr=[below, above], fmt="none", ecolor="#333333",
+                      capsize=3, linewidth=1)
+
+
 def chart(runs: pd.DataFrame, shown: str | None):
     """Grouped bars: the chosen metric per model, one bar per prompt setting, or per condition when the runs share one
-    setting (finished runs only), the legend beside the axes."""
+    setting (finished runs only), with the runs' logged intervals as error bars, the legend beside the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -284,11 +301,16 @@ def chart(runs: pd.DataFrame, shown: str | None):
     frame = pd.DataFrame({"model": column(done, "params.model_id").values,
                           bars: column(done, f"params.{'prompt_setting' if bars == 'setting' else 'condition'}").values,
                           "value": pd.to_numeric(done[source], errors="coerce").values})
+    bounds = [bound for bound in interval_keys(source) if bound in done.columns]
+    for name, bound in zip(("lo", "hi"), bounds):
+        frame[name] = pd.to_numeric(done[bound], errors="coerce").values
     pivot = frame.pivot_table(index="model", columns=bars, values="value", aggfunc="mean")
     if pivot.empty:
         return None
     figure, axes = plt.subplots(figsize=(8, 3.2))
     pivot.plot.bar(ax=axes, rot=0)
+    if len(bounds) == 2:
+        draw_intervals(axes, frame, pivot, bars)
     axes.set_ylabel(label(shown))
     axes.set_xlabel("")
     axes.legend(title=label(bars), **CHART_LEGEND)

@@ -14,7 +14,7 @@ from narrative_eval import tracking
 from narrative_eval.backends.accounting import Prices, usd
 from narrative_eval.backends.batch import batch_enabled, collect_open
 from narrative_eval.backends.cache import RequestCache
-from narrative_eval.backends.registry import get_backend
+from narrative_eval.backends.registry import get_backend, missing
 from narrative_eval.cells import BackendPool, CellOutcome
 from narrative_eval.config import SweepConfig
 from narrative_eval.data.infilling import file_sha256
@@ -280,6 +280,15 @@ def checked_grid(config: SweepConfig) -> dict[str, Any]:
         raise UserError(problems)
     # Counting the requests reads and validates the data (every bad row, with its file:line).
     return describe_grid(config)
+
+
+def cannot_run_here(config: SweepConfig) -> list[str]:
+    """Each model and judge of the config that cannot run from this machine, by name, with what it lacks
+    (`backends.missing`: a key, a download, a CUDA GPU, a server): the app refuses such a launch, the dry run says it."""
+    engines = {f"model {model.id}": model for model in config.models}
+    engines.update({f"judge {judge.id}": judge.model for judge in config.judges})
+    needs = {name: missing(spec) for name, spec in engines.items()}
+    return [f"{name} cannot run here: it {need}" for name, need in needs.items() if need]
 
 
 def estimate_lines(config: SweepConfig, grid: dict[str, Any]) -> list[str]:

@@ -1,14 +1,14 @@
 """The example continuation study (examples/continuation/), installed by the test install as any plugin would be:
 the commands find it with no change to the platform. Listed, counted in a dry run, a tiny sweep with the embedded
 SmolLM2 (one MLflow run per cell, metrics, traces and dataset input, the judge's control checks: all from the
-library's single-turn loop), a rerun that does no work, its report, and the app's Runs tab."""
+library's single-turn loop), a rerun that does no work, its report, and the app's Runs tab. The sweep is the session's
+shared one (tests/shared_sweeps.py), which the app's Launch test also uses."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata
 import io
-import json
 
 import mlflow
 import pandas as pd
@@ -19,14 +19,15 @@ from narrative_eval import tracking
 from narrative_eval.data.infilling import load_instances, sentences
 from narrative_eval.errors import UserError
 from narrative_eval.registry import PLUGIN_GROUP
+from tests.shared_sweeps import CONTINUATION, tracking_store
 from ui.common import STUDIES
 from narrative_eval.reports.labels import label
 from ui.runs import ALL_JUDGES, MEAN, runs_frame
 
 pytestmark = pytest.mark.slow
 
-SETTINGS = ["plain", "guided"]
-JUDGE = "smollm2-judge"
+SETTINGS = CONTINUATION["prompt_settings"]
+JUDGE = CONTINUATION["judges"][0]
 
 
 def run(command, *argv: str) -> tuple[int, str]:
@@ -37,26 +38,23 @@ def run(command, *argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-@pytest.fixture(scope="module")
-def config(tmp_path_factory, repo_root):
-    folder = tmp_path_factory.mktemp("continuation")
-    path = folder / "continuation.yaml"
-    path.write_text(json.dumps({
-        "study": "continuation", "sweep": f"continuation-{folder.name}",
-        "data": str(repo_root / "data/infilling/sample.jsonl"), "limit": 2, "opening_sentences": 3,
-        "models": ["smollm2"], "prompt_settings": SETTINGS, "generation": {"temperature": 0.3, "max_new_tokens": 20},
-        "judges": [JUDGE], "report_dir": str(folder / "report"),
-    }))
-    return path
+@pytest.fixture(scope="module", autouse=True)
+def in_the_apps_store(app_env):
+    """The shared sweep went into the app's tracking store (the app's Launch test adds to it): read it there."""
+    with tracking_store(app_env):
+        yield
 
 
 @pytest.fixture(scope="module")
-def swept(config):
-    """The sweep run once through the command line, then its cell runs from MLflow."""
-    code, printed = run(sweep, "--config", str(config), "--no-progress")
-    assert code == 0, printed
-    name = json.loads(config.read_text())["sweep"]
-    return name, printed, tracking.sweep_cell_runs("continuation", name)
+def config(continuation_sweep):
+    return continuation_sweep.config
+
+
+@pytest.fixture(scope="module")
+def swept(continuation_sweep):
+    """The shared sweep (tests/shared_sweeps.py), run once through the command line, then its cell runs from MLflow."""
+    name = continuation_sweep.name
+    return name, continuation_sweep.printed, tracking.sweep_cell_runs("continuation", name)
 
 
 def test_the_plugin_is_installed_and_listed_after_the_project_studies():

@@ -26,24 +26,6 @@ E2E_SWEEP = "ui-e2e"
 
 
 @pytest.fixture(scope="session")
-def ui_paths(isolated_stores) -> dict[str, Path]:
-    root = isolated_stores / "ui"
-    paths = {"reports": root / "reports", "jobs": root / "ui_jobs", "annotations": root / "annotations.sqlite"}
-    paths["reports"].mkdir(parents=True, exist_ok=True)
-    return paths
-
-
-@pytest.fixture(scope="session")
-def app_env(ui_paths) -> dict[str, str]:
-    """The app and its sweeps get a tracking store of their own: runs other tests leave in the session's store
-    (an incremental-delivery sweep, a newer infilling sweep) must not change what the app shows. The request
-    cache stays shared, so replies already generated are reused."""
-    root = ui_paths["reports"].parent
-    return {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-            "NARRATIVE_EVAL_ARTIFACT_ROOT": str(root / "artifacts")}
-
-
-@pytest.fixture(scope="session")
 def e2e_sweep(ui_paths, app_env) -> str:
     """Two embedded models (smollm2, gemma3) x one level on three shipped instances, judged, into the test store.
     Without the judge's control items: what the app shows of a judge's checks comes from run tags the tests set

@@ -154,7 +154,7 @@ def test_stories_are_rated_blind_exported_and_read_by_the_human_validation_repor
     page.get_by_text("Export for the human-validation report").click()
     expect(page.locator("#stories-export-judge input")).to_have_value(JUDGE)
     page.locator("#stories-export").click()
-    expect(page.locator("#stories-export-message")).to_contain_text("Exported 2 pointwise rating(s) and 2 pairwise verdict(s)")
+    expect(page.locator("#stories-export-message")).to_contain_text("Exported 2 pointwise ratings and 2 pairwise verdicts")
     screenshot(page, "annotate-stories-export")
 
     # The files load with the study's loaders, every id checked against the sweep's own score records.

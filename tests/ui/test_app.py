@@ -26,7 +26,7 @@ def test_runs_tab_lists_the_sweep_runs(page, e2e_sweep, screenshot):
 def test_compare_shows_both_models_fills_inside_the_passage(page, e2e_sweep, screenshot):
     from playwright.sync_api import expect
 
-    open_tab(page, "Compare infills")
+    open_tab(page, "Compare")
     choose(page, "compare-sweep", e2e_sweep)
     view = page.locator("#compare-view")
     for model in ("smollm2", "gemma3"):
@@ -42,7 +42,7 @@ def test_compare_shows_both_models_fills_inside_the_passage(page, e2e_sweep, scr
         expect(fill).to_have_count(1)
         assert fill.inner_text().strip()
     expect(view.locator(".gold-card mark.blank")).to_have_count(1)
-    expect(view.locator(".gold")).to_contain_text("Removed text")
+    expect(view.locator(".gold")).to_contain_text("Reference (gold)")
     screenshot(page, "compare")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -12,7 +13,7 @@ from narrative_eval.backends import BACKENDS, Backend, SlowStart, backend
 from narrative_eval.config import load_config
 from narrative_eval.metrics import at_avg, at_avg_names
 from ui import launch, live
-from ui.common import AppSettings, at_avg_of
+from ui.common import AppSettings, at_avg_of, study_named
 
 CATALOG = {
     "models": {
@@ -50,7 +51,7 @@ def app(tmp_path, monkeypatch) -> AppSettings:
 
 def test_a_grid_built_in_the_form_uses_the_catalogs_judges(app, tmp_path, repo_root):
     assert launch.judge_names(launch.model_catalog(app)) == ["tiny-strict", "tiny-vllm", "keyed", "slow-plugin"]
-    raw = launch.grid_config(app, "form", ["tiny"], ["L2"], str(repo_root / "data/infilling/sample.jsonl"), 4, [0],
+    raw = launch.grid_config(app, "infilling", "form", ["tiny"], ["L2"], str(repo_root / "data/infilling/sample.jsonl"), 4, [0],
                              "tiny-strict", 32, 0.3)
     (tmp_path / "form.yaml").write_text(yaml.safe_dump(raw))
     config = load_config(tmp_path / "form.yaml")
@@ -58,7 +59,7 @@ def test_a_grid_built_in_the_form_uses_the_catalogs_judges(app, tmp_path, repo_r
     assert (judge.id, judge.rubric, judge.max_new_tokens, judge.seed) == ("tiny-strict", "infilling_narrative", 77, 3)
     assert config.models[0].quantization == "gguf-q4_1" and judge.model == config.models[0]
     # A catalog model without a judge entry judges greedily under its own name, as the form always did.
-    raw = launch.grid_config(app, "form", ["tiny"], ["L2"], "data.jsonl", None, [0], "tiny-vllm", 32, 0.3)
+    raw = launch.grid_config(app, "infilling", "form", ["tiny"], ["L2"], "data.jsonl", None, [0], "tiny-vllm", 32, 0.3)
     assert raw["judges"][0]["id"] == "tiny-vllm-judge" and raw["judges"][0]["model"]["backend"] == "vllm"
 
 
@@ -108,7 +109,7 @@ def test_compare_events_take_a_run_of_the_previous_sweep_without_an_error(tmp_pa
     # lands after the one drawn for a click.
     drawing = [fn for fn in demo.fns.values() if runs in fn.inputs or parts["view"] in fn.outputs]
     assert {(fn.concurrency_id, fn.concurrency_limit) for fn in drawing} == {("compare-view", 1)}
-    assert "run-card" not in compare.render("no-such-sweep", ["run-of-the-old-sweep"], 0, "instance-1")
+    assert "run-card" not in compare.render(study_named(None), "no-such-sweep", ["run-of-the-old-sweep"], 0, "instance-1")
 
 
 def test_an_idle_app_polls_its_queue_every_20_ms_not_every_millisecond():
@@ -143,3 +144,36 @@ def test_a_tables_latex_download_is_written_once_per_version_of_its_csv(tmp_path
     csv.write_text("model,at_avg\ngemma3,0.125\n")
     second = latex_file(table, shown_table(table))
     assert second != first and "gemma3" in open(second).read() and "smollm2" in open(first).read()
+
+
+def test_compare_counts_a_fill_as_rated_above_4_as_high_pct_does():
+    """The 'only fills a judge rated above 4' filter reads the library's per-row High% (a failed judgment counts for
+    nothing), not a count of its own."""
+    from ui.compare import judged_high
+
+    table = pd.DataFrame({"instance_id": ["a", "b", "c"], "judge/j/fluency": [5, 3, 5],
+                          "judge/j/qavg": [4.6, 3.0, 4.8], "judge/j/status": ["ok", "ok", "failed"]})
+    assert judged_high(table) == [True, False, False]
+    assert judged_high(table.iloc[:0]) == []
+
+
+def test_one_rating_flow_serves_both_halves_of_annotate(tmp_path):
+    """Fills and stories share the next-item and save steps (annotate_common): each half says its own words, and a
+    mistake is said under the field it is about."""
+    from narrative_eval import annotations
+    from ui import annotate, annotate_stories
+    from ui.annotate_common import save_rating, show_next
+    from ui.common import FORM, FormError
+
+    store = annotations.AnnotationStore(tmp_path / "ratings.sqlite")
+    for source, rating_of in ((annotate.fills(), annotate.fill_rating),
+                              (annotate_stories.story_source(), annotate_stories.story_rating)):
+        for rater, sweep, field in (("", "any", "rater"), ("ann", None, "sweep")):
+            with pytest.raises(FormError) as refused:
+                show_next(source, store, rater, "pointwise", sweep)
+            assert refused.value.field == field
+        with pytest.raises(FormError, match="first") as refused:
+            save_rating(source, rating_of, store, None, "ann")
+        assert refused.value.field == FORM
+        shown = show_next(source, store, "ann", "pointwise", "no-such-sweep")
+        assert shown[0] is None and source.nothing_left in shown[1] and len(shown) == 4 + source.inputs

@@ -87,7 +87,7 @@ def test_an_input_error_is_said_by_the_inputs_and_clears_the_outputs(page, ui_pa
     expect(page.locator("#live-metrics")).to_contain_text("AtAvg", timeout=180_000)
     screenshot(page, "fill-live-before-an-error")
     offset = log_size(ui_paths)
-    message = page.locator("#live-message")
+    message = page.locator("#live-passage-error")  # under the passage it is about
     mistakes = [
         ("no-blank", "A passage that lost its blank somewhere.", "has no blank"),
         ("two-blanks", "One ______ and another ______ here.", "has 2 blanks"),
@@ -129,7 +129,7 @@ def test_a_passage_over_the_context_window_is_refused_before_generating(page, ui
     open_live(page)
     offset = log_size(ui_paths)
     fill(page, passage_of(20_000, "context"))
-    expect(page.locator("#live-message")).to_contain_text("context window of 4,096 tokens", timeout=180_000)
+    expect(page.locator("#live-passage-error")).to_contain_text("context window of 4,096 tokens", timeout=180_000)
     expect_cleared(page, "Log context.")
     assert_not_read(page)
     screenshot(page, "fill-live-over-the-context-window")
@@ -142,7 +142,7 @@ def test_a_long_passage_is_read_only_once_confirmed(page, screenshot):
     open_live(page)
     passage = passage_of(7000, "long")
     fill(page, passage)
-    message = page.locator("#live-message")
+    message = page.locator("#live-passage-error")
     expect(message).to_contain_text(f"{len(passage):,} characters, over the 6,000", timeout=180_000)
     expect(message).to_contain_text("again to fill it anyway")
     expect_cleared(page, "Log long.")
@@ -178,9 +178,34 @@ def test_models_that_cannot_run_here_are_marked_and_refused_inline(page, ui_path
     page.get_by_role("option", name=f"{model} — needs {key}").click()
     expect(page.locator("#live-model input").first).to_have_value(f"{model} — needs {key}")
     page.locator("#live-go").click()
-    expect(page.locator("#live-message")).to_contain_text(f"{model} needs {key} to run from here")
+    expect(page.locator("#live-model-error")).to_contain_text(f"{model} needs {key} to run from here")
+    expect(page.locator("#live-passage-error")).to_have_text("")
     expect(page.locator(ERROR_BADGES)).to_have_count(0)
     screenshot(page, "fill-live-model-needs-a-key")
     page.wait_for_timeout(1000)
     log = log_since(ui_paths, offset)
     assert "Traceback" not in log and key not in log, log[-3000:]
+
+
+def test_answer_live_takes_a_plugin_studys_fields_and_shows_its_answer(page, screenshot):
+    """Answer live reads the study: the continuation plugin's 'guided' setting asks for its two template slots, and
+    the reply comes back with the answer the study's own step takes from it."""
+    from playwright.sync_api import expect
+
+    open_tab(page, "Answer live")
+    choose(page, "live-study", "continuation")
+    choose(page, "live-study-setting", "guided")
+    fields = [page.locator(f"#live-study-field-{i}") for i in range(3)]
+    expect(fields[0]).to_contain_text("domain")
+    expect(fields[1]).to_contain_text("opening")
+    expect(fields[2]).to_be_hidden()
+    choose(page, "live-study-model", "smollm2")
+    fields[0].locator("textarea").fill("story")
+    fields[1].locator("textarea").fill("The ferry left the harbour at dawn. Gulls followed it past the lighthouse.")
+    page.locator("#live-study-go").click()
+    expect(page.locator("#live-study-status")).to_contain_text("continuation:", timeout=60_000)
+    reply = page.locator("#live-study-reply textarea").input_value()
+    shown = page.locator("#live-study-status").inner_text().split("continuation:", 1)[1].strip()
+    assert reply.strip() and shown and shown in reply, (reply, shown)
+    expect(page.locator("#live-study-fields-error")).to_have_text("")
+    screenshot(page, "answer-live-continuation")

@@ -132,4 +132,4 @@ def test_a_failed_cell_is_counted_as_failed_never_as_done(tmp_path, monkeypatch)
     assert cells_column(ended) == "1/2 · 1 failed"
     assert job_progress.progress_of(ended)[1] == "failed: 1 of 2 cells finished, 1 failed"
     assert job_progress.outcome(ended).startswith("failed (exit status 1) after 1 of 2 cells")
-    assert "1 cell(s) failed" in job_progress.outcome(ended)
+    assert "1 cell failed" in job_progress.outcome(ended)

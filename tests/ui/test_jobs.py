@@ -74,8 +74,8 @@ def test_a_refused_launch_leaves_no_config_behind(tmp_path):
     _announced_running(app.jobs_dir, busy.job_id)
     try:
         with pytest.raises(gr.Error, match="limit is 1"):
-            launch(app, FROM_FORM, "", "refused", ["smollm2"], ["L2"], "data/infilling/sample.jsonl", 2, "0", "none",
-                   16, 0.3)
+            launch(app, FROM_FORM, "", "refused", "infilling", ["smollm2"], ["L2"], "data/infilling/sample.jsonl", 2,
+                   "0", "none", 16, 0.3)
         assert sorted(p.suffix for p in app.jobs_dir.iterdir()) == [".json", ".log"]  # the busy job's files only
     finally:
         jobs.cancel_job(busy)
@@ -134,10 +134,11 @@ def test_the_launch_tab_refuses_what_the_command_line_refuses(tmp_path):
     header_only = tmp_path / "header_only.csv"
     header_only.write_text(",".join(COLUMNS) + "\n")
     with pytest.raises(gr.Error, match=r"seeds: must be integers from 0 to 4294967294 .* got -1"):
-        launch(app, FROM_FORM, "", "negative-seed", ["smollm2"], ["L2"], "data/infilling/sample.jsonl", 2, "0, -1",
-               "none", 16, 0.3)
+        launch(app, FROM_FORM, "", "negative-seed", "infilling", ["smollm2"], ["L2"], "data/infilling/sample.jsonl", 2,
+               "0, -1", "none", 16, 0.3)
     with pytest.raises(gr.Error, match=f"{header_only}: no instances: the file has its header and no rows"):
-        estimate(app, FROM_FORM, "", "no-rows", ["smollm2"], ["L2"], str(header_only), 2, "0", "none", 16, 0.3)
+        estimate(app, FROM_FORM, "", "no-rows", "infilling", ["smollm2"], ["L2"], str(header_only), 2, "0", "none", 16,
+                 0.3)
     assert jobs.list_jobs(app.jobs_dir) == [] and list(app.jobs_dir.iterdir()) == []
 
 
@@ -226,7 +227,7 @@ def test_launch_checks_a_typed_config_like_the_dry_run_and_that_its_models_can_r
     for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     app = AppSettings(jobs_dir=tmp_path / "jobs", reports_dir=tmp_path / "reports", max_jobs=1)
-    form = (["smollm2"], ["L2"], "data/infilling/sample.jsonl")
+    form = ("infilling", ["smollm2"], ["L2"], "data/infilling/sample.jsonl")
     with pytest.raises(FormError) as refused:
         launch(app, FROM_CONFIG, "experiments/configs/incremental.yaml", "gpu-grid", *form, 2, "0", "none", 16, 0.3)
     assert "model llama-3.1-8b cannot run here: it needs a download" in refused.value.message
@@ -245,4 +246,11 @@ def test_launch_checks_a_typed_config_like_the_dry_run_and_that_its_models_can_r
     assert "not below" not in estimate(app, FROM_FORM, "", "small", *form, 2, "0", "none", 16, 0.3)
     checked = estimate(app, FROM_CONFIG, "examples/continuation/continuation.yaml", "typed", *form, 1, "0", "none", 16,
                        0.3)
-    assert checked.startswith("**Estimate:** 2 cell(s)"), checked
+    assert checked.startswith("**Estimate:** 2 cells"), checked
+    # The grid built in the form is of the study picked: the continuation plugin's own prompt settings.
+    continued = estimate(app, FROM_FORM, "", "continued", "continuation", ["smollm2"], ["plain", "guided"],
+                         "data/infilling/sample.jsonl", 1, "0", "none", 16, 0.3)
+    assert continued.startswith("**Estimate:** 2 cells"), continued
+    with pytest.raises(FormError, match="'L2' is not a continuation setting"):
+        estimate(app, FROM_FORM, "", "continued", "continuation", ["smollm2"], ["L2"], "data/infilling/sample.jsonl", 1,
+                 "0", "none", 16, 0.3)

@@ -77,7 +77,7 @@ def test_a_judge_that_failed_its_checks_is_flagged_in_runs_and_compare(page, e2e
         expect(table.locator("td.warn")).to_have_text(f"⚠ {judge} failed (see above)")
         screenshot(page, "runs-judge-check")
 
-        open_tab(page, "Compare infills")
+        open_tab(page, "Compare")
         choose(page, "compare-sweep", e2e_sweep)
         flagged = page.locator("#compare-view .run-card[data-model='smollm2'] .judge-check-failed")
         expect(flagged).to_contain_text(f"judge {judge} failed checks: Discrimination")

@@ -146,10 +146,10 @@ def test_compare_says_why_it_shows_no_instance(wide, e2e_sweep, ui_paths, app_en
     from playwright.sync_api import expect
 
     from ui import compare
-    from ui.common import cell_runs
+    from ui.common import cell_runs, study_named
 
     page, log_start = wide, len(app_log(ui_paths))
-    open_tab(page, "Compare infills")
+    open_tab(page, "Compare")
     choose(page, "compare-sweep", e2e_sweep)
     view = page.locator("#compare-view")
     expect(view.locator(".run-card").first).to_be_visible(timeout=60_000)
@@ -158,8 +158,9 @@ def test_compare_says_why_it_shows_no_instance(wide, e2e_sweep, ui_paths, app_en
     # Which fills the test sweep's judge rated above 4, read from the app's store as the tab reads it.
     for key in ("MLFLOW_TRACKING_URI", "NARRATIVE_EVAL_ARTIFACT_ROOT"):
         monkeypatch.setenv(key, app_env[key])
-    runs = list(cell_runs(compare.STUDY, e2e_sweep)["run_id"])
-    high = compare.instance_order(runs, 0, False, high_only=True)
+    study = study_named(None)  # the first single-turn study registered: infilling, the tab's default
+    runs = list(cell_runs(study.experiment, e2e_sweep)["run_id"])
+    high = compare.instance_order(study, runs, 0, False, high_only=True)
     if high:
         expect(view.locator(".run-card").first).to_be_visible()
         expect(view).not_to_contain_text("rated above 4 by")

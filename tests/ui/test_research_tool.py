@@ -130,7 +130,7 @@ def test_a_user_mistake_is_shown_without_a_traceback_in_the_log(page, ui_paths, 
     open_tab(page, "Annotate")
     page.locator("#annotate-rater textarea, #annotate-rater input").first.fill("")
     page.locator("#annotate-next").click()
-    expect(page.get_by_text("Type your name first: ratings are kept per rater")).to_be_visible()
+    expect(page.locator("#annotate-rater-error")).to_contain_text("Type your name first: ratings are kept per rater")
     screenshot(page, "user-error-inline")
     page.wait_for_timeout(1000)
     with log_path.open() as handle:
@@ -193,7 +193,7 @@ def test_compare_can_list_only_instances_with_a_fill_judged_above_four(page, e2e
         judged = rows[[c for c in rows if c.startswith("judge/") and c.endswith("/qavg")]].apply(pd.to_numeric, errors="coerce")
         expected |= set(rows.loc[(judged > 4).any(axis=1) & (rows["seed"] == 0), "instance_id"])
 
-    open_tab(page, "Compare infills")
+    open_tab(page, "Compare")
     choose(page, "compare-sweep", e2e_sweep)
     expect(page.locator("#compare-view .run-card")).to_have_count(2)
     page.locator("#compare-high input").check()

@@ -77,3 +77,23 @@ def test_a_missing_number_says_why_and_a_one_setting_study_charts_its_conditions
     assert table.loc[1, "j Creative Integrity"] == "0.125"
     figure = chart(runs, "judge/j/ci")
     assert figure.axes[0].get_legend().get_title().get_text() == "Condition"
+
+
+def test_any_studys_logged_intervals_show_in_the_table_and_as_error_bars():
+    """Intervals are read from the keys every cell logs (`<key>_lo`, `<key>_hi`), whichever study logged them: here
+    the example continuation study's, a plugin the app does not name."""
+    from matplotlib.collections import LineCollection
+
+    from narrative_eval.reports.labels import label
+
+    runs = pd.DataFrame({
+        "run_id": ["a" * 32, "b" * 32], "experiment_id": ["1"] * 2, "status": ["FINISHED"] * 2,
+        "params.model_id": ["smollm2"] * 2, "params.prompt_setting": ["plain", "guided"], "params.condition": [""] * 2,
+        "metrics.chrf": [0.21, 0.25], "metrics.chrf_lo": [0.15, 0.2], "metrics.chrf_hi": [0.27, 0.31],
+    })
+    table = runs_frame(runs, MEAN, ALL_JUDGES, study="continuation")
+    assert table.loc[1, label("chrf")] == "0.250 [0.200, 0.310]"
+    bars = [c for c in chart(runs, "chrf").axes[0].collections if isinstance(c, LineCollection)]
+    assert len(bars) == 2  # one error bar per setting
+    spans = sorted(tuple(round(y, 6) for y in segment[:, 1]) for bar in bars for segment in bar.get_segments())
+    assert spans == [(0.15, 0.27), (0.2, 0.31)]

@@ -1,5 +1,5 @@
 """The app tells the truth, in headless Chromium at 1440 px: Launch runs exactly the config typed (a path in no list),
-checked before it starts; a failed cell is counted as failed everywhere; a form's mistakes are said beside the form;
+checked before it starts; a failed cell is counted as failed everywhere; a form's mistakes are said under their fields;
 and the app's log holds no traceback and no progress bar."""
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ import yaml
 from browser_helpers import choose, open_tab, report_column, runs_match_report, settle
 from job_helpers import wait_until_ended
 
+from tests.shared_sweeps import CONTINUATION, CONTINUATION_SWEEP
+
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
-TYPED_SWEEP = "typed-config"
+TYPED_SWEEP = CONTINUATION_SWEEP
+"""The name the form gives: the shared continuation sweep's, whose finished cells the job then skips."""
 
 
 def fill(page, elem_id: str, text: str) -> None:
@@ -21,44 +24,76 @@ def fill(page, elem_id: str, text: str) -> None:
 
 
 def typed_config(folder) -> str:
-    """A continuation sweep outside the configs folder (so in no list): the embedded SmolLM2 and a model whose weights
-    file is no GGUF, so one cell finishes and one fails."""
+    """The shared continuation sweep's config outside the configs folder (so in no list), with a model whose weights
+    file is no GGUF: the embedded SmolLM2's cells are already done (skipped), the broken model's fail."""
     broken = folder / "broken.gguf"
     broken.write_bytes(b"not a model")
-    config = {"study": "continuation", "sweep": "renamed-by-the-form", "data": "data/infilling/sample.jsonl",
-              "opening_sentences": 3, "prompt_settings": ["plain"], "judge_checks": False,
-              "models": ["smollm2", {"id": "broken", "backend": "llama_cpp", "weights": str(broken)}],
-              "generation": {"temperature": 0.3, "max_new_tokens": 24}, "judges": ["smollm2-judge"]}
+    config = {**CONTINUATION, "sweep": "renamed-by-the-form", "judge_checks": False,
+              "models": [*CONTINUATION["models"], {"id": "broken", "backend": "llama_cpp", "weights": str(broken)}]}
     path = folder / "my-continuation.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return str(path)
 
 
-def test_launch_runs_exactly_the_typed_config_and_counts_its_failed_cell(page, ui_paths, screenshot, stops_its_jobs,
-                                                                        tmp_path):
+def test_compare_shows_a_plugin_studys_item_once_and_its_runs_answers_side_by_side(page, continuation_sweep, app_env,
+                                                                                  monkeypatch, screenshot):
+    """Compare reads any single-turn study from the study object: the example continuation plugin's sweep (before the
+    Launch test adds its broken model's cells) shows the item's opening once and each run's sentence after it."""
+    from playwright.sync_api import expect
+
+    from ui.common import cell_runs, run_table
+
+    open_tab(page, "Compare")
+    choose(page, "compare-study", "continuation")
+    choose(page, "compare-sweep", CONTINUATION_SWEEP)
+    view = page.locator("#compare-view")
+    cards = view.locator(".compare-columns .run-card")
+    expect(cards).to_have_count(len(CONTINUATION["prompt_settings"]), timeout=60_000)
+    item = page.locator("#compare-instance input").first.input_value()
+    # What each run logged for that item, read from the app's store as the tab reads it.
+    for key in ("MLFLOW_TRACKING_URI", "NARRATIVE_EVAL_ARTIFACT_ROOT"):
+        monkeypatch.setenv(key, app_env[key])
+    rows = [table[(table["item_id"] == item) & (table["seed"] == 0)].iloc[0]
+            for table in map(run_table, cell_runs("continuation", CONTINUATION_SWEEP)["run_id"])]
+    assert len(rows) == 2 and {row["opening"] for row in rows} == {rows[0]["opening"]}
+    expect(view.locator(".gold-card .passage")).to_have_text(rows[0]["opening"])
+    expect(view.locator(".gold")).to_contain_text(f"Reference (next_sentence): {rows[0]['next_sentence']}")
+    assert sorted(cards.locator("mark").all_inner_texts()) == sorted(row["continuation"] for row in rows if row["continuation"])
+    tops = [card.bounding_box()["y"] for card in cards.all()]
+    assert abs(tops[0] - tops[1]) < 2, tops  # one row
+    screenshot(page, "compare-continuation")
+
+
+def test_launch_runs_exactly_the_typed_config_and_counts_its_failed_cells(page, ui_paths, screenshot, stops_its_jobs,
+                                                                         continuation_sweep, tmp_path):
     from playwright.sync_api import expect
 
     from ui import jobs
 
     path = typed_config(tmp_path)
     open_tab(page, "Launch")
+    # The grid built in the form is of the study picked: its own prompt settings are offered (the first by default).
+    choose(page, "launch-study", "continuation")
+    levels = page.locator("#launch-levels")
+    expect(levels).to_contain_text("plain — The opening alone")
+    expect(levels).not_to_contain_text("L2")
     page.locator("#launch-mode").get_by_text("a config file").click()
     listed = page.locator("#launch-config input")
     listed.fill(path)
     listed.press("Enter")
     fill(page, "launch-sweep", TYPED_SWEEP)
-    fill(page, "launch-limit", "1")
+    fill(page, "launch-limit", str(CONTINUATION["limit"]))
     page.locator("#launch-go").click()
     expect(page.locator("#launch-message")).to_contain_text(f"Started {TYPED_SWEEP}")
     expect(page.locator("#launch-error")).to_have_text("")
     job = next(j for j in jobs.list_jobs(ui_paths["jobs"]) if j.sweep == TYPED_SWEEP)
-    assert job.study == "continuation" and job.total_cells == 2 and job.config_path == path
+    assert job.study == "continuation" and job.total_cells == 4 and job.config_path == path
     assert job.command[job.command.index("--config") + 1] == path
     wait_until_ended(ui_paths["jobs"], job.job_id, timeout=600)
     table = page.locator("#jobs-table")
-    expect(table).to_contain_text("1/2 · 1 failed", timeout=30_000)
-    expect(table).to_contain_text("failed: 1 of 2 cells finished, 1 failed")
-    expect(page.locator("#launch-message")).to_contain_text("1 cell(s) failed")
+    expect(table).to_contain_text("2/4 · 2 failed", timeout=30_000)
+    expect(table).to_contain_text("failed: 2 of 4 cells finished, 2 failed")
+    expect(page.locator("#launch-message")).to_contain_text("2 cells failed")
     log = page.locator("#launch-log textarea")
     expect(log).to_have_value(re.compile(r"error: FAILED broken/plain: ValueError: Failed to load model"))
     assert "Traceback" not in log.input_value() and "File \"" not in log.input_value()
@@ -71,14 +106,14 @@ def test_launch_runs_exactly_the_typed_config_and_counts_its_failed_cell(page, u
     page.locator("#runs-refresh").click()
     choose(page, "runs-sweep", TYPED_SWEEP)
     rows = page.locator("#runs-table tbody tr")
-    expect(rows).to_have_count(2)
+    expect(rows).to_have_count(4)
     shown = sorted(" ".join(row.split()[:2]) for row in rows.all_inner_texts())
-    assert shown == ["broken plain", "smollm2 plain"], shown
+    assert shown == ["broken guided", "broken plain", "smollm2 guided", "smollm2 plain"], shown
     expect(page.locator("#runs-table")).to_contain_text("FAILED")
     expect(page.locator("#runs-sweep")).not_to_contain_text("renamed-by-the-form")
-    # Every headline number shown equals the report's main table (the failed cell has none, and no report row).
+    # Every headline number shown equals the report's main table (the failed cells have none, and no report row).
     main = ui_paths["reports"] / TYPED_SWEEP / "main.csv"
-    assert runs_match_report(page, main, {"model": "model", "setting": "setting"}, report_column) == 8
+    assert runs_match_report(page, main, {"model": "model", "setting": "setting"}, report_column) == 16
     screenshot(page, "truth-runs-of-the-typed-config")
 
 
@@ -103,8 +138,8 @@ def test_launch_refuses_what_cannot_run_here_beside_the_form(page, ui_paths, scr
     log_path = ui_paths["reports"].parent / "app.log"
     before_jobs, before_log = len(jobs.list_jobs(ui_paths["jobs"])), log_path.stat().st_size
     open_tab(page, "Launch")
-    error = page.locator("#launch-error")
-    # (field, a mistake, the button pressed, what is said beside the form, the value then typed to go on)
+    error = page.locator("#launch-error")  # under the buttons: what is about the form as a whole
+    # (field, a mistake, the button pressed, what is said under that field, the value then typed to go on)
     mistakes = [("sweep", "../platform", "go", "The sweep name '../platform' cannot be used", "numbers"),
                 ("limit", "-5", "go", "Limit: a whole number 0 or more, got -5", "1e12"),
                 ("max-tokens", "99999999", "estimate", "Max new tokens: a whole number from 8 to 2,048, got 99,999,999",
@@ -112,11 +147,15 @@ def test_launch_refuses_what_cannot_run_here_beside_the_form(page, ui_paths, scr
     for field, wrong, button, said, fixed in mistakes:
         fill(page, f"launch-{field}", wrong)
         page.locator(f"#launch-{button}").click()
-        expect(error).to_contain_text(said)
+        expect(page.locator(f"#launch-{field}-error")).to_contain_text(said)
+        expect(error).to_have_text("")
+        if field == "sweep":
+            screenshot(page, "truth-launch-error-under-its-field")
         fill(page, f"launch-{field}", fixed)
     page.locator("#launch-estimate").click()
     expect(page.locator("#launch-estimate-text")).to_contain_text("is not below the data's size: the whole data file runs")
-    expect(error).to_have_text("")
+    for field in ("sweep", "limit", "max-tokens"):
+        expect(page.locator(f"#launch-{field}-error")).to_have_text("")
 
     page.locator("#launch-mode").get_by_text("a config file").click()
     typed = page.locator("#launch-config input")
@@ -169,7 +208,7 @@ def test_compare_shows_the_passage_once_and_the_runs_side_by_side(page, e2e_swee
     runs sit in columns on one row, each its fill in a few words of context."""
     from playwright.sync_api import expect
 
-    open_tab(page, "Compare infills")
+    open_tab(page, "Compare")
     choose(page, "compare-sweep", e2e_sweep)
     view = page.locator("#compare-view")
     cards = view.locator(".compare-columns .run-card")

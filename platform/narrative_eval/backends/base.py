@@ -24,6 +24,15 @@ BACKENDS: Registry[type["Backend"]] = Registry(
 """Backend name -> Backend class (ModelSpec.backend names one)."""
 
 
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device (False without torch)."""
+    try:
+        import torch  # an optional heavy engine: only the torch-based backends ask
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
 def usable_cores() -> int:
     """The compute threads an engine of this process should start: the cores it may run on (fewer than the machine has
     under a cpuset, taskset or container limit, where a thread per machine core would leave threads waiting on each
@@ -106,6 +115,12 @@ class Backend(ABC):
     def gpus_for(cls, spec: ModelSpec) -> int:
         """GPUs one loaded instance of this model holds (a Ray cell reserves them); 0 on CPU or behind an API."""
         return 0
+
+    @classmethod
+    def device_need(cls, spec: ModelSpec) -> str | None:
+        """What this machine lacks to run the model's engine, said briefly ('needs a CUDA GPU (...)'); None when it
+        has it. Loads nothing."""
+        return None
 
     @classmethod
     def slow_start(cls, spec: ModelSpec) -> SlowStart | None:

@@ -27,7 +27,8 @@ def backend_class(name: str) -> type[Backend]:
 
 def missing(spec: ModelSpec) -> str | None:
     """What a model lacks to run from this machine, said briefly ('needs OPENAI_API_KEY', 'needs a server',
-    'needs a download'); None when it runs as it is. Loads nothing."""
+    'needs a download', 'needs a CUDA GPU (...)', or two of them joined by 'and'); None when it runs as it is.
+    Loads nothing. The one check of the app's Launch and Fill live and the command line's dry run."""
     if spec.backend not in BACKENDS:
         return f"needs the {spec.backend} backend"
     engine = backend_class(spec.backend)
@@ -36,7 +37,11 @@ def missing(spec: ModelSpec) -> str | None:
         return None if os.environ.get(key) else f"needs {key}"
     if engine.hosted:
         return "needs a server"  # a server that takes no key: nothing tells whether it is up
-    return None if on_this_machine(spec.weights) else "needs a download"
+    needs = [] if on_this_machine(spec.weights) else ["needs a download"]
+    device = engine.device_need(spec)
+    if device:
+        needs.append(device)
+    return needs[0] + "".join(f" and {need.removeprefix('needs ')}" for need in needs[1:]) if needs else None
 
 
 def gpus_for(spec: ModelSpec) -> int:

