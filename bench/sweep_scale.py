@@ -119,7 +119,7 @@ def runs_tab_first_load(sweep: str) -> float:
     listed = cell_runs("infilling", chosen, finished_only=False)
     table, _ = runs.runs_table("infilling", chosen, [], [], [], runs.MEAN, runs.ALL_JUDGES, app)
     runs.csv_file("infilling", chosen, [], [], [], runs.MEAN, runs.ALL_JUDGES)
-    charts = runs.chart_choices(listed)
+    charts = runs.chart_choices(listed, "infilling")
     runs.chart(runs.filtered_runs("infilling", chosen, [], [], []), charts[0][1] if charts else None)
     seconds = time.perf_counter() - start
     assert len(table) == len(listed) and not listed.empty
