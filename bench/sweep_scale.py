@@ -11,9 +11,11 @@ data file of N instances made from the shipped passages. Two sizes:
   grow with the store, and do the steps after generation (the report, the Runs tab's first load) stay linear?
 
 Printed per size: both wall times and their ratio (target <= 1.3), the platform's milliseconds per generation
-((sweep - bare) / generations), the store's bytes per generation (the SQLite file and the artifacts folder), the
+((sweep - bare) / generations) and the CPU time behind it (the client process's, which the machine's load does not
+change as it changes wall time), the store's bytes per generation (the SQLite file and the artifacts folder), the
 report's time rebuilt from MLflow (target <= 60 s at 20,000) and the first load of the app's Runs tab (target
-<= 3 s) and Compare tab: the library work their callbacks do when the tab opens on the sweep, without a browser.
+<= 3 s) and Compare tab: the library work their callbacks do when the tab opens on the sweep, without a browser;
+and the machine's load average before and after (the ratio moves with what else the cores run).
 The last line prints every figure.
 
 Usage: python bench/sweep_scale.py [--sizes 4000 20000] [--keep]
@@ -82,8 +84,9 @@ report_dir: {root / 'report' / name}
     return path
 
 
-def bare_loop(base_url: str, cells: list, instances: list) -> float:
-    """The sweep's requests through the `openai` SDK, THREADS at a time; seconds."""
+def bare_loop(base_url: str, cells: list, instances: list) -> tuple[float, float]:
+    """The sweep's requests through the `openai` SDK, THREADS at a time; seconds of wall time and of this process's
+    CPU time."""
     import openai
 
     from narrative_eval.prompts import render_infilling
@@ -99,13 +102,13 @@ def bare_loop(base_url: str, cells: list, instances: list) -> float:
                                                max_tokens=MAX_NEW_TOKENS, seed=seed)
         return reply.choices[0].message.content
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with ThreadPoolExecutor(THREADS) as pool:
         replies = list(pool.map(send, requests))
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert len(replies) == len(requests) and all(replies)
     client.close()
-    return seconds
+    return seconds, cpu
 
 
 def runs_tab_first_load(sweep: str) -> float:
@@ -119,7 +122,7 @@ def runs_tab_first_load(sweep: str) -> float:
     listed = cell_runs("infilling", chosen, finished_only=False)
     table, _ = runs.runs_table("infilling", chosen, [], [], [], runs.MEAN, runs.ALL_JUDGES, app)
     runs.csv_file("infilling", chosen, [], [], [], runs.MEAN, runs.ALL_JUDGES)
-    charts = runs.chart_choices(listed)
+    charts = runs.chart_choices(listed, "infilling")
     runs.chart(runs.filtered_runs("infilling", chosen, [], [], []), charts[0][1] if charts else None)
     seconds = time.perf_counter() - start
     assert len(table) == len(listed) and not listed.empty
@@ -155,15 +158,16 @@ def measure(size: int, root: Path, base_url: str) -> dict[str, float]:
     from narrative_eval.sweep import expand_grid, run_sweep
 
     count, settings, models = SIZES[size]
+    load_before = os.getloadavg()[0]
     instances = scale_instances(count)
     data = save_instances(instances, root / f"scale-{count}.csv")
     name = f"scale-{size}"
     config = load_config(write_config(root, name, data, base_url, settings, models))
     cells = expand_grid(config)
-    bare = bare_loop(base_url, cells, instances)
-    start = time.perf_counter()
+    bare, bare_cpu = bare_loop(base_url, cells, instances)
+    start, cpu = time.perf_counter(), time.process_time()
     outcome = run_sweep(config)
-    swept = time.perf_counter() - start
+    swept, swept_cpu = time.perf_counter() - start, time.process_time() - cpu
     generations = len(cells) * count
     assert outcome.count("finished") == len(cells) and outcome.generated == generations, outcome.cells
     store = Path(os.environ["MLFLOW_TRACKING_URI"].removeprefix("sqlite:///"))
@@ -173,15 +177,19 @@ def measure(size: int, root: Path, base_url: str) -> dict[str, float]:
     figures = {
         "generations": generations, "cells": len(cells), "bare_s": bare, "sweep_s": swept, "ratio": swept / bare,
         "ms_per_generation": 1000 * (swept - bare) / generations,
+        "cpu_ms_per_generation": 1000 * (swept_cpu - bare_cpu) / generations,
         "store_bytes_per_generation": (store.stat().st_size + folder_bytes(root / "artifacts")) / generations,
         "db_bytes_per_generation": store.stat().st_size / generations,
         "report_s": report, "runs_tab_s": runs_tab_first_load(name), "compare_tab_s": compare_tab_first_load(name),
+        "load": (load_before, os.getloadavg()[0]),
     }
     print(f"{size}: {generations} generations in {len(cells)} cells; bare loop {bare:.1f} s, sweep {swept:.1f} s, "
           f"ratio {figures['ratio']:.2f} (target <= 1.3); platform {figures['ms_per_generation']:.2f} ms per "
-          f"generation; store {figures['store_bytes_per_generation'] / 1024:.1f} KB per generation "
+          f"generation ({figures['cpu_ms_per_generation']:.2f} ms of CPU time: sweep {swept_cpu:.1f} s, bare loop "
+          f"{bare_cpu:.1f} s); store {figures['store_bytes_per_generation'] / 1024:.1f} KB per generation "
           f"({figures['db_bytes_per_generation'] / 1024:.1f} KB in the database); report {report:.1f} s; "
-          f"Runs tab first load {figures['runs_tab_s']:.2f} s; Compare tab {figures['compare_tab_s']:.2f} s", flush=True)
+          f"Runs tab first load {figures['runs_tab_s']:.2f} s; Compare tab {figures['compare_tab_s']:.2f} s; "
+          "load average (1 min) %.1f -> %.1f" % figures["load"], flush=True)
     return figures
 
 
@@ -212,9 +220,11 @@ def main() -> None:
     finally:
         stop(server)
     print(f"cores: {os.cpu_count()}; " + "; ".join(
-        f"{size}: ratio {r['ratio']:.2f}, {r['ms_per_generation']:.2f} ms/generation, "
+        f"{size}: ratio {r['ratio']:.2f}, {r['ms_per_generation']:.2f} ms/generation "
+        f"({r['cpu_ms_per_generation']:.2f} ms CPU), "
         f"{r['store_bytes_per_generation'] / 1024:.1f} KB/generation, report {r['report_s']:.1f} s, "
-        f"Runs tab {r['runs_tab_s']:.2f} s, Compare tab {r['compare_tab_s']:.2f} s" for size, r in results.items()))
+        f"Runs tab {r['runs_tab_s']:.2f} s, Compare tab {r['compare_tab_s']:.2f} s, load %.1f -> %.1f" % r["load"]
+        for size, r in results.items()))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,20 @@ def test_a_cell_run_says_what_it_is_from_its_start_and_ends_killed_when_stopped(
     assert tracking.end_open_runs("KILLED") == []
 
 
+def test_a_cell_run_handed_to_the_driver_is_ended_by_the_driver_when_it_stops():
+    """A Ray worker hands its finished cell's run to the driver's writer: a driver stopped before writing it ends it
+    KILLED (a rerun redoes it), the worker no longer does, and the run stays known as fresh (no earlier traces)."""
+    cell = cells_of("handed-over")[0]
+    parent = tracking.start_sweep_run("infilling", "handed-over", {})
+    run_id = tracking.start_cell_run("infilling", cell, parent)
+    assert tracking.hand_over(run_id) is True  # the worker's side: created there, so it holds no traces
+    assert tracking.end_open_runs("KILLED") == [parent]
+    assert tracking.client().get_run(run_id).info.status == "RUNNING"
+    tracking.take_over(run_id, fresh=True)  # the driver's side
+    assert tracking.end_open_runs("KILLED") == [run_id]
+    assert tracking.client().get_run(run_id).info.status == "KILLED"
+
+
 def test_tabs_open_on_the_newest_sweep_with_a_finished_cell():
     """Bug 4: the tabs opened on the newest sweep, even one stopped before any cell finished."""
     from ui.common import pick_sweep

@@ -83,7 +83,7 @@ def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, gener
     existing = tracking.find_cell_run(study.experiment, cell)
     if existing is not None and existing[1] == "FINISHED":
         return CellOutcome(cell, "skipped", run_id=existing[0])
-    run_id = tracking.start_cell_run(study.experiment, cell, parent_run_id)
+    run_id = tracking.start_cell_run(study.experiment, cell, parent_run_id, existing)
     before, start = generated(), time.perf_counter()
     pool = runtime.backend_for if isinstance(runtime.backend_for, BackendPool) else None
     cost_before = pool.cost() if pool else {}

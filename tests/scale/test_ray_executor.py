@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 
+import mlflow
 import pandas as pd
 import pytest
 
@@ -136,6 +137,11 @@ def test_generations_tables_match(both_runs):
         columns = ["instance_id", "seed", "messages", "raw_reply", "answer", "extraction_status", "rouge1"]
         ray_table, local_table = tracking.load_table(ray_id), tracking.load_table(local_id)
         assert ray_table[columns].equals(local_table[columns])
+        # The driver's cell writer logged the workers' cells as the local executor does: one trace per generation.
+        experiment_id = ray_runs["experiment_id"].iloc[0]
+        traces = mlflow.search_traces(locations=[experiment_id], run_id=ray_id, return_type="list", include_spans=False)
+        assert len(traces) == len(ray_table)
+        assert sorted(t.info.trace_id for t in traces) == sorted(ray_table["trace_id"])
         pd.testing.assert_series_equal(ray_table["bertscore"], local_table["bertscore"], check_exact=False, rtol=0, atol=1e-6)
 
 

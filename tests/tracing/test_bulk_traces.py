@@ -1,6 +1,7 @@
 """Traces written in one transaction of the SQL store (tracing/bulk.py) read back exactly as MLflow's own
 `start_trace` + `log_spans` write them: same info, tags, metadata, token usage, assessments and spans, only the ids
-and clock times differ. This is the guard for an MLflow upgrade that changes what its store writes."""
+and clock times differ; an evaluation dataset's records merged in a batch read back as MLflow's merge_records leaves
+them. This is the guard for an MLflow upgrade that changes what its store writes."""
 
 from __future__ import annotations
 
@@ -82,3 +83,48 @@ def assert_alike(batch: dict[str, str], one_by_one: dict[str, str]) -> None:
 
 def test_a_batch_reads_back_as_mlflow_writes_it_trace_by_trace():
     assert_alike(*written_both_ways(os.environ["MLFLOW_TRACKING_URI"]))
+
+
+DATASET_ROWS = [
+    [{"inputs": {"instance_id": "enc/1", "passage": "It rained, café."}, "expectations": {"gold": "It poured."}},
+     {"inputs": {"instance_id": "enc/2", "passage": "The sun."}}],
+    # Merged again: enc/1 gets a second expectation (updated, not duplicated), enc/3 is new, twice.
+    [{"inputs": {"instance_id": "enc/1", "passage": "It rained, café."}, "expectations": {"gold_2": "Rain."}},
+     {"inputs": {"instance_id": "enc/3", "passage": "A cat."}, "expectations": {"gold": "It sat."}},
+     {"inputs": {"instance_id": "enc/3", "passage": "A cat."}, "expectations": {"gold_2": "It slept."}}],
+]
+
+
+def _dataset_written(client: MlflowClient, experiment_id: str, how: str) -> tuple[list[str], str, str]:
+    """An evaluation dataset's records as MLflow reads them back (ids and times left out), its schema and profile."""
+    dataset = client.create_dataset(name=f"records-{how}-{os.urandom(4).hex()}", experiment_id=[experiment_id])
+    for rows in DATASET_ROWS:
+        if how == "bulk":
+            bulk.merge_dataset_records(dataset, rows)
+        else:
+            dataset.merge_records(rows)
+    found = client.get_dataset(dataset.dataset_id)
+    records = [json.dumps({k: v for k, v in record.to_dict().items()
+                           if k not in ("dataset_record_id", "dataset_id", "created_time", "last_update_time")},
+                          sort_keys=True) for record in found.records]
+    return sorted(records), found.schema, found.profile
+
+
+def test_dataset_records_merged_in_a_batch_read_back_as_mlflow_merges_them():
+    uri = os.environ["MLFLOW_TRACKING_URI"]
+    client = MlflowClient(uri)
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        experiment_id = client.create_experiment(f"bulk-records-{os.urandom(4).hex()}")
+        batch = _dataset_written(client, experiment_id, "bulk")
+        one_by_one = _dataset_written(client, experiment_id, "mlflow")
+    finally:
+        mlflow.set_tracking_uri(previous)
+    assert batch == one_by_one
+    records = [json.loads(r) for r in batch[0]]
+    expectations = [record.get("expectations") for record in records]
+    assert len(records) == 3
+    assert {"gold": "It poured.", "gold_2": "Rain."} in expectations
+    assert {"gold": "It sat.", "gold_2": "It slept."} in expectations
+    assert json.loads(batch[2])["num_records"] == 3

@@ -4,6 +4,9 @@ Select it with `executor: ray` in a sweep config or `--executor ray` on the swee
 Each worker process builds its own backends behind the shared request cache and runs the cell
 exactly as the local executor does (`run_cell_tracked`): same MLflow child run under the
 sweep's parent, same skip/resume rules, same cache keys, so results do not depend on the executor.
+As with the local executor, a finished cell is logged by the driver's cell writer (`tracking.CellWriter`:
+traces in batches, one writer for the store) while the worker, and its GPUs, go on to the next cell; its
+run turns FINISHED only once all is written, so a sweep stopped before that leaves it to be redone.
 
 `executor_options` (all optional):
 
@@ -31,18 +34,19 @@ import os
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from narrative_eval import tracking
 from narrative_eval.backends.cache import default_cache_path
 from narrative_eval.backends.registry import gpus_for
-from narrative_eval.cells import BackendPool, CellOutcome, over_budget, run_cell_tracked
+from narrative_eval.cells import BackendPool, CellOutcome, finish_outcomes, over_budget, run_cell_tracked
 from narrative_eval.config import SweepConfig
 from narrative_eval.executors import executor
 from narrative_eval.quiet import quiet_dependencies
 from narrative_eval.records import CellSpec
-from narrative_eval.study import ProgressFactory, Runtime, load_study
+from narrative_eval.study import CellResult, ProgressFactory, Runtime, load_study
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +143,21 @@ def worker_env(config: SweepConfig) -> dict[str, str]:
 _WORKER_POOLS: dict[str, BackendPool] = {}
 
 
-def run_cell_on_worker(cell: CellSpec, parent_run_id: str, workdir: str):
-    """Body of a cell's Ray task: the local executor's cell runner, with this worker's own backends."""
+@dataclass
+class ToDriver:
+    """A worker's cell writer: the finished cell goes back to the driver, whose `tracking.CellWriter` logs it."""
+
+    result: CellResult | None = None
+    fresh: bool = False
+    """Its run was created by the worker (`tracking.hand_over`)."""
+
+    def submit(self, run_id: str, cell: CellSpec, result: CellResult, evaluation: Any) -> None:
+        self.result, self.fresh = result, tracking.hand_over(run_id)
+
+
+def run_cell_on_worker(cell: CellSpec, parent_run_id: str, workdir: str) -> tuple[CellOutcome, CellResult | None, bool]:
+    """Body of a cell's Ray task: the local executor's cell runner, with this worker's own backends; the outcome,
+    and the finished cell's result for the driver to log (None: nothing to log) and whether its run is fresh."""
     quiet_dependencies()  # a worker is a fresh process: the driver's filters do not reach it
     # Relative data and prompt paths in the cell resolve against the driver's directory when this node has it.
     if workdir and Path(workdir).is_dir():
@@ -150,7 +167,13 @@ def run_cell_on_worker(cell: CellSpec, parent_run_id: str, workdir: str):
         _WORKER_POOLS[cache_path] = BackendPool(cache_path or None)
     pool = _WORKER_POOLS[cache_path]
     runtime = Runtime(backend_for=pool)
-    return run_cell_tracked(cell, parent_run_id, runtime, lambda: pool.generated)
+    to_driver = ToDriver()
+    outcome = run_cell_tracked(cell, parent_run_id, runtime, lambda: pool.generated, to_driver)
+    return outcome, to_driver.result, to_driver.fresh
+
+
+def _evaluation(cell: CellSpec, result: CellResult) -> Any:
+    return load_study(cell.study).evaluation(cell, result)
 
 
 # --------------------------------------------------------------------------- driver side
@@ -229,6 +252,7 @@ def run_ray(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, prog
 
     # Object ref -> cell index of every task in flight.
     pending: dict[Any, int] = {}
+    writer = tracking.CellWriter()
 
     def completed() -> Iterator[int]:
         pending.update({submit(i): i for i in range(len(cells))})
@@ -238,13 +262,16 @@ def run_ray(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, prog
             index = pending.pop(ref)
             cell = cells[index]
             try:
-                outcome = ray.get(ref)
+                outcome, result, fresh = ray.get(ref)
             except Exception as error:  # the worker died or the task could not run
                 text = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=4)}"
                 outcome = CellOutcome(cell, "failed", None, 0, 0.0, text)
                 lost = True
             else:
                 lost = False
+                if result is not None and outcome.run_id is not None:
+                    tracking.take_over(outcome.run_id, fresh)
+                    writer.submit(outcome.run_id, cell, result, partial(_evaluation, cell, result))
             generated[index] += outcome.generated
             seconds[index] += outcome.seconds
             if outcome.status == "failed" and attempts[index] <= max_retries:
@@ -270,6 +297,7 @@ def run_ray(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, prog
             ray.cancel(ref, force=True)
         raise
     finally:
+        finish_outcomes([o for o in outcomes if o is not None], writer)
         if started_here:
             ray.shutdown()
     return [o for o in outcomes if o is not None]

@@ -37,13 +37,14 @@ DESCRIPTION_TAG = "mlflow.note.content"
 
 
 def log_cell_records(client: MlflowClient, run_id: str, cell: CellSpec, result: Any,
-                     evaluation: CellEvaluation, fresh_run: bool = False) -> dict[str, str]:
+                     evaluation: CellEvaluation, fresh_run: bool = False,
+                     experiment_id: str | None = None) -> dict[str, str]:
     """Dataset, traces, prompt versions and description of a finished cell, as its study gave them; adds
-    `trace_id` to the rows of its table (`fresh_run`: created by this process, so it holds no earlier traces).
-    Returns record key -> trace id."""
+    `trace_id` to the rows of its table (`fresh_run`: created by this process, so it holds no earlier traces;
+    `experiment_id`: its run's, when the caller read it already). Returns record key -> trace id."""
     records = evaluation.records
     trace_ids: dict[str, str] = {}
-    experiment_id = client.get_run(run_id).info.experiment_id
+    experiment_id = experiment_id or client.get_run(run_id).info.experiment_id
     if records is not None:
         _log_dataset(client, run_id, experiment_id, cell, records)
         trace_ids = write_traces(client, run_id, experiment_id, records.traces, fresh_run)

@@ -12,13 +12,14 @@ from mlflow import MlflowClient
 
 from narrative_eval.records import CellSpec, stable_hash
 from narrative_eval.tracing.base import CellRecords
+from narrative_eval.tracing.bulk import merge_dataset_records
 
 SWEEPS_TAG = "narrative_eval.sweeps"
 """Dataset tag: the sweeps whose cells ran on it, comma-separated."""
 
 _merged: set[tuple[str, str, str]] = set()
 """(tracking URI, dataset id, digest of the records) this process merged already: the cells of a sweep share their
-data file, and MLflow upserts records one query each, so each distinct set of records is merged once."""
+data file, so each distinct set of records is merged once."""
 
 
 def dataset_name(cell: CellSpec) -> str:
@@ -39,7 +40,7 @@ def register_evaluation_dataset(client: MlflowClient, experiment_id: str, cell: 
     rows = evaluation_records(records)
     merged = (client.tracking_uri, dataset.dataset_id, stable_hash(rows))
     if merged not in _merged:
-        dataset.merge_records(rows)
+        merge_dataset_records(dataset, rows)
         _merged.add(merged)
     sweeps = [s for s in str((dataset.tags or {}).get(SWEEPS_TAG, "")).split(",") if s]
     if cell.sweep not in sweeps:

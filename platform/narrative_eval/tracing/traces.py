@@ -148,8 +148,13 @@ def _span_id() -> int:
     return secrets.randbits(64) or 1
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+"""json.dumps(value, ensure_ascii=False, default=str), one encoder for every value (about 20 per span): dumps builds
+one per call, and a plain string or number then skips the encoder's general path."""
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _ENCODER.encode(value)
 
 
 def _seconds(attributes: dict[str, Any]) -> float:

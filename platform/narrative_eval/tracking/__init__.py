@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.entities import Metric, Param, Run, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
 
 from narrative_eval.records import CellSpec, finite_number
@@ -146,9 +146,15 @@ def end_open_runs(status: str = "KILLED") -> list[str]:
 # --------------------------------------------------------------------------- cells
 
 
-def start_cell_run(experiment: str, cell: CellSpec, parent_run_id: str) -> str:
-    """The cell's run: an unfinished earlier attempt is resumed (never duplicated), else a new child run."""
-    existing = find_cell_run(experiment, cell)
+_LOOK_UP: Any = object()
+
+
+def start_cell_run(experiment: str, cell: CellSpec, parent_run_id: str,
+                   existing: tuple[str, str] | None = _LOOK_UP) -> str:
+    """The cell's run: an unfinished earlier attempt is resumed (never duplicated), else a new child run
+    (`existing`: what `find_cell_run` answered, when the caller asked it already)."""
+    if existing is _LOOK_UP:
+        existing = find_cell_run(experiment, cell)
     c = client()
     params = [Param(k, v) for k, v in cell_params(cell).items()]
     if existing is not None:
@@ -159,13 +165,31 @@ def start_cell_run(experiment: str, cell: CellSpec, parent_run_id: str) -> str:
     else:
         run_id = _create_cell_run(c, experiment, cell, parent_run_id, params)
     # Params at the start, so a run stopped half-way still says what it is (model, setting, condition).
-    _log_missing_params(c, run_id)
+    _log_missing_params(c, run_id, None if existing is not None else {})
     return run_id
 
 
-def _log_missing_params(c: MlflowClient, run_id: str) -> None:
-    """Log the params an open run still lacks (MLflow refuses to log a param twice)."""
-    logged = c.get_run(run_id).data.params
+def hand_over(run_id: str) -> bool:
+    """Leave the cell run `run_id`, started here, for another process to log (a Ray worker's cell, logged by the
+    sweep's driver); True when this process created it, so it holds no traces yet: the other's `take_over` says so."""
+    _open_runs.pop(run_id, None)
+    fresh = run_id in _created_runs
+    _created_runs.discard(run_id)
+    return fresh
+
+
+def take_over(run_id: str, fresh: bool) -> None:
+    """Log the cell run `run_id` from this process (`hand_over`); until it is logged it is one of the runs
+    `end_open_runs` ends."""
+    _open_runs[run_id] = []
+    if fresh:
+        _created_runs.add(run_id)
+
+
+def _log_missing_params(c: MlflowClient, run_id: str, logged: dict[str, str] | None = None) -> None:
+    """Log the params an open run still lacks (MLflow refuses to log a param twice; `logged`: those it holds,
+    when known: none in a run just created)."""
+    logged = c.get_run(run_id).data.params if logged is None else logged
     params = [p for p in _open_runs.get(run_id, []) if p.key not in logged]
     for start in range(0, len(params), 100):
         c.log_batch(run_id, params=params[start : start + 100])
@@ -228,7 +252,8 @@ def log_cell(run_id: str, cell: CellSpec, result: Any, evaluation: Callable[[], 
     c = client()
     params = cell_params(cell)
     params.update({k: _param_text(redact(v)) for k, v in result.params.items()})
-    existing = c.get_run(run_id).data.params
+    run = c.get_run(run_id)
+    existing = run.data.params
     now = int(time.time() * 1000)
     # A resumed run may already carry some params from an attempt killed while logging; params are immutable.
     new_params = [Param(k, v) for k, v in params.items() if k not in existing]
@@ -239,7 +264,8 @@ def log_cell(run_id: str, cell: CellSpec, result: Any, evaluation: Callable[[], 
     for start in range(0, len(metrics), 1000):
         c.log_batch(run_id, metrics=metrics[start : start + 1000])
     c.log_dict(run_id, redact(cell.model_dump(mode="json")), "cell_spec.json")
-    _log_evaluation_records(c, run_id, cell, result, evaluation)  # first: it adds each row's trace_id to the tables
+    # First: it adds each row's trace_id to the tables.
+    _log_evaluation_records(c, run, cell, result, evaluation)
     for name, rows in result.tables.items():
         c.log_table(run_id, data=_table_frame(rows), artifact_file=name)
     for name, payload in result.artifacts.items():
@@ -252,15 +278,16 @@ def log_cell(run_id: str, cell: CellSpec, result: Any, evaluation: Callable[[], 
     _open_runs.pop(run_id, None)
 
 
-def _log_evaluation_records(c: MlflowClient, run_id: str, cell: CellSpec, result: Any,
+def _log_evaluation_records(c: MlflowClient, run: Run, cell: CellSpec, result: Any,
                             evaluation: Callable[[], CellEvaluation] | None) -> None:
     """Dataset, traces with assessments, prompt versions, description (narrative_eval.tracing); a failure there
     is a warning, never a failed cell."""
+    run_id = run.info.run_id
     fresh_run = run_id in _created_runs
     _created_runs.discard(run_id)  # from now on it may hold traces: logging it again replaces them
     try:
         log_cell_records(c, run_id, cell, result, evaluation() if evaluation is not None else CellEvaluation(),
-                         fresh_run=fresh_run)
+                         fresh_run=fresh_run, experiment_id=run.info.experiment_id)
     except Exception as error:
         warn_once("evaluation records", error)
 
@@ -341,6 +368,7 @@ __all__ = [
     "find_cell_run",
     "find_sweep_run",
     "finished_sweeps",
+    "hand_over",
     "all_sweeps",
     "list_sweeps",
     "load_json_artifact",
@@ -353,6 +381,7 @@ __all__ = [
     "start_sweep_run",
     "report_cell_runs",
     "sweep_cell_runs",
+    "take_over",
     "tracking_uri",
     "unreachable",
 ]
