@@ -11,7 +11,7 @@ named by stage (`generate`, `score`, `judge <id>`), per-seed summaries aggregate
 generations table, traces and the dataset input, and the judges' control items.
 
 A multi-turn study (the incremental one) runs its own delivery but batches, seeds, judges and aggregates with the
-helpers here: `in_batches`, `item_seed`, `judge_in_batches`, `seed_metrics`.
+helpers here: `in_batches`, `item_seed`, `judge_in_batches`, `aggregate_seeds`.
 """
 
 from __future__ import annotations
@@ -103,6 +103,17 @@ def seed_metrics(summaries: Mapping[int, Mapping[str, float]]) -> dict[str, floa
         if values:
             metrics[key] = statistics.fmean(values)
             metrics[sd_key(key)] = statistics.stdev(values) if len(values) > 1 else 0.0
+    return metrics
+
+
+def aggregate_seeds(summaries: Mapping[int, Mapping[str, float]], rows: Sequence[Mapping[str, Any]] = (),
+                    clusters: Sequence[str] | None = None) -> dict[str, float]:
+    """What a cell logs of its seeds: `seed_metrics` of their summaries and, where `clusters` gives each of the
+    cell's `rows` (one per item and seed, scored under the summaries' keys) its cluster, every number's interval
+    as `<key>_lo`, `<key>_hi` from a bootstrap drawing clusters (stats.cell_scores.cell_intervals)."""
+    metrics = seed_metrics(summaries)
+    if clusters is not None:
+        metrics.update(cell_intervals(list(rows), wanted=set(metrics), clusters=clusters))
     return metrics
 
 
@@ -210,6 +221,11 @@ class SingleTurnStudy(Study):
         """Per-seed rates of its answer step beside the generic numbers (none by default)."""
         return {}
 
+    def interval_cluster(self, item: Item) -> str | None:
+        """What an item is drawn with when its cell's intervals are bootstrapped (items of one cluster together);
+        None (the default): the cell logs no intervals."""
+        return None
+
     # ---------------------------------------------------------------- the Study contract, from the declaration
 
     def check_config(self, config: SweepSettings) -> list[str]:
@@ -281,12 +297,13 @@ def run_single_turn(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime) ->
     _score(study, cell, runtime, samples)
     _judge(study, cell, runtime, items, samples)
     per_seed = {seed: [s for s in samples if s.seed == seed] for seed in cell.seeds}
-    metrics = seed_metrics({seed: _seed_summary(study, cell, found) for seed, found in per_seed.items()})
-    metrics[f"n_{study.items_name}"] = float(len(items))
-    metrics["n_seeds"] = float(len(per_seed))
     rubrics = {judge.id: load_rubric(study.judge_rubric(judge)) for judge in cell.judges}
     rows = [_row(study, sample, rubrics) for sample in samples]
-    metrics.update(cell_intervals(rows, wanted=set(metrics)))
+    clusters = [study.interval_cluster(sample.item) for sample in samples]
+    metrics = aggregate_seeds({seed: _seed_summary(study, cell, found) for seed, found in per_seed.items()}, rows,
+                              None if None in clusters else clusters)
+    metrics[f"n_{study.items_name}"] = float(len(items))
+    metrics["n_seeds"] = float(len(per_seed))
     params: dict[str, Any] = {"prompt_file_sha256": study.prompt_file(cell).sha256, f"n_{study.items_name}": len(items)}
     if rubrics:  # their texts go to MLflow's prompt registry too (Study.used_templates)
         params["rubric"] = ",".join(sorted({rubric.name for rubric in rubrics.values()}))
@@ -459,6 +476,6 @@ def _rationale(raw: Any) -> str | None:
 
 __all__ = [
     "ANSWER", "AT_AVG", "GENERATE", "JUDGE_HEADLINES", "SCORE", "TABLE", "Answer", "Item", "Sample",
-    "SingleTurnStudy", "chunks", "in_batches", "item_seed", "judge_in_batches", "judge_metrics", "judge_stage",
+    "SingleTurnStudy", "aggregate_seeds", "chunks", "in_batches", "item_seed", "judge_in_batches", "judge_metrics", "judge_stage",
     "mean_or_nan", "run_single_turn", "seed_metrics", "single_turn_records",
 ]

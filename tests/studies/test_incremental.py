@@ -14,6 +14,7 @@ from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.config import load_config
 from narrative_eval.data.tasks import load_tasks
 from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec, ScoreRecord
+from narrative_eval.records.keys import interval_keys
 from narrative_eval.study import Runtime
 from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
 from narrative_eval.studies.incremental.report import NO_COMPARISON_TITLE
@@ -126,6 +127,15 @@ def test_cell_logs_conversations_scores_and_seed_metrics(tiny_sweep):
         if records:
             assert f"seed0/judge/smollm2-judge/{dim}" in metrics
             assert metrics[f"judge/smollm2-judge/{dim}_sd"] == 0.0  # one seed
+    # An interval drawing stories for each number that two stories have a value of (one story gives none).
+    finals = rows[rows["final"]]
+    for dim in ("adherence", "craft", "structure_coherence", "ci"):
+        key = f"judge/smollm2-judge/{dim}"
+        low, high = interval_keys(key)
+        if key in finals and finals[key].notna().sum() == 2:
+            assert metrics[low] <= metrics[key] <= metrics[high]
+        else:
+            assert low not in metrics and high not in metrics
     assert metrics["prompt_tokens"] > 0 and metrics["completion_tokens"] > 0
     assert metrics["n_tasks"] == 2
     assert not math.isnan(metrics["scored_rate"])

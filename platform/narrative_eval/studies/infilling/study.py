@@ -15,6 +15,7 @@ from narrative_eval.judges.checks import ControlSet
 from narrative_eval.prompts.render import PromptSettings, prompt_file_for, render_infilling
 from narrative_eval.records import CellSpec, JudgeSpec, Message
 from narrative_eval.reports.labels import labels
+from narrative_eval.stats.cell_scores import passage_of
 from narrative_eval.studies.infilling.cell import select_instances
 from narrative_eval.studies.infilling.config import InfillingConfig
 from narrative_eval.studies.infilling.controls import sweep_controls
@@ -73,6 +74,9 @@ class InfillingStudy(SingleTurnStudy):
         return rates | {f"extraction_{status}_rate": sum(s.answer.status == status for s in samples) / total
                         for status in STATUSES}
 
+    def interval_cluster(self, item: Item) -> str:
+        """Its passage: instances cut from one passage are drawn together."""
+        return passage_of(item.id)
 
     def headline_labels(self, names: Sequence[str]) -> dict[str, str]:
         return labels(names)
