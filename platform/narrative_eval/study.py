@@ -264,6 +264,10 @@ class Study(ABC):
         """What is wrong with a config of this study beyond its schema and names (empty when nothing)."""
         return []
 
+    def registries(self) -> list[Registry]:
+        """Registries of its own (its conditions...), listed by `experiments.sweep --list` beside the generic ones."""
+        return []
+
     # ------------------------------------------------------------------ running a cell
 
     def count_judged(self, cell: CellSpec) -> int:

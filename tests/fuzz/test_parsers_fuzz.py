@@ -124,7 +124,7 @@ def test_ratings_csv_on_arbitrary_text(body):
 @FEW
 @given(body=texts)
 def test_score_records_on_arbitrary_text(body):
-    from narrative_eval.stats.score_records import load_score_records
+    from narrative_eval.studies.incremental.score_records import load_score_records
 
     load_bytes({"scores.jsonl": body.encode("utf-8")}, lambda paths: load_score_records(paths["scores.jsonl"]))
 
@@ -134,7 +134,7 @@ def test_score_records_on_arbitrary_text(body):
 @example(data=b"\xff\xfe" + '{"record_id": 1}\n'.encode("utf-16-le"))
 @example(data=b"[" * 100_000)
 def test_score_records_on_arbitrary_bytes(data):
-    from narrative_eval.stats.score_records import load_score_records
+    from narrative_eval.studies.incremental.score_records import load_score_records
 
     load_bytes({"scores.jsonl": data}, lambda paths: load_score_records(paths["scores.jsonl"]))
 

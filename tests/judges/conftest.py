@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from narrative_eval.records import Constraint, JudgeSpec, ModelSpec
+from narrative_eval.records import JudgeSpec, ModelSpec
+from narrative_eval.studies.incremental.records import Constraint
 
 SMOLLM2_JUDGE_MODEL = ModelSpec(id="smollm2-judge", backend="llama_cpp", weights="embedded:smollm2-135m-instruct")
 

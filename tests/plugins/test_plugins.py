@@ -164,8 +164,8 @@ def test_plugin_condition_drives_a_conversation(plugin_path, tmp_path, repo_root
         import json
         from narrative_eval.backends import CachedBackend, get_backend
         from narrative_eval.config import load_config
-        from narrative_eval.data.tasks import load_tasks
-        from narrative_eval.delivery import deliver
+        from narrative_eval.studies.incremental.tasks import load_tasks
+        from narrative_eval.studies.incremental.delivery import deliver
         from narrative_eval.records import GenerationParams
         from narrative_eval.sweep import describe_grid
 

@@ -1,4 +1,4 @@
-"""Data: loading, validating and subsetting infilling instances; loading and writing tasks. The builder of
+"""Data: loading, validating and subsetting infilling instances. The builder of
 infilling instances is a command of its own: import it from `narrative_eval.data.builder`."""
 
 from narrative_eval.data.errors import DataError, DataErrors
@@ -18,13 +18,11 @@ from narrative_eval.data.infilling import (
     split_problem,
 )
 from narrative_eval.data.subset import spread_limit, stratified_subset
-from narrative_eval.data.tasks import GENRES, load_tasks, save_tasks
 
 __all__ = [
     "BLANK",
     "COLUMNS",
     "DOMAINS",
-    "GENRES",
     "POSITIONS",
     "DataError",
     "DataErrors",
@@ -33,10 +31,8 @@ __all__ = [
     "domain",
     "file_sha256",
     "load_instances",
-    "load_tasks",
     "position_of",
     "save_instances",
-    "save_tasks",
     "sentences",
     "split_problem",
     "spread_limit",

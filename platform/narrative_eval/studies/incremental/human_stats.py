@@ -29,13 +29,13 @@ import numpy as np
 import pandas as pd
 
 from narrative_eval.judges.agreement import cohen_kappa, krippendorff_alpha, spearman
-from narrative_eval.records import ScoreRecord
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
-from narrative_eval.studies.incremental.effects import pair_frame, responses_frame
-from narrative_eval.studies.incremental.vocabulary import COMPARISON, PRIMARY, REVERSED
-from narrative_eval.studies.incremental.human_records import PAIRWISE_DIMENSIONS, EvidenceStatus, PairwiseVerdict, PointwiseRating
 from narrative_eval.stats.ppi import human_anchored_table
-from narrative_eval.stats.score_records import QUALITY_FIELDS
+from narrative_eval.studies.incremental.effects import pair_frame, responses_frame
+from narrative_eval.studies.incremental.human_records import PAIRWISE_DIMENSIONS, EvidenceStatus, PairwiseVerdict, PointwiseRating
+from narrative_eval.studies.incremental.records import ScoreRecord
+from narrative_eval.studies.incremental.score_records import QUALITY_FIELDS
+from narrative_eval.studies.incremental.vocabulary import COMPARISON, PRIMARY, REVERSED
 
 AGGREGATIONS: tuple[str, ...] = ("mean", "median", "centered")
 """How the raters of one response are combined."""

@@ -35,18 +35,8 @@ import numpy as np
 import pandas as pd
 
 from narrative_eval import tracking
-from narrative_eval.delivery.conditions import replanning_conditions
-from narrative_eval.records import ScoreRecord
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import file_slug, markdown_table, write_csv, write_table
-from narrative_eval.studies.incremental.report_diagnostics import (
-    DiagnosticInputs,
-    draw_length_diagnostics,
-    length_diagnostics,
-    records_inputs,
-    sweep_inputs,
-    task_composition,
-)
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.studies.incremental.effects import (
     DIMENSIONS,
@@ -64,7 +54,17 @@ from narrative_eval.studies.incremental.effects import (
 )
 from narrative_eval.studies.incremental.effects import equal_adherence as equal_adherence_table
 from narrative_eval.studies.incremental.effects import equal_genre as equal_genre_table
-from narrative_eval.stats.score_records import load_score_records, save_score_records
+from narrative_eval.studies.incremental.records import ScoreRecord
+from narrative_eval.studies.incremental.report_diagnostics import (
+    DiagnosticInputs,
+    draw_length_diagnostics,
+    length_diagnostics,
+    records_inputs,
+    sweep_inputs,
+    task_composition,
+)
+from narrative_eval.studies.incremental.score_records import load_score_records, save_score_records
+from narrative_eval.studies.incremental.turns import replanning_conditions
 from narrative_eval.studies.incremental.vocabulary import COMPARISON, NAME, REFERENCE
 from narrative_eval.study import experiment_of
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC, load_rubric
-from narrative_eval.stats.score_records import QUALITY_FIELDS
+from narrative_eval.studies.incremental.score_records import QUALITY_FIELDS
 
 NAME = "incremental-delivery"
 """The study's registry name (and its MLflow experiment)."""
@@ -49,7 +49,7 @@ PAIRWISE_DIMENSIONS: tuple[str, ...] = load_rubric(PAIRWISE_RUBRIC).keys
 """The two questions of a pairwise verdict: the pairwise rubric's dimensions."""
 SCORE_DIMENSIONS: tuple[str, ...] = ("adherence", *QUALITY_FIELDS, "ci")
 """Per-judge numbers a cell logs as `judge/<id>/<dimension>`: checklist adherence, the quality rubric's
-dimensions (stats.score_records reads them from the rubric file) and ci (Creative Integrity)."""
+dimensions (score_records reads them from the rubric file) and ci (Creative Integrity)."""
 HEADLINES: tuple[str, ...] = ("ci", "adherence")
 """Per-judge numbers shown first (Runs tab, run descriptions), as `judge/<id>/<headline>`."""
 RUBRICS: tuple[str, str] = (CHECKLIST_RUBRIC, QUALITY_RUBRIC)

@@ -18,9 +18,10 @@ from typing import Any
 
 from narrative_eval.data.errors import DataError, DataErrors
 from narrative_eval.data.jsonl import checked_jsonl
-from narrative_eval.delivery.conditions import CONDITIONS
 from narrative_eval.judges import QUALITY_RUBRIC, load_rubric
-from narrative_eval.records import CellSpec, ScoreRecord
+from narrative_eval.records import CellSpec
+from narrative_eval.studies.incremental.records import ScoreRecord
+from narrative_eval.studies.incremental.turns import CONDITIONS
 
 RECORD_FIELDS: tuple[str, ...] = ("record_id", "story_id", "genre", "model", "condition", "judge", "adherence", "quality")
 """Fields every record carries, in the order they are written."""
