@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from narrative_eval.backends.llama_cpp import GrammarCheckedGreedy, LlamaCppBackend
-from narrative_eval.data.infilling import load_instances
+from narrative_eval.data.instances import load_instances
 from narrative_eval.judges.judge import INFILLING_RUBRIC
 from narrative_eval.judges.render import render_item
 from narrative_eval.judges.rubric import answer_schema, load_rubric

@@ -129,7 +129,8 @@ def test_dry_run_counts_without_loading_models(repo_root, published_csv, capsys)
     from experiments.sweep import main
 
     from narrative_eval.backends import registry
-    from narrative_eval.data import load_instances, stratified_subset
+    from narrative_eval.data import load_instances
+    from narrative_eval.studies.infilling.subset import stratified_subset
 
     loaded = len(registry._loaded)
     assert main(["--config", str(repo_root / "experiments/configs/seed_variance.yaml"), "--dry-run",

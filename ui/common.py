@@ -22,7 +22,7 @@ import yaml
 from narrative_eval import tracking
 from narrative_eval.config import CATALOG_NAME, load_catalog
 from narrative_eval.data import load_instances
-from narrative_eval.data.infilling import BLANK_RE
+from narrative_eval.data.instances import BLANK_RE
 from narrative_eval.metrics import at_avg, at_avg_names
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.stats.judge_checks import FAIL, TAG_PREFIX, failed_in_tags

@@ -16,11 +16,11 @@ import pytest
 
 from experiments import report, sweep
 from narrative_eval import tracking
-from narrative_eval.data.infilling import load_instances, sentences
+from narrative_eval.data.instances import load_instances, sentences
 from narrative_eval.errors import UserError
 from narrative_eval.registry import PLUGIN_GROUP
-from ui.common import STUDIES
 from narrative_eval.reports.labels import label
+from ui.common import STUDIES
 from ui.runs import ALL_JUDGES, MEAN, runs_frame
 
 pytestmark = pytest.mark.slow

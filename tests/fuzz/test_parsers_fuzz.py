@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from narrative_eval.annotations import read_ratings_csv
 from narrative_eval.config import apply_overrides, load_config, parse_override
 from narrative_eval.errors import UserError
-from narrative_eval.extraction import extract_answer
 from narrative_eval.judges.rubric import load_rubric
 from narrative_eval.judges.validate import JudgeReplyError, parse_reply
+from narrative_eval.studies.infilling.extraction import extract_answer
 
 REPO = Path(__file__).resolve().parents[2]
 PROBLEM = "Mara locked the shop at dusk. ______ By morning the window display had been rearranged."

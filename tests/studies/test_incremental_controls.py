@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from narrative_eval.data.infilling import sentences
+from narrative_eval.data.instances import sentences
 from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_EVIDENCE_RUBRIC, QUALITY_RUBRIC
 from narrative_eval.studies.incremental.controls import (
     checklist_controls,

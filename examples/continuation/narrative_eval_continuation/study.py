@@ -5,7 +5,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from narrative_eval.data.infilling import domain, load_instances, sentences
+from narrative_eval.data.instances import domain, load_instances, sentences
 from narrative_eval.evaluation import ANSWER, Answer, Item, SingleTurnStudy
 from narrative_eval.judges import register_rubric
 from narrative_eval.metrics.text import split_sentences

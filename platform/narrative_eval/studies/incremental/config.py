@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from narrative_eval.config import Choices, Grid
 from narrative_eval.config_errors import Shorthand
-from narrative_eval.data.infilling import file_sha256
+from narrative_eval.data.files import file_sha256
 from narrative_eval.judges import load_rubric
 from narrative_eval.judges.rubric import RUBRICS
 from narrative_eval.prompts.render import PROMPT_SETTINGS, SYSTEM_PROMPT

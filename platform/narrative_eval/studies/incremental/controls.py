@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from narrative_eval import tracking
-from narrative_eval.data.infilling import sentences
+from narrative_eval.data.instances import sentences
 from narrative_eval.evaluation import item_seed
 from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC
 from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids

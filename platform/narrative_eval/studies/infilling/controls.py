@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from narrative_eval.data.infilling import domain, load_instances, sentences, split_problem
+from narrative_eval.data.instances import domain, load_instances, sentences, split_problem
 from narrative_eval.judges import INFILLING_RUBRIC
 from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
 from narrative_eval.records import CellSpec, InfillingInstance, JudgeSpec

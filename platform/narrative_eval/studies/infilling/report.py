@@ -20,14 +20,14 @@ from narrative_eval.judges.agreement import cohen_kappa, spearman
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records import finite_number
-from narrative_eval.reports.tables import fold_intervals, latex_text
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
-from narrative_eval.studies.infilling.report_samples import high_quality_tables
+from narrative_eval.reports.tables import fold_intervals, latex_text
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
 from narrative_eval.stats.paired import model_groups, paired_judges, paired_models, paired_settings
 from narrative_eval.stats.ppi import infilling_ppi_table
 from narrative_eval.stats.reference import beside_reference, load_reference
+from narrative_eval.studies.infilling.report_samples import high_quality_tables
 from narrative_eval.studies.infilling.vocabulary import NAME
 from narrative_eval.study import experiment_of
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from narrative_eval.data.infilling import load_instances
+from narrative_eval.data.instances import load_instances
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD as HIGH
 
 COLUMNS = ["model", "setting", "instance_id", "seed", "domain", "qavg", "passage", "gold", "fill"]
