@@ -20,11 +20,11 @@ import pandas as pd
 from pydantic import ValidationError
 
 from narrative_eval import annotations
-from narrative_eval.judges import QUALITY_RUBRIC
 from narrative_eval.records import CellSpec
 from narrative_eval.studies.incremental import stories
 from narrative_eval.studies.incremental.cell_tasks import tasks_of_cell
 from narrative_eval.studies.incremental.records import WritingTask
+from narrative_eval.studies.incremental.vocabulary import QUALITY_RUBRIC
 from narrative_eval.studies.incremental.vocabulary import LEVELS, PAIRWISE_DIMENSIONS
 from ui.annotate_common import (build_agreement, checked_rater, first_unrated, judge_scores_of, progress_line,
                                 rating_as_feedback, rating_form, rubric_dimensions, saved_message, scale_descriptions,

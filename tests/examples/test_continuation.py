@@ -92,7 +92,7 @@ def test_one_run_per_cell_with_metrics_traces_and_dataset(swept, repo_root):
         assert cell["metrics.n_items"] == 2
         for name in ("at_avg", "chrf", "rouge1", "bertscore", f"judge/{JUDGE}/qavg", f"judge/{JUDGE}/high_pct"):
             assert 0 <= cell[f"metrics.{name}"] <= (100 if name.endswith("high_pct") else 5), name
-        table = tracking.load_table(cell["run_id"])
+        table = tracking.load_table(cell["run_id"], "generations.json")
         assert len(table) == 2 and table["continuation"].str.len().min() > 0
         assert all(passages[row.item_id] == row.next_sentence for row in table.itertuples())  # the true 4th sentence
         traces = mlflow.search_traces(locations=[cell["experiment_id"]], run_id=cell["run_id"], return_type="list")

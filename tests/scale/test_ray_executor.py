@@ -134,7 +134,7 @@ def test_generations_tables_match(both_runs):
         ray_id = ray_runs.loc[ray_runs["params.prompt_setting"] == setting, "run_id"].iloc[0]
         local_id = local_runs.loc[local_runs["params.prompt_setting"] == setting, "run_id"].iloc[0]
         columns = ["instance_id", "seed", "messages", "raw_reply", "answer", "extraction_status", "rouge1"]
-        ray_table, local_table = tracking.load_table(ray_id), tracking.load_table(local_id)
+        ray_table, local_table = tracking.load_table(ray_id, "generations.json"), tracking.load_table(local_id, "generations.json")
         assert ray_table[columns].equals(local_table[columns])
         pd.testing.assert_series_equal(ray_table["bertscore"], local_table["bertscore"], check_exact=False, rtol=0, atol=1e-6)
 

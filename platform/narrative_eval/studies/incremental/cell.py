@@ -21,20 +21,23 @@ from typing import Any
 import numpy as np
 
 from narrative_eval.evaluation import aggregate_seeds, in_batches, mean_or_nan
-from narrative_eval.judges import CHECKLIST_RUBRIC, QUALITY_RUBRIC, judge_checklist, judge_quality, rubric_hash
+from narrative_eval.judges import rubric_hash
 from narrative_eval.records import CellSpec, JudgeResult, Reply
 from narrative_eval.records.keys import judge_key
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.delivery import deliver, load_system_prompt
 from narrative_eval.studies.incremental.effects import creative_integrity
+from narrative_eval.studies.incremental.judging import judge_checklist, judge_quality
 from narrative_eval.studies.incremental.records import ScoreRecord, Trajectory, WritingTask
-from narrative_eval.studies.incremental.score_records import QUALITY_FIELDS, model_label, record_id
+from narrative_eval.studies.incremental.score_records import model_label, record_id
 from narrative_eval.studies.incremental.turns import (
     DEFAULT_SYSTEM_PROMPTS_FILE,
     DEFAULT_TURNS_FILE,
     conversation_turns,
     load_turn_templates,
 )
+from narrative_eval.studies.incremental.vocabulary import CHECKLIST_RUBRIC, QUALITY_RUBRIC
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.incremental.vocabulary import SCORE_DIMENSIONS
 from narrative_eval.study import CellResult, Runtime
 

@@ -25,7 +25,6 @@ import yaml
 from narrative_eval import tracking
 from narrative_eval.data.instances import sentences
 from narrative_eval.evaluation import item_seed
-from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC
 from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
 from narrative_eval.records import CellSpec, JudgeSpec
 from narrative_eval.studies.incremental.cell import is_scoreable
@@ -33,6 +32,7 @@ from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig
 from narrative_eval.studies.incremental.records import Trajectory, WritingTask
 from narrative_eval.studies.incremental.score_records import model_label
+from narrative_eval.studies.incremental.vocabulary import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC
 from narrative_eval.studies.incremental.vocabulary import NAME, REFERENCE
 from narrative_eval.study import RequestCount, experiment_of
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
 from narrative_eval.studies.incremental.records import ScoreRecord
-from narrative_eval.studies.incremental.score_records import QUALITY_FIELDS
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.incremental.vocabulary import COMPARISON, REFERENCE
 
 QUALITY_DIMENSIONS: tuple[str, ...] = QUALITY_FIELDS

@@ -34,7 +34,7 @@ from narrative_eval.stats.ppi import human_anchored_table
 from narrative_eval.studies.incremental.effects import pair_frame, responses_frame
 from narrative_eval.studies.incremental.human_records import PAIRWISE_DIMENSIONS, EvidenceStatus, PairwiseVerdict, PointwiseRating
 from narrative_eval.studies.incremental.records import ScoreRecord
-from narrative_eval.studies.incremental.score_records import QUALITY_FIELDS
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.incremental.vocabulary import COMPARISON, PRIMARY, REVERSED
 
 AGGREGATIONS: tuple[str, ...] = ("mean", "median", "centered")

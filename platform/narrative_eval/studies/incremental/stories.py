@@ -25,7 +25,7 @@ from narrative_eval.studies.incremental.human_records import (
     save_pointwise_ratings,
 )
 from narrative_eval.studies.incremental.records import ScoreRecord
-from narrative_eval.studies.incremental.score_records import QUALITY_FIELDS
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.incremental.vocabulary import (
     LEVEL_SCORE,
     NAME,

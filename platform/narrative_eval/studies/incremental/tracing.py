@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from narrative_eval.records import CellSpec
-from narrative_eval.studies.incremental.score_records import QUALITY_FIELDS
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.tracing import CellRecords, generation_attributes
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord, TurnRecord
 
