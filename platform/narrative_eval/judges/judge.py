@@ -29,6 +29,9 @@ HIGH_QUALITY_THRESHOLD = 4.0
 class GeneratingBackend(Protocol):
     """Anything that turns conversations into replies: a Backend or a CachedBackend."""
 
+    batch_size: int
+    """Requests it takes in one `generate` call (callers cut their requests into batches of this size)."""
+
     def generate(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]: ...
 
 

@@ -24,9 +24,8 @@ import yaml
 
 from narrative_eval import tracking
 from narrative_eval.data.instances import sentences
-from narrative_eval.evaluation import item_seed
 from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
-from narrative_eval.records import CellSpec, JudgeSpec
+from narrative_eval.records import CellSpec, JudgeSpec, derived_seed
 from narrative_eval.studies.incremental.cell import is_scoreable
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig
@@ -60,7 +59,7 @@ def shuffled_story(story: str, seed: int, story_id: str) -> str | None:
     if len(parts) < 2:
         return None
     order = list(range(len(parts)))
-    random.Random(item_seed(seed, story_id)).shuffle(order)
+    random.Random(derived_seed(seed, story_id)).shuffle(order)
     if order == sorted(order):
         order = order[1:] + order[:1]
     return " ".join(parts[i] for i in order)
