@@ -32,7 +32,7 @@ from narrative_eval.judges.judge import GeneratingBackend
 from narrative_eval.metrics import METRICS, at_avg, at_avg_names, get_metric, metric_names
 from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
 from narrative_eval.records import CellSpec, JudgeResult, JudgeSpec, Message, Reply, derived_seed, finite_number
-from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key
+from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key, seeded
 from narrative_eval.stats.cell_scores import cell_intervals
 from narrative_eval.study import CellResult, Choices, Grid, ProgressFactory, Runtime, Study, SweepSettings
 from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, generation_attributes
@@ -414,7 +414,7 @@ def single_turn_records(study: SingleTurnStudy, cell: CellSpec, result: CellResu
         outputs = {"raw_reply": row["raw_reply"], study.answer_column: row[study.answer_column]}
         status = {"extraction_status": row["extraction_status"]} if "extraction_status" in row else {}
         traces.append(TraceRecord(
-            key=f"{row[study.id_column]}/seed{row['seed']}", name=study.trace_name, inputs={"messages": row["messages"]},
+            key=seeded(row[study.id_column], row["seed"]), name=study.trace_name, inputs={"messages": row["messages"]},
             outputs={**outputs, **status}, rows=(index,),
             attributes={**generation_attributes(cell, row["seed"]), study.id_column: row[study.id_column],
                         **{c: row.get(c) for c in columns}, "finish_reason": row.get("finish_reason"),

@@ -26,6 +26,7 @@ from narrative_eval import tracking
 from narrative_eval.data.instances import sentences
 from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
 from narrative_eval.records import CellSpec, JudgeSpec, derived_seed
+from narrative_eval.records.keys import seeded
 from narrative_eval.studies.incremental.cell import is_scoreable
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig
@@ -139,7 +140,7 @@ def _cell_stories(cell: CellSpec, run_id: str) -> dict[str, dict[str, str]]:
     for logged in tracking.load_json_artifact(run_id, "trajectories.json"):
         trajectory = Trajectory.model_validate(logged)
         if logged["kept"] and is_scoreable(trajectory, score_truncated) and trajectory.final_text.strip():
-            key = f"{model_label(cell)}/{cell.condition}/seed{trajectory.seed}"
+            key = seeded(f"{model_label(cell)}/{cell.condition}", trajectory.seed)
             found.setdefault(trajectory.story_id, {})[key] = trajectory.final_text
     return found
 
