@@ -105,8 +105,7 @@ def reloading_plugins(monkeypatch):
     def use(points: list[importlib.metadata.EntryPoint]) -> None:
         monkeypatch.setattr(importlib.metadata, "entry_points",
                             lambda group: points if group == registry.PLUGIN_GROUP else [])
-        for name, value in (("_plugins_started", False), ("_plugins_done", False), ("_plugins_failure", None),
-                            ("_project_modules", registry._project_modules)):
+        for name, value in (("_plugins_loaded", False), ("_project_modules", registry._project_modules)):
             monkeypatch.setattr(registry, name, value)
 
     return use
