@@ -90,9 +90,9 @@ def gpu_present() -> bool:
 
 def requests(args: argparse.Namespace) -> tuple[list, list]:
     """(conversations, GenerationParams) exactly as a sweep cell with seed 0 sends them."""
-    from narrative_eval.data.infilling import load_instances
-    from narrative_eval.data.subset import spread_limit
-    from narrative_eval.prompts.render import render_infilling
+    from narrative_eval.data.instances import load_instances
+    from narrative_eval.studies.infilling.subset import spread_limit
+    from narrative_eval.studies.infilling.prompts import render_infilling
     from narrative_eval.records import GenerationParams, derived_seed
 
     instances = spread_limit(load_instances(args.data), args.prompts)

@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 
 from narrative_eval.backends.llama_cpp import GrammarCheckedGreedy, LlamaCppBackend
-from narrative_eval.data.infilling import load_instances
-from narrative_eval.judges.judge import INFILLING_RUBRIC
+from narrative_eval.data.instances import load_instances
 from narrative_eval.judges.render import render_item
 from narrative_eval.judges.rubric import answer_schema, load_rubric
 from narrative_eval.records import GenerationParams, ModelSpec
+from narrative_eval.studies.infilling.vocabulary import RUBRIC
 from narrative_eval.weights import resolve_weights
 
 MODELS = ("smollm2-135m-instruct", "gemma3-270m")
@@ -36,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
     from llama_cpp import Llama
 
-    rubric = load_rubric(INFILLING_RUBRIC)
+    rubric = load_rubric(RUBRIC)
     schema = answer_schema(rubric, [])
     asks = [render_item(rubric, {"problem": i.problem, "candidate": i.gold_answer})
             for i in load_instances(DATA)[: args.instances]]

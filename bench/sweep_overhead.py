@@ -45,7 +45,7 @@ def main() -> None:
     from narrative_eval.backends import get_backend
     from narrative_eval.config import load_config
     from narrative_eval.metrics import score_all
-    from narrative_eval.prompts import render_infilling
+    from narrative_eval.studies.infilling.prompts import render_infilling
     from narrative_eval.records import MetricsSpec
     from narrative_eval.records import derived_seed
     from narrative_eval.studies.infilling import select_instances

@@ -46,8 +46,8 @@ SIZES = {4000: (2000, ["L0", "L2"], 1), 20000: (334, ["L0", "L1", "L2", "L3", "L
 def scale_instances(count: int) -> list:
     """`count` instances from the shipped passages: every (start, span length) a passage allows, passage by passage;
     past the last passage the passages come again under new ref_ids (`<ref_id>~2`, ...)."""
-    from narrative_eval.data.builder import load_passages, make_instance
-    from narrative_eval.data.infilling import sentences
+    from narrative_eval.studies.infilling.builder import load_passages, make_instance
+    from narrative_eval.data.instances import sentences
 
     passages = load_passages(REPO / "data/infilling/passages")
     instances: list = []
@@ -89,7 +89,7 @@ def bare_loop(base_url: str, cells: list, instances: list) -> tuple[float, float
     CPU time."""
     import openai
 
-    from narrative_eval.prompts import render_infilling
+    from narrative_eval.studies.infilling.prompts import render_infilling
     from narrative_eval.records import derived_seed
 
     requests = [(cell.model.weights, [m.model_dump() for m in render_infilling(cell.prompt_setting, inst)],
@@ -153,7 +153,7 @@ def folder_bytes(path: Path) -> int:
 
 def measure(size: int, root: Path, base_url: str) -> dict[str, float]:
     from narrative_eval.config import load_config
-    from narrative_eval.data.infilling import save_instances
+    from narrative_eval.data.instances import save_instances
     from narrative_eval.studies.infilling.report import write_infilling_report
     from narrative_eval.sweep import expand_grid, run_sweep
 

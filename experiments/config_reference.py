@@ -16,11 +16,11 @@ from typing import Annotated, Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel
 
-from narrative_eval.config import STANDARD, Grid, SweepConfig, grid_of
+from narrative_eval.config import SweepConfig, grid_of
 from narrative_eval.config_errors import annotation_at, attribute_docs, describe
 from narrative_eval.errors import add_debug_flag, cli_main
 from narrative_eval.registry import PROJECT_PACKAGE
-from narrative_eval.study import STUDIES
+from narrative_eval.study import STANDARD, STUDIES, Grid
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "config.md"
 """Where the page lives."""

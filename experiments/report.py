@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from narrative_eval import tracking
-from narrative_eval.data.infilling import file_sha256
+from narrative_eval.data.files import file_sha256
 from narrative_eval.errors import UserError, add_debug_flag, cli_main, require_file
 from narrative_eval.stats.reference import load_reference
 from narrative_eval.study import ReportCommand, all_studies

@@ -17,7 +17,6 @@ from experiments.progress import Stopped, plain_progress, request_stop, tqdm_pro
 from narrative_eval import tracking
 from narrative_eval.backends.registry import BACKENDS
 from narrative_eval.config import SweepConfig, load_config
-from narrative_eval.delivery.conditions import CONDITIONS
 from narrative_eval.errors import ServiceUnavailable, UserError, add_debug_flag, cli_main, require_file
 from narrative_eval.executors import EXECUTORS
 from narrative_eval.judges.rubric import RUBRICS
@@ -27,7 +26,7 @@ from narrative_eval.registry import Registry
 from narrative_eval.reports.judge_checks import JUDGE_CHECKS_NAME, failed_checks
 from narrative_eval.stats.judge_checks import CheckRow
 from narrative_eval.stats.mde import mde_summary, plan_from
-from narrative_eval.study import STUDIES, load_study
+from narrative_eval.study import STUDIES, all_studies, load_study
 from narrative_eval.sweep import cannot_run_here, checked_grid, collect_batches, estimate_lines, expand_grid, run_sweep
 
 
@@ -67,7 +66,8 @@ def all_registries() -> dict[str, Registry[Any]]:
     """Every registry of the project, by kind (the listing of `experiments.sweep --list`)."""
     return {
         registry.kind: registry
-        for registry in (STUDIES, METRICS, BACKENDS, RUBRICS, PROMPT_SETTINGS, CONDITIONS, EXECUTORS)
+        for registry in (STUDIES, METRICS, BACKENDS, RUBRICS, PROMPT_SETTINGS,
+                         *(own for study in all_studies() for own in study.registries()), EXECUTORS)
     }
 
 

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.backends import Backend, CachedBackend, RequestCache, backend, get_backend
-from narrative_eval.data.infilling import load_instances
-from narrative_eval.data.tasks import load_tasks
-from narrative_eval.records import InfillingInstance, JudgeSpec, ModelSpec, Reply, WritingTask, stable_hash
+from narrative_eval.data.instances import load_instances
+from narrative_eval.records import InfillingInstance, JudgeSpec, ModelSpec, Reply, stable_hash
+from narrative_eval.studies.incremental.records import WritingTask
+from narrative_eval.studies.incremental.tasks import load_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from experiments.sweep import main as sweep_main
-from narrative_eval.data.infilling import COLUMNS
+from narrative_eval.data.instances import COLUMNS
 from narrative_eval.errors import DEBUG_ENV, cli_main
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Answer extraction: every pattern of the study's extraction table, and honest statuses."""
 
-from narrative_eval.extraction import extract_answer, repeats_passage
+from narrative_eval.studies.infilling.extraction import extract_answer, repeats_passage
 
 PROBLEM = "Erin loved to play football. ______ He stopped playing football with them."
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from narrative_eval.records.keys import interval_keys, judge_key, parse_judge_key, parse_seed_key, sd_key, seed_key
+from narrative_eval.records.keys import (interval_keys, is_spread, judge_key, judges_logging, metric_column,
+                                         parse_judge_key, parse_seed_key, sd_key, seed_key, seeded, with_interval)
 
 
 def test_keys_are_made_and_parsed_back():
@@ -15,3 +16,11 @@ def test_keys_are_made_and_parsed_back():
 def test_other_keys_are_not_parsed_as_judge_or_seed_keys():
     assert parse_judge_key("at_avg") is None and parse_judge_key("judge/j") is None
     assert parse_judge_key("seed0/judge/j/qavg") is None and parse_seed_key("seeds/at_avg") is None
+
+
+def test_run_columns_seeded_keys_and_spreads():
+    assert metric_column(judge_key("j", "qavg")) == "metrics.judge/j/qavg"
+    columns = ["metrics.judge/b/qavg", "metrics.judge/a/qavg", "metrics.judge/c/ci", "at_avg"]
+    assert judges_logging(columns, "qavg") == ["a", "b"]
+    assert seeded("news/p1/0/1", 2) == "news/p1/0/1/seed2" and with_interval("icir") == ("icir", "icir_lo", "icir_hi")
+    assert is_spread("at_avg_sd") and is_spread("at_avg_lo") and not is_spread("at_avg")

@@ -105,7 +105,7 @@ def reloading_plugins(monkeypatch):
     def use(points: list[importlib.metadata.EntryPoint]) -> None:
         monkeypatch.setattr(importlib.metadata, "entry_points",
                             lambda group: points if group == registry.PLUGIN_GROUP else [])
-        for name, value in (("_plugins_started", False), ("_plugins_done", False), ("_plugins_failure", None)):
+        for name, value in (("_plugins_loaded", False), ("_project_modules", registry._project_modules)):
             monkeypatch.setattr(registry, name, value)
 
     return use
@@ -126,7 +126,7 @@ def test_a_broken_plugin_is_an_error_line_naming_its_entry_point_every_time(relo
                             "'narrative_eval_no_such_plugin'; fix the plugin or uninstall it"), error
     # Raised again by every later listing or lookup of a name not yet known, not only the first: nothing goes on
     # with half-filled registries.
-    for look_up in (all_registries()["study"].names, lambda: "a-plugin-study" in all_registries()["study"]):
+    for look_up in (lambda: all_registries()["study"].names(), lambda: "a-plugin-study" in all_registries()["study"]):
         with pytest.raises(registry.PluginError, match="'broken'"):
             look_up()
 

@@ -90,7 +90,7 @@ def test_sweep_logs_cells_under_parent(first_run, tiny_config):
 
 def test_generations_table_has_one_row_per_instance_and_seed(first_run, tiny_config):
     runs = tracking.sweep_cell_runs("infilling", tiny_config.sweep)
-    table = tracking.load_table(runs.iloc[0]["run_id"])
+    table = tracking.load_table(runs.iloc[0]["run_id"], "generations.json")
     assert len(table) == 2 * 2  # two instances, two seeds
     for column in ("instance_id", "seed", "messages", "raw_reply", "answer", "extraction_status", "gold", "bertscore"):
         assert column in table.columns
@@ -129,7 +129,8 @@ def test_dry_run_counts_without_loading_models(repo_root, published_csv, capsys)
     from experiments.sweep import main
 
     from narrative_eval.backends import registry
-    from narrative_eval.data import load_instances, stratified_subset
+    from narrative_eval.data import load_instances
+    from narrative_eval.studies.infilling.subset import stratified_subset
 
     loaded = len(registry._loaded)
     assert main(["--config", str(repo_root / "experiments/configs/seed_variance.yaml"), "--dry-run",
@@ -152,7 +153,7 @@ def test_report_reads_human_ratings_csv(first_run, tiny_config, tmp_path):
     runs = tracking.sweep_cell_runs("infilling", tiny_config.sweep)
     rows = []
     for _, run in runs.iterrows():
-        for k, gen in tracking.load_table(run["run_id"]).iterrows():
+        for k, gen in tracking.load_table(run["run_id"], "generations.json").iterrows():
             for rater, score in (("ann", 1 + k % 5), ("bob", 1 + (k + k % 2) % 5)):
                 rows.append({"rater": rater, "model": run["params.model_id"], "prompt_setting": run["params.prompt_setting"],
                              "instance_id": gen["instance_id"], "seed": gen["seed"], "fluency": score, "coherence": score})

@@ -19,10 +19,11 @@ import pandas as pd
 from pydantic import ValidationError
 
 from narrative_eval import annotations
-from narrative_eval.data.cell_tasks import tasks_of_cell
-from narrative_eval.judges import QUALITY_RUBRIC
-from narrative_eval.records import CellSpec, WritingTask
+from narrative_eval.records import CellSpec
 from narrative_eval.studies.incremental import stories
+from narrative_eval.studies.incremental.cell_tasks import tasks_of_cell
+from narrative_eval.studies.incremental.records import WritingTask
+from narrative_eval.studies.incremental.vocabulary import QUALITY_RUBRIC
 from narrative_eval.studies.incremental.vocabulary import LEVELS, PAIRWISE_DIMENSIONS
 from ui.annotate_common import (ItemSource, build_agreement, judge_scores_of, rating_form, rubric_dimensions, save_rating,
                                 scale_descriptions, show_next, wire_submit)

@@ -21,15 +21,16 @@ import pandas as pd
 import yaml
 
 from narrative_eval import tracking
-from narrative_eval.config import CATALOG_NAME, STANDARD, grid_of, load_catalog
+from narrative_eval.config import CATALOG_NAME, grid_of, load_catalog
 from narrative_eval.data import load_instances
-from narrative_eval.data.infilling import BLANK_RE
+from narrative_eval.data.instances import BLANK_RE
 from narrative_eval.evaluation import SingleTurnStudy
 from narrative_eval.metrics import at_avg, at_avg_names
 from narrative_eval.prompts.render import PROMPT_SETTINGS, load_prompt_file
 from narrative_eval.records.keys import parse_judge_key
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.stats.judge_checks import FAIL, TAG_PREFIX, failed_in_tags
+from narrative_eval.study import STANDARD
 from narrative_eval.study import STUDIES as STUDY_REGISTRY
 from narrative_eval.study import all_studies
 

@@ -23,13 +23,14 @@ from pydantic import ValidationError
 from narrative_eval.backends import CachedBackend, missing, slow_start
 from narrative_eval.cells import BackendPool
 from narrative_eval.config import resolve_model
-from narrative_eval.data.infilling import BLANK_RE
+from narrative_eval.data.instances import BLANK_RE
 from narrative_eval.errors import UserError
-from narrative_eval.extraction import repeats_passage
 from narrative_eval.metrics import AT_AVG, at_avg, metric_label, score_all
-from narrative_eval.prompts.render import PROMPT_SETTINGS, render_infilling
+from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import GenerationParams, InfillingInstance, ModelSpec
 from narrative_eval.studies.infilling import stream_fill
+from narrative_eval.studies.infilling.extraction import repeats_passage
+from narrative_eval.studies.infilling.prompts import render_infilling
 from ui.common import FORM, AppSettings, FieldErrors, data_files, esc, instances_by_id, model_catalog, passage_html, texts
 
 TAGS = re.compile(r"<\s*/?\s*answer\s*>", re.IGNORECASE)

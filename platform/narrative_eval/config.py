@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,8 +16,8 @@ from narrative_eval.errors import UserError, read_text
 from narrative_eval.judges.checks import JudgeChecks
 from narrative_eval.judges.rubric import RUBRICS
 from narrative_eval.metrics import METRICS
-from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
-from narrative_eval.study import STUDIES, StudyConfig, load_study
+from narrative_eval.records import GenerationParams, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
+from narrative_eval.study import STUDIES, Grid, StudyConfig, load_study
 
 CATALOG_NAME = "models.yaml"
 CATALOG_FOLDER = Path("experiments") / "configs"
@@ -35,44 +33,6 @@ SEED_RULE = (f"integers from 0 to {MAX_SEED} (llama.cpp takes -1 and {MAX_SEED +
 """Why a seed is refused, as the error says it."""
 
 
-STANDARD: str = CellSpec.model_fields["condition"].default
-"""The one value of a grid key a study declares no names for: a cell's condition when the study has none (run names
-leave it out), and its prompt setting when the study names none."""
-
-
-@dataclass(frozen=True)
-class Choices:
-    """The names one grid key of a study's configs may hold (`prompt_settings` or `conditions`), and its default."""
-
-    what: str
-    """What one of them is called in messages and the config reference ('prompt setting', 'condition')."""
-    default: tuple[str, ...]
-    """The key's value when a config leaves it out."""
-    names: Callable[[Any], Iterable[str] | None] | None
-    """The names a config (the sweep's SweepConfig) may give, from the config itself (a prompt file it names brings
-    its own; None when that cannot be told yet: a missing file is reported apart); None: any name (the study checks
-    them in its check_config)."""
-    meaning: str
-    """Which names these are, for the config reference (docs/config.md)."""
-
-
-@dataclass(frozen=True)
-class Grid:
-    """The study's words for the two grid keys whose values are its own, declared on its config section as
-    `grid: ClassVar[Grid] = Grid(...)`: a name that is not the study's is an error naming the key and its names."""
-
-    prompt_settings: Choices = field(default_factory=lambda: Choices(
-        "prompt setting", (STANDARD,), None, f"any name (the study checks them itself); default `{STANDARD}`"))
-    """Its prompt settings; a study that declares none takes any name."""
-    conditions: Choices = field(default_factory=lambda: Choices(
-        "condition", (STANDARD,), lambda config: (STANDARD,), f"none: the one condition `{STANDARD}`"))
-    """Its conditions; a study that declares none has the one condition `standard`."""
-
-    def keys(self) -> dict[str, Choices]:
-        """Config key -> what it may hold."""
-        return {"prompt_settings": self.prompt_settings, "conditions": self.conditions}
-
-
 CATALOG_ENTRY = Shorthand("a name from the model catalog", "names from the model catalog")
 """What a model or judge entry may be instead of a spec (load_config resolves it before validation)."""
 
@@ -84,8 +44,7 @@ def _section_model(study: Any) -> type[StudyConfig]:
 
 def grid_of(study: Any) -> Grid:
     """What a study's configs may give its grid keys: the `grid` its config section declares (none: Grid())."""
-    grid = getattr(_section_model(study), "grid", None)
-    return grid if isinstance(grid, Grid) else Grid()
+    return _section_model(study).grid
 
 
 class SweepConfig(BaseModel):

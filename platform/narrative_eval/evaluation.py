@@ -11,7 +11,7 @@ named by stage (`generate`, `score`, `judge <id>`), per-seed summaries aggregate
 generations table, traces and the dataset input, and the judges' control items.
 
 A multi-turn study (the incremental one) runs its own delivery but batches, seeds, judges and aggregates with the
-helpers here: `in_batches`, `item_seed`, `judge_in_batches`, `seed_metrics`.
+helpers here: `in_batches`, `judge_in_batches`, `aggregate_seeds` (and `records.derived_seed` for its engine seeds).
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ import pandas as pd
 
 from narrative_eval.judges import judge_many, load_rubric, qavg, summarize
 from narrative_eval.judges.checks import ControlItem, ControlSet, pick_other, sample_ids
+from narrative_eval.judges.judge import GeneratingBackend
 from narrative_eval.metrics import METRICS, at_avg, at_avg_names, get_metric, metric_names
 from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
 from narrative_eval.records import CellSpec, JudgeResult, JudgeSpec, Message, Reply, derived_seed, finite_number
-from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key
+from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key, seeded
 from narrative_eval.stats.cell_scores import cell_intervals
-from narrative_eval.study import CellResult, ProgressFactory, Runtime, Study, SweepSettings
+from narrative_eval.study import CellResult, Choices, Grid, ProgressFactory, Runtime, Study, SweepSettings
 from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, generation_attributes
 
 T = TypeVar("T")
@@ -61,17 +62,11 @@ def chunks(items: Sequence[T], size: int) -> list[list[T]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
-def in_batches(items: Sequence[T], backend: Any, progress: ProgressFactory | None = None,
+def in_batches(items: Sequence[T], backend: GeneratingBackend, progress: ProgressFactory | None = None,
                label: str = "") -> Iterable[list[T]]:
     """`items` in batches of the backend's batch size, reported to `progress` under `label` when given."""
-    batches = chunks(items, getattr(backend, "batch_size", 8))
+    batches = chunks(items, backend.batch_size)
     return progress(batches, label, len(batches)) if progress is not None else batches
-
-
-def item_seed(seed: int, *item: Any) -> int:
-    """The engine seed of one request: derived from the cell seed and what identifies the item, so it does not
-    depend on which other requests share its batch."""
-    return derived_seed(seed, *item)
 
 
 def judge_in_batches(runtime: Runtime, judge: JudgeSpec, rubric: str, shown: Sequence[Mapping[str, Any]],
@@ -106,6 +101,17 @@ def seed_metrics(summaries: Mapping[int, Mapping[str, float]]) -> dict[str, floa
     return metrics
 
 
+def aggregate_seeds(summaries: Mapping[int, Mapping[str, float]], rows: Sequence[Mapping[str, Any]] = (),
+                    clusters: Sequence[str] | None = None) -> dict[str, float]:
+    """What a cell logs of its seeds: `seed_metrics` of their summaries and, where `clusters` gives each of the
+    cell's `rows` (one per item and seed, scored under the summaries' keys) its cluster, every number's interval
+    as `<key>_lo`, `<key>_hi` from a bootstrap drawing clusters (stats.cell_scores.cell_intervals)."""
+    metrics = seed_metrics(summaries)
+    if clusters is not None:
+        metrics.update(cell_intervals(list(rows), wanted=set(metrics), clusters=clusters))
+    return metrics
+
+
 def judge_metrics(judge_id: str, results: Sequence[JudgeResult]) -> dict[str, float]:
     """One judge's summary (judges.summarize) under 'judge/<id>/...', NaN failure rate when nothing was judged."""
     summary = summarize(results) if results else {"failure_rate": float("nan")}
@@ -117,6 +123,14 @@ def judge_stage(judge_id: str) -> str:
 
 
 # --------------------------------------------------------------------------- what a single-turn study declares
+
+
+def prompt_file_grid(path: Path) -> Grid:
+    """A study's grid whose prompt settings are those of its prompt file (the first by default), with no conditions:
+    what a single-turn study's config section declares as its `grid`."""
+    names = load_prompt_file(path).names()
+    return Grid(prompt_settings=Choices("prompt setting", (names[0],), lambda config: names,
+                                        f"the settings of its prompt file: {', '.join(names)}"))
 
 
 @dataclass(frozen=True)
@@ -210,11 +224,16 @@ class SingleTurnStudy(Study):
         """Per-seed rates of its answer step beside the generic numbers (none by default)."""
         return {}
 
+    def interval_cluster(self, item: Item) -> str | None:
+        """What an item is drawn with when its cell's intervals are bootstrapped (items of one cluster together);
+        None (the default): the cell logs no intervals."""
+        return None
+
     # ---------------------------------------------------------------- the Study contract, from the declaration
 
     def check_config(self, config: SweepSettings) -> list[str]:
-        """Prompt settings from its own prompt file (where it declares one)."""
-        if self.prompts is None:
+        """Prompt settings from its own prompt file (where it declares one and its config section no grid of them)."""
+        if self.prompts is None or self.config_section.grid.prompt_settings.names is not None:
             return []
         known = self.prompt_file(None).names()
         return [f"prompt_settings: {name!r} is not a {self.name} setting (its settings: {', '.join(known)})"
@@ -281,12 +300,13 @@ def run_single_turn(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime) ->
     _score(study, cell, runtime, samples)
     _judge(study, cell, runtime, items, samples)
     per_seed = {seed: [s for s in samples if s.seed == seed] for seed in cell.seeds}
-    metrics = seed_metrics({seed: _seed_summary(study, cell, found) for seed, found in per_seed.items()})
-    metrics[f"n_{study.items_name}"] = float(len(items))
-    metrics["n_seeds"] = float(len(per_seed))
     rubrics = {judge.id: load_rubric(study.judge_rubric(judge)) for judge in cell.judges}
     rows = [_row(study, sample, rubrics) for sample in samples]
-    metrics.update(cell_intervals(rows, wanted=set(metrics)))
+    clusters = [study.interval_cluster(sample.item) for sample in samples]
+    metrics = aggregate_seeds({seed: _seed_summary(study, cell, found) for seed, found in per_seed.items()}, rows,
+                              None if None in clusters else clusters)
+    metrics[f"n_{study.items_name}"] = float(len(items))
+    metrics["n_seeds"] = float(len(per_seed))
     params: dict[str, Any] = {"prompt_file_sha256": study.prompt_file(cell).sha256, f"n_{study.items_name}": len(items)}
     if rubrics:  # their texts go to MLflow's prompt registry too (Study.used_templates)
         params["rubric"] = ",".join(sorted({rubric.name for rubric in rubrics.values()}))
@@ -303,7 +323,8 @@ def _generate(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime, items: l
     requests = [(seed, item) for item in items for seed in cell.seeds]
     samples: dict[tuple[int, str], Sample] = {}
     for batch in in_batches(requests, generator, runtime.progress, f"{cell.run_name}: {GENERATE}"):
-        params = [cell.generation.model_copy(update={"seed": item_seed(seed, item.id)}) for seed, item in batch]
+        # Each request's engine seed comes from the cell seed and the item, whichever requests share its batch.
+        params = [cell.generation.model_copy(update={"seed": derived_seed(seed, item.id)}) for seed, item in batch]
         replies = generator.generate([sent[item.id] for _, item in batch], params)
         for (seed, item), reply in zip(batch, replies, strict=True):
             answer = study.answer(cell, item, reply.text)
@@ -393,7 +414,7 @@ def single_turn_records(study: SingleTurnStudy, cell: CellSpec, result: CellResu
         outputs = {"raw_reply": row["raw_reply"], study.answer_column: row[study.answer_column]}
         status = {"extraction_status": row["extraction_status"]} if "extraction_status" in row else {}
         traces.append(TraceRecord(
-            key=f"{row[study.id_column]}/seed{row['seed']}", name=study.trace_name, inputs={"messages": row["messages"]},
+            key=seeded(row[study.id_column], row["seed"]), name=study.trace_name, inputs={"messages": row["messages"]},
             outputs={**outputs, **status}, rows=(index,),
             attributes={**generation_attributes(cell, row["seed"]), study.id_column: row[study.id_column],
                         **{c: row.get(c) for c in columns}, "finish_reason": row.get("finish_reason"),
@@ -459,6 +480,6 @@ def _rationale(raw: Any) -> str | None:
 
 __all__ = [
     "ANSWER", "AT_AVG", "GENERATE", "JUDGE_HEADLINES", "SCORE", "TABLE", "Answer", "Item", "Sample",
-    "SingleTurnStudy", "chunks", "in_batches", "item_seed", "judge_in_batches", "judge_metrics", "judge_stage",
-    "mean_or_nan", "run_single_turn", "seed_metrics", "single_turn_records",
+    "SingleTurnStudy", "aggregate_seeds", "chunks", "in_batches", "judge_in_batches", "judge_metrics", "judge_stage",
+    "mean_or_nan", "prompt_file_grid", "run_single_turn", "seed_metrics", "single_turn_records",
 ]

@@ -61,9 +61,9 @@ class PluginError(UserError):
 
 _plugin_origin = threading.local()
 _plugins_lock = threading.RLock()
-_plugins_started = False
-_plugins_done = False
-_plugins_failure: PluginError | None = None
+_plugins_loaded: bool | PluginError = False
+"""Whether this process loaded its entry points (or is loading them), or the error that loading raised: raised again
+by every later lookup."""
 _project_modules: tuple[str, ...] = ()
 """The modules the project's own entry points name, in their order: the order their entries are listed in."""
 
@@ -115,13 +115,13 @@ def load_plugins(force: bool = False) -> list[str]:
     """Load every entry point of the plugin group once per process, the project's own first (in the order
     of their names: installers sort them anyway), then the plugins' by package; returns their names. A failure is raised again on
     every later call, so no lookup goes on with half-filled registries."""
-    global _plugins_started, _plugins_done, _plugins_failure, _project_modules
+    global _plugins_loaded, _project_modules
     with _plugins_lock:
-        if _plugins_failure is not None:
-            raise _plugins_failure
-        if _plugins_started and not force:
+        if isinstance(_plugins_loaded, PluginError):
+            raise _plugins_loaded
+        if _plugins_loaded and not force:
             return []  # loaded, or loading in this thread (a plugin's module looks a name up while it imports)
-        _plugins_started = True
+        _plugins_loaded = True
         try:
             points = list(importlib.metadata.entry_points(group=PLUGIN_GROUP))
             own = sorted((point for point in points if is_project_entry_point(point)), key=lambda point: point.name)
@@ -134,10 +134,8 @@ def load_plugins(force: bool = False) -> list[str]:
             for point in own + plugins:
                 _load(point)
         except PluginError as error:
-            _plugins_failure = error
+            _plugins_loaded = error
             raise
-        finally:
-            _plugins_done = True
         return [point.name for point in own + plugins]
 
 
@@ -200,8 +198,7 @@ class Registry(Generic[T]):
                     self._ready = True
         if name is not None and (name in self._entries or name in self._aliases):
             return
-        if not _plugins_done or _plugins_failure is not None:
-            load_plugins()
+        load_plugins()
 
     def canonical(self, name: str) -> str:
         """The canonical name for `name` or one of its aliases; UnknownName lists what exists."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -64,12 +64,54 @@ def study_of_experiment(experiment: str) -> Study | None:
     return next((study for study in all_studies() if study.experiment == experiment), None)
 
 
+STANDARD: str = CellSpec.model_fields["condition"].default
+"""The one value of a grid key a study declares no names for: a cell's condition when the study has none (run names
+leave it out), and its prompt setting when the study names none."""
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The names one grid key of a study's configs may hold (`prompt_settings` or `conditions`), and its default."""
+
+    what: str
+    """What one of them is called in messages and the config reference ('prompt setting', 'condition')."""
+    default: tuple[str, ...]
+    """The key's value when a config leaves it out."""
+    names: Callable[[Any], Iterable[str] | None] | None
+    """The names a config (the sweep's SweepConfig) may give, from the config itself (a prompt file it names brings
+    its own; None when that cannot be told yet: a missing file is reported apart); None: any name (the study checks
+    them in its check_config)."""
+    meaning: str
+    """Which names these are, for the config reference (docs/config.md)."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The study's words for the two grid keys whose values are its own, declared on its config section as
+    `grid: ClassVar[Grid] = Grid(...)`: a name that is not the study's is an error naming the key and its names."""
+
+    prompt_settings: Choices = field(default_factory=lambda: Choices(
+        "prompt setting", (STANDARD,), None, f"any name (the study checks them itself); default `{STANDARD}`"))
+    """Its prompt settings; a study that declares none takes any name."""
+    conditions: Choices = field(default_factory=lambda: Choices(
+        "condition", (STANDARD,), lambda config: (STANDARD,), f"none: the one condition `{STANDARD}`"))
+    """Its conditions; a study that declares none has the one condition `standard`."""
+
+    def keys(self) -> dict[str, Choices]:
+        """Config key -> what it may hold."""
+        return {"prompt_settings": self.prompt_settings, "conditions": self.conditions}
+
+
 class StudyConfig(BaseModel):
     """A study's own section of a sweep config. Its keys are written at the top level of the YAML beside the
     generic ones (`constraints:`, `pairwise_judges:` ...); SweepConfig validates them with the section model
     of the config's study."""
 
     model_config = ConfigDict(extra="forbid")
+
+    grid: ClassVar[Grid] = Grid()
+    """Its words for the grid keys `prompt_settings` and `conditions` (none declared: any prompt setting, the one
+    condition `standard`)."""
 
     def cell_extra(self) -> dict[str, Any]:
         """What every cell's spec carries in `extra` from this section (part of the spec hash)."""
@@ -262,6 +304,10 @@ class Study(ABC):
 
     def check_config(self, config: SweepSettings) -> list[str]:
         """What is wrong with a config of this study beyond its schema and names (empty when nothing)."""
+        return []
+
+    def registries(self) -> list[Registry]:
+        """Registries of its own (its conditions...), listed by `experiments.sweep --list` beside the generic ones."""
         return []
 
     # ------------------------------------------------------------------ running a cell

@@ -17,7 +17,7 @@ from narrative_eval.backends.cache import RequestCache
 from narrative_eval.backends.registry import get_backend, missing
 from narrative_eval.cells import BackendPool, CellOutcome
 from narrative_eval.config import SweepConfig
-from narrative_eval.data.infilling import file_sha256
+from narrative_eval.data.files import file_sha256
 from narrative_eval.errors import UserError, require_file
 from narrative_eval.executors import EXECUTORS
 from narrative_eval.judges.checks import judge_controls

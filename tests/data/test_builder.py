@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from narrative_eval.data import BLANK, DataErrors, blank_position, count_blanks, load_instances, sentences
-from narrative_eval.data.builder import build_instances, load_passages, start_band
+from narrative_eval.data import BLANK, DataErrors, count_blanks, load_instances, sentences
+from narrative_eval.studies.infilling.builder import build_instances, load_passages, start_band
+from narrative_eval.studies.infilling.positions import blank_position
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -119,7 +120,7 @@ def test_command_line_builds_a_loadable_file(tmp_path: Path) -> None:
     sample = tmp_path / "sample.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "platform"), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run(
-        [sys.executable, "-m", "narrative_eval.data.builder", "--passages", str(passages), "--out", str(out),
+        [sys.executable, "-m", "narrative_eval.studies.infilling.builder", "--passages", str(passages), "--out", str(out),
          "--seed", "0", "--sample-out", str(sample), "--sample-per-dataset", "2"],
         capture_output=True, text=True, env=env, check=True,
     )

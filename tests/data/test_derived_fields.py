@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from narrative_eval.data import blank_position, domain, position_of, sentences, split_problem
-from narrative_eval.data.builder import make_instance
+from narrative_eval.data import domain, sentences, split_problem
+from narrative_eval.studies.infilling.builder import make_instance
+from narrative_eval.studies.infilling.positions import blank_position, position_of
 
 
 def test_eos_separators_win() -> None:

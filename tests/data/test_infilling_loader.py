@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from narrative_eval.data import DataErrors, count_blanks, file_sha256, load_instances, save_instances
-from narrative_eval.data.infilling import COLUMNS
+from narrative_eval.data import DataErrors, count_blanks, load_instances, save_instances
+from narrative_eval.data.files import file_sha256
+from narrative_eval.data.instances import COLUMNS
 from narrative_eval.records import InfillingInstance
 
 GOOD = {

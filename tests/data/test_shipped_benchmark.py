@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from narrative_eval.data import DOMAINS, blank_position, domain, load_instances, sentences, stratified_subset
-from narrative_eval.data.builder import build_instances, load_passages
+from narrative_eval.data import DOMAINS, domain, load_instances, sentences
+from narrative_eval.studies.infilling.builder import build_instances, load_passages
+from narrative_eval.studies.infilling.positions import blank_position
+from narrative_eval.studies.infilling.subset import stratified_subset
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "infilling"
 # Sentence counts each domain's passages are written to.

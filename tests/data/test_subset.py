@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from narrative_eval.data import spread_limit, stratified_subset
 from narrative_eval.records import InfillingInstance
+from narrative_eval.studies.infilling.subset import spread_limit, stratified_subset
 
 
 def make(dataset: str, ref: int, unit_idx: int) -> InfillingInstance:

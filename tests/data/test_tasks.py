@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from narrative_eval.data.errors import DataErrors
-from narrative_eval.data.tasks import GENRES, load_tasks, save_tasks
+from narrative_eval.studies.incremental.tasks import GENRES, load_tasks, save_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_TASKS = REPO / "data" / "creative" / "tasks.json"

@@ -5,15 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from narrative_eval.data.tasks import load_tasks
-from narrative_eval.delivery import (
-    conversation_turns,
-    deliver,
-    load_system_prompt,
-    load_turn_templates,
-    messages_of,
-)
 from narrative_eval.records import GenerationParams, Message, derived_seed
+from narrative_eval.studies.incremental.delivery import deliver, load_system_prompt, messages_of
+from narrative_eval.studies.incremental.tasks import load_tasks
+from narrative_eval.studies.incremental.turns import conversation_turns, load_turn_templates
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = load_tasks(REPO / "data" / "creative" / "tasks.json", REPO / "data" / "creative" / "constraints.jsonl")

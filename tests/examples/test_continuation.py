@@ -16,12 +16,12 @@ import pytest
 
 from experiments import report, sweep
 from narrative_eval import tracking
-from narrative_eval.data.infilling import load_instances, sentences
+from narrative_eval.data.instances import load_instances, sentences
 from narrative_eval.errors import UserError
 from narrative_eval.registry import PLUGIN_GROUP
+from narrative_eval.reports.labels import label
 from tests.shared_sweeps import CONTINUATION, tracking_store
 from ui.common import STUDIES
-from narrative_eval.reports.labels import label
 from ui.runs import ALL_JUDGES, MEAN, runs_frame
 
 pytestmark = pytest.mark.slow
@@ -90,7 +90,7 @@ def test_one_run_per_cell_with_metrics_traces_and_dataset(swept, repo_root):
         assert cell["metrics.n_items"] == 2
         for name in ("at_avg", "chrf", "rouge1", "bertscore", f"judge/{JUDGE}/qavg", f"judge/{JUDGE}/high_pct"):
             assert 0 <= cell[f"metrics.{name}"] <= (100 if name.endswith("high_pct") else 5), name
-        table = tracking.load_table(cell["run_id"])
+        table = tracking.load_table(cell["run_id"], "generations.json")
         assert len(table) == 2 and table["continuation"].str.len().min() > 0
         assert all(passages[row.item_id] == row.next_sentence for row in table.itertuples())  # the true 4th sentence
         traces = mlflow.search_traces(locations=[cell["experiment_id"]], run_id=cell["run_id"], return_type="list")

@@ -9,8 +9,9 @@ from fuzz_inputs import FEW, load_bytes, mutations, texts
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from narrative_eval.data import load_instances, load_tasks
+from narrative_eval.data import load_instances
 from narrative_eval.errors import DataErrors
+from narrative_eval.studies.incremental.tasks import load_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_JSONL = (REPO / "data" / "infilling" / "sample.jsonl").read_bytes()

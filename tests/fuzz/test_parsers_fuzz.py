@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from narrative_eval.annotations import read_ratings_csv
 from narrative_eval.config import apply_overrides, load_config, parse_override
 from narrative_eval.errors import UserError
-from narrative_eval.extraction import extract_answer
 from narrative_eval.judges.rubric import load_rubric
 from narrative_eval.judges.validate import JudgeReplyError, parse_reply
+from narrative_eval.studies.infilling.extraction import extract_answer
 
 REPO = Path(__file__).resolve().parents[2]
 PROBLEM = "Mara locked the shop at dusk. ______ By morning the window display had been rearranged."
@@ -124,7 +124,7 @@ def test_ratings_csv_on_arbitrary_text(body):
 @FEW
 @given(body=texts)
 def test_score_records_on_arbitrary_text(body):
-    from narrative_eval.stats.score_records import load_score_records
+    from narrative_eval.studies.incremental.score_records import load_score_records
 
     load_bytes({"scores.jsonl": body.encode("utf-8")}, lambda paths: load_score_records(paths["scores.jsonl"]))
 
@@ -134,7 +134,7 @@ def test_score_records_on_arbitrary_text(body):
 @example(data=b"\xff\xfe" + '{"record_id": 1}\n'.encode("utf-16-le"))
 @example(data=b"[" * 100_000)
 def test_score_records_on_arbitrary_bytes(data):
-    from narrative_eval.stats.score_records import load_score_records
+    from narrative_eval.studies.incremental.score_records import load_score_records
 
     load_bytes({"scores.jsonl": data}, lambda paths: load_score_records(paths["scores.jsonl"]))
 

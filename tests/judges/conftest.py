@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from narrative_eval.records import Constraint, JudgeSpec, ModelSpec
+from narrative_eval.judges import judge_many
+from narrative_eval.records import JudgeSpec, ModelSpec
+from narrative_eval.studies.incremental.records import Constraint
+from narrative_eval.studies.infilling.vocabulary import RUBRIC
 
 SMOLLM2_JUDGE_MODEL = ModelSpec(id="smollm2-judge", backend="llama_cpp", weights="embedded:smollm2-135m-instruct")
 
@@ -40,3 +43,8 @@ def smollm2_backend():
 def smollm2_judge() -> JudgeSpec:
     """The default embedded judge: greedy, seed 0, room for a checklist with reasons."""
     return JudgeSpec(id="smollm2-judge", model=SMOLLM2_JUDGE_MODEL, temperature=0.0, seed=0, max_retries=1, max_new_tokens=384)
+
+
+def judge_infills(backend, spec: JudgeSpec, items):
+    """Infills ({problem, candidate}) judged on the judge's rubric, by default the infilling study's."""
+    return judge_many(backend, spec, spec.rubric or RUBRIC, items)

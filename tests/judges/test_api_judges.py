@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from narrative_eval.judges import judge_checklist, judge_infills, judge_quality, load_rubric
+from narrative_eval.judges import load_rubric
 from narrative_eval.records import JudgeSpec, ModelSpec
+from narrative_eval.studies.incremental.judging import judge_checklist, judge_quality
 
-from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, TASK
+from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, TASK, judge_infills
 
 pytest.importorskip("openai")
 pytest.importorskip("anthropic")

@@ -11,12 +11,12 @@ import pytest
 from scipy.stats import binomtest
 
 from narrative_eval.backends import CachedBackend, RequestCache, backend
-from narrative_eval.judges import PAIRWISE_EVIDENCE_RUBRIC, PAIRWISE_RUBRIC
 from narrative_eval.judges.checks import ControlItem, judge_controls, load_thresholds, sample_ids
 from narrative_eval.records import Reply
 from narrative_eval.reports.judge_checks import failed_checks, write_judge_checks
 from narrative_eval.stats.judge_checks import COLUMNS, check_rows, judge_checks_table, wilson_interval
 from narrative_eval.studies.incremental.controls import incremental_controls, refusal_text
+from narrative_eval.studies.incremental.vocabulary import PAIRWISE_EVIDENCE_RUBRIC, PAIRWISE_RUBRIC
 from narrative_eval.studies.infilling.controls import infilling_controls
 
 from tests.control_judges import STORIES, OracleJudge, control_judge, shipped_instances, shipped_tasks

@@ -9,19 +9,11 @@ from __future__ import annotations
 import pytest
 
 from narrative_eval.backends import CachedBackend, RequestCache
-from narrative_eval.judges import (
-    failure_rate,
-    judge_checklist,
-    judge_infills,
-    judge_pairwise,
-    judge_pairwise_orders,
-    judge_quality,
-    load_rubric,
-    pairwise_consistency,
-    summarize,
-)
+from narrative_eval.judges import (failure_rate, judge_pairwise, judge_pairwise_orders, load_rubric, pairwise_consistency,
+                                   summarize)
+from narrative_eval.studies.incremental.judging import judge_checklist, judge_quality
 
-from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, STORY_B, TASK
+from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, STORY_B, TASK, judge_infills
 
 GENERATION_FACTS = ["qwen2.5-7b-secret", "sharded", "L2", "98765"]
 
@@ -85,7 +77,7 @@ def test_quality_judgment_is_schema_valid(smollm2_backend, smollm2_judge):
 
 def test_pairwise_judgment_in_both_orders_is_schema_valid(smollm2_backend, smollm2_judge):
     pair = {"task": TASK, "requirements": list(REQUIREMENTS), "response_a": STORY_A, "response_b": STORY_B}
-    [preference] = judge_pairwise(smollm2_backend, smollm2_judge, [pair])
+    [preference] = judge_pairwise(smollm2_backend, smollm2_judge, [pair], "pairwise")
     assert preference.ok, preference.error
     labels = set(load_rubric("pairwise").verdicts)
     for order in ("forward", "reversed"):

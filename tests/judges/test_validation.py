@@ -17,12 +17,9 @@ from narrative_eval.judges import (
     JudgeReplyError,
     failure_rate,
     is_high_quality,
-    judge_checklist,
-    judge_infills,
     judge_many,
     judge_pairwise,
     judge_pairwise_orders,
-    judge_quality,
     load_rubric,
     pairwise_consistency,
     parse_reply,
@@ -30,8 +27,9 @@ from narrative_eval.judges import (
     summarize,
 )
 from narrative_eval.records import GenerationParams, JudgeSpec, ModelSpec, Reply
+from narrative_eval.studies.incremental.judging import judge_checklist, judge_quality
 
-from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, STORY_B, TASK
+from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, STORY_B, TASK, judge_infills
 
 SCRIPTED_MODEL = ModelSpec(id="scripted-judge", backend="scripted", weights="scripted-replies")
 
@@ -322,7 +320,7 @@ def test_pairwise_runs_both_orders_and_restores_them():
         '{"constraint_following": "tie", "creative_quality": "B_clearly_better"}',
     ]
     backend = ScriptedBackend(texts)
-    results = judge_pairwise(backend, judge(), [item, item])
+    results = judge_pairwise(backend, judge(), [item, item], "pairwise")
     shown = [request[0][1].content for request in backend.requests]
     assert shown[0].index(STORY_A) < shown[0].index(STORY_B)
     assert shown[2].index(STORY_B) < shown[2].index(STORY_A)

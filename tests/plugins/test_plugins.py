@@ -131,7 +131,7 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
         outcome = run_sweep(load_config({str(config)!r}, catalog={str(repo_root / 'experiments/configs/models.yaml')!r}))
         runs = tracking.sweep_cell_runs("infilling", "plugin-demo")
         order = list(runs.sort_values("start_time")["params.prompt_setting"])
-        rows = {{r["params.prompt_setting"]: tracking.load_table(r["run_id"]).to_dict("records") for _, r in runs.iterrows()}}
+        rows = {{r["params.prompt_setting"]: tracking.load_table(r["run_id"], "generations.json").to_dict("records") for _, r in runs.iterrows()}}
         metrics = {{r["params.prompt_setting"]: {{k[8:]: v for k, v in r.items() if k.startswith("metrics.")}} for _, r in runs.iterrows()}}
         columns = [metric for _, metric in metric_columns(runs, MEAN, "demo-judge", study="infilling")]
         print(json.dumps({{"statuses": [c.status for c in outcome.cells], "metrics": metrics, "rows": rows, "order": order,
@@ -164,8 +164,8 @@ def test_plugin_condition_drives_a_conversation(plugin_path, tmp_path, repo_root
         import json
         from narrative_eval.backends import CachedBackend, get_backend
         from narrative_eval.config import load_config
-        from narrative_eval.data.tasks import load_tasks
-        from narrative_eval.delivery import deliver
+        from narrative_eval.studies.incremental.tasks import load_tasks
+        from narrative_eval.studies.incremental.delivery import deliver
         from narrative_eval.records import GenerationParams
         from narrative_eval.sweep import describe_grid
 
@@ -206,7 +206,7 @@ def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path
         from narrative_eval import tracking
 
         [run] = tracking.sweep_cell_runs("plugin-opening", "plugin-opening").to_dict("records")
-        rows = tracking.load_table(run["run_id"]).to_dict("records")
+        rows = tracking.load_table(run["run_id"], "generations.json").to_dict("records")
         traces = mlflow.search_traces(locations=[run["experiment_id"]], run_id=run["run_id"], return_type="list")
         names = sorted({a.name for trace in traces for a in trace.info.assessments})
         print(json.dumps({"rows": rows, "traces": len(traces), "assessments": names,

@@ -2,9 +2,10 @@
 
 import pytest
 
-from narrative_eval.prompts import UnfilledSlotError, fill, render_infilling
-from narrative_eval.prompts.render import prompt_file_for
+from narrative_eval.prompts import UnfilledSlotError, fill
 from narrative_eval.records import InfillingInstance
+from narrative_eval.studies.infilling.prompts import render_infilling
+from narrative_eval.studies.infilling.prompts import prompt_file_for
 
 INSTANCE = InfillingInstance(
     dataset="story", ref_id="7", source_text="A. <eos> B. <eos> C.", problem="A. ______ C.",

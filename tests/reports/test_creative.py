@@ -6,9 +6,9 @@ import csv
 
 import numpy as np
 import pytest
-from narrative_eval.records import ScoreRecord
+from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.report import CELL_SCORES_TITLE, DIAGNOSTIC_TITLES, write_creative_report
-from narrative_eval.stats.score_records import load_score_records, save_score_records
+from narrative_eval.studies.incremental.score_records import load_score_records, save_score_records
 
 REPORT_FILES = {
     "model_ci.csv": ["model", "full_ci", "sharded_ci", "icir", "icir_lo", "icir_hi", "n_pairs"],

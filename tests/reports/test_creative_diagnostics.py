@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from narrative_eval.data.infilling import file_sha256
-from narrative_eval.data.tasks import load_tasks
-from narrative_eval.records import Constraint, ScoreRecord, WritingTask
+from narrative_eval.data.files import file_sha256
+from narrative_eval.studies.incremental.records import Constraint, ScoreRecord, WritingTask
 from narrative_eval.studies.incremental.report import DIAGNOSTIC_TITLES, write_creative_report
 from narrative_eval.studies.incremental.report_diagnostics import (
     COMPOSITION_COLUMNS,
@@ -24,6 +23,7 @@ from narrative_eval.studies.incremental.report_diagnostics import (
     task_composition,
     task_frame,
 )
+from narrative_eval.studies.incremental.tasks import load_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS_JSON = REPO / "data" / "creative" / "tasks.json"

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from experiments.report import main as report_main
 from narrative_eval.errors import UserError, cli_main
-from narrative_eval.studies.incremental.report_human import write_human_validation_report
 from narrative_eval.studies.incremental.human_records import (
     EvidenceStatus,
     PairCase,
@@ -20,7 +19,8 @@ from narrative_eval.studies.incremental.human_records import (
     save_pairwise_verdicts,
     save_pointwise_ratings,
 )
-from narrative_eval.stats.score_records import save_score_records
+from narrative_eval.studies.incremental.report_human import write_human_validation_report
+from narrative_eval.studies.incremental.score_records import save_score_records
 
 from tests.stats.test_human_validation_stats import RATINGS, RECORDS, VERDICTS
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from narrative_eval.judges import INFILLING_RUBRIC, load_rubric
+from narrative_eval.judges import load_rubric
 from narrative_eval.metrics import METRICS, Metric, metric
 from narrative_eval.reports.labels import OTHER_SET, column_set_names, column_set_of, label, label_map, labels
 from narrative_eval.studies import incremental, infilling
+from narrative_eval.studies.infilling.vocabulary import RUBRIC
 from narrative_eval.study import load_study
 
 
@@ -45,7 +46,7 @@ def test_judge_numbers_read_as_judge_then_number():
 
 
 def test_dimensions_read_as_their_rubric_names_them():
-    for dimension in load_rubric(INFILLING_RUBRIC).dimensions:
+    for dimension in load_rubric(RUBRIC).dimensions:
         assert label(f"judge/j/{dimension.key}") == f"j {dimension.label}"
 
 

@@ -8,13 +8,14 @@ import pandas as pd
 import pytest
 
 from narrative_eval import tracking
-from narrative_eval.records import ScoreRecord
+from narrative_eval.stats.ppi import human_anchored_mean
+from narrative_eval.studies.incremental.human_records import PointwiseRating, save_pointwise_ratings
+from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.report_human import write_human_validation_report
+from narrative_eval.studies.incremental.score_records import save_score_records
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.infilling.report import write_infilling_report
 from narrative_eval.studies.infilling.vocabulary import NAME as EXPERIMENT
-from narrative_eval.studies.incremental.human_records import PointwiseRating, save_pointwise_ratings
-from narrative_eval.stats.ppi import human_anchored_mean
-from narrative_eval.stats.score_records import QUALITY_FIELDS, save_score_records
 from narrative_eval.tracking.store import TAG_KIND, TAG_SWEEP
 
 COLUMNS = ["dimension", "n_all", "n_rated", "judge", "judge_lo", "judge_hi", "human", "human_lo", "human_hi",

@@ -64,7 +64,7 @@ def test_artifacts_are_served_by_the_server(server_sweep, mlflow_server):
     experiment = tracking.client().get_experiment_by_name("infilling")
     assert experiment.artifact_location.startswith("mlflow-artifacts:")
     run_id = tracking.sweep_cell_runs("infilling", config.sweep).iloc[0]["run_id"]
-    table = tracking.load_table(run_id)
+    table = tracking.load_table(run_id, "generations.json")
     assert len(table) == 2
     assert {"instance_id", "raw_reply", "answer", "gold", "rouge1"} <= set(table.columns)
     # The bytes live under the server's --artifacts-destination, not in a client-side directory.

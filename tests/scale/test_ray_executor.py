@@ -135,7 +135,7 @@ def test_generations_tables_match(both_runs):
         ray_id = ray_runs.loc[ray_runs["params.prompt_setting"] == setting, "run_id"].iloc[0]
         local_id = local_runs.loc[local_runs["params.prompt_setting"] == setting, "run_id"].iloc[0]
         columns = ["instance_id", "seed", "messages", "raw_reply", "answer", "extraction_status", "rouge1"]
-        ray_table, local_table = tracking.load_table(ray_id), tracking.load_table(local_id)
+        ray_table, local_table = tracking.load_table(ray_id, "generations.json"), tracking.load_table(local_id, "generations.json")
         assert ray_table[columns].equals(local_table[columns])
         # The driver's cell writer logged the workers' cells as the local executor does: one trace per generation.
         experiment_id = ray_runs["experiment_id"].iloc[0]

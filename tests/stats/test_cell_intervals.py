@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from narrative_eval.evaluation import aggregate_seeds, seed_metrics
 from narrative_eval.metrics import at_avg_names
 from narrative_eval.stats.cell_scores import cell_intervals, passage_of, row_scores
 
@@ -77,3 +78,16 @@ def test_the_interval_is_reproducible_and_contains_the_mean():
     assert first == second
     mean = np.mean([r["rouge1"] for r in rows])
     assert first["at_avg_lo"] < mean < first["at_avg_hi"]
+
+
+def test_a_multi_turn_cell_s_judge_numbers_get_intervals_drawing_its_stories():
+    # An incremental cell's final-turn rows: story a scores 0.2 and 0.4 on its two seeds, story b 0.6 on both;
+    # drawing stories, each resample's per-seed means average to 0.3 ({a,a}), 0.45 ({a,b}, {b,a}) or 0.6 ({b,b}).
+    rows = [{"story_id": story, "seed": seed, "judge/j/adherence": value}
+            for story, seed, value in [("a", 0, 0.2), ("a", 1, 0.4), ("b", 0, 0.6), ("b", 1, 0.6)]]
+    summaries = {seed: {"judge/j/adherence": float(np.mean([r["judge/j/adherence"] for r in rows if r["seed"] == seed]))}
+                 for seed in (0, 1)}
+    metrics = aggregate_seeds(summaries, rows, [row["story_id"] for row in rows])
+    assert metrics["judge/j/adherence"] == pytest.approx(0.45) and metrics["seed1/judge/j/adherence"] == pytest.approx(0.5)
+    assert (metrics["judge/j/adherence_lo"], metrics["judge/j/adherence_hi"]) == pytest.approx((0.3, 0.6))
+    assert aggregate_seeds(summaries, rows) == seed_metrics(summaries)  # no clusters: no intervals

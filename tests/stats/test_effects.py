@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from narrative_eval.records import ScoreRecord
 from narrative_eval.studies.incremental.effects import (
     creative_integrity,
     d_av,
@@ -22,6 +21,7 @@ from narrative_eval.studies.incremental.effects import (
     responses_frame,
     same_judge,
 )
+from narrative_eval.studies.incremental.records import ScoreRecord
 
 
 def record(story, condition, items, structure, model="m1", judge="j1", genre="fantasy", craft=3, character=None, rid=None):

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from narrative_eval.records import ScoreRecord
 from narrative_eval.studies.incremental.human_records import EvidenceStatus, PairwiseVerdict, PointwiseRating
 from narrative_eval.studies.incremental.human_stats import (
     _resampled_spearman,
@@ -21,6 +20,7 @@ from narrative_eval.studies.incremental.human_stats import (
     pointwise_reliability,
     status_stability,
 )
+from narrative_eval.studies.incremental.records import ScoreRecord
 from scipy import stats
 
 DIMS = ("craft", "structure_coherence", "originality", "genre_effectiveness", "characterization")

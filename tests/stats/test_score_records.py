@@ -6,8 +6,8 @@ import json
 
 import pytest
 from narrative_eval.data.errors import DataErrors
-from narrative_eval.records import ScoreRecord
-from narrative_eval.stats.score_records import load_score_records, save_score_records
+from narrative_eval.studies.incremental.records import ScoreRecord
+from narrative_eval.studies.incremental.score_records import load_score_records, save_score_records
 
 
 def _record(record_id: str = "r1", **changes) -> dict:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from narrative_eval.records import ScoreRecord
 from narrative_eval.studies.incremental.effects import icir_table, pair_frame, paired_effects, responses_frame
+from narrative_eval.studies.incremental.records import ScoreRecord
 
 N_TASKS = 80
 MODELS = ("m1", "m2", "m3", "m4")

@@ -12,11 +12,13 @@ import pytest
 from narrative_eval import tracking
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.config import load_config
-from narrative_eval.data.tasks import load_tasks
-from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec, ScoreRecord
-from narrative_eval.study import Runtime
+from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec
+from narrative_eval.records.keys import interval_keys
 from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
+from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.report import NO_COMPARISON_TITLE
+from narrative_eval.studies.incremental.tasks import load_tasks
+from narrative_eval.study import Runtime
 from narrative_eval.sweep import run_sweep
 from tests import shared_sweeps
 
@@ -126,6 +128,15 @@ def test_cell_logs_conversations_scores_and_seed_metrics(tiny_sweep):
         if records:
             assert f"seed0/judge/smollm2-judge/{dim}" in metrics
             assert metrics[f"judge/smollm2-judge/{dim}_sd"] == 0.0  # one seed
+    # An interval drawing stories for each number that two stories have a value of (one story gives none).
+    finals = rows[rows["final"]]
+    for dim in ("adherence", "craft", "structure_coherence", "ci"):
+        key = f"judge/smollm2-judge/{dim}"
+        low, high = interval_keys(key)
+        if key in finals and finals[key].notna().sum() == 2:
+            assert metrics[low] <= metrics[key] <= metrics[high]
+        else:
+            assert low not in metrics and high not in metrics
     assert metrics["prompt_tokens"] > 0 and metrics["completion_tokens"] > 0
     assert metrics["n_tasks"] == 2
     assert not math.isnan(metrics["scored_rate"])
@@ -163,7 +174,7 @@ def test_tiny_sweep_writes_the_report_from_mlflow(tiny_sweep):
 def test_scoreable_rules(runtime, smollm2_spec):
     cell = make_cell(smollm2_spec, "full", GenerationParams(temperature=0.0, max_new_tokens=2), limit=1)
     result = IncrementalDeliveryStudy().run_cell(cell, runtime)
-    from narrative_eval.records import Trajectory
+    from narrative_eval.studies.incremental.records import Trajectory
 
     [kept] = [Trajectory(**{k: v for k, v in a.items() if k not in ("model", "attempt", "kept")}) for a in result.artifacts["trajectories.json"] if a["kept"]]
     assert kept.truncated and not is_scoreable(kept) and not is_scoreable(kept, score_truncated=True)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from narrative_eval.data.infilling import sentences
-from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_EVIDENCE_RUBRIC, QUALITY_RUBRIC
+from narrative_eval.data.instances import sentences
 from narrative_eval.studies.incremental.controls import (
     checklist_controls,
     incremental_controls,
@@ -14,6 +13,7 @@ from narrative_eval.studies.incremental.controls import (
     refusal_text,
     shuffled_story,
 )
+from narrative_eval.studies.incremental.vocabulary import CHECKLIST_RUBRIC, PAIRWISE_EVIDENCE_RUBRIC, QUALITY_RUBRIC
 from tests.control_judges import STORIES, shipped_tasks
 
 TASKS = shipped_tasks()

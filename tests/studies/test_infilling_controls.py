@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from narrative_eval.data.infilling import BLANK, domain, sentences
+from narrative_eval.data.instances import BLANK, domain, sentences
 from narrative_eval.judges.checks import sample_ids
 from narrative_eval.studies.infilling.controls import (
     DEGENERATE,

@@ -90,7 +90,7 @@ def test_sweep_pairwise_judges_write_verdicts_resume_and_report(tmp_path, repo_r
     pytest.importorskip("llama_cpp")
     from narrative_eval import tracking
     from narrative_eval.config import load_config
-    from narrative_eval.data.infilling import file_sha256
+    from narrative_eval.data.files import file_sha256
     from narrative_eval.studies.incremental.pairwise_files import artifact_dir
     from narrative_eval.studies.incremental.pairwise import run_pairwise_judges
     from narrative_eval.sweep import run_sweep

@@ -103,9 +103,9 @@ def _rate_pair(page, rater: str, constraint: str, quality: str) -> tuple[str, st
 
 def test_stories_are_rated_blind_exported_and_read_by_the_human_validation_report(
         stories_app, stories_sweep, stories_env, browser, screenshot, tmp_path):
-    from narrative_eval.data.tasks import load_tasks
+    from narrative_eval.studies.incremental.tasks import load_tasks
     from narrative_eval.studies.incremental.human_records import load_pair_cases, load_pairwise_verdicts, load_pointwise_ratings
-    from narrative_eval.stats.score_records import load_score_records
+    from narrative_eval.studies.incremental.score_records import load_score_records
     from playwright.sync_api import expect
 
     root, env = stories_env

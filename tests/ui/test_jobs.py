@@ -126,7 +126,7 @@ def test_the_launch_tab_refuses_what_the_command_line_refuses(tmp_path):
     refused there too, before any job starts, with the same messages."""
     import gradio as gr
 
-    from narrative_eval.data.infilling import COLUMNS
+    from narrative_eval.data.instances import COLUMNS
     from ui.common import AppSettings
     from ui.launch import FROM_FORM, estimate, launch
 

@@ -11,8 +11,8 @@ import pytest
 from browser_helpers import choose, open_tab, settle
 
 from narrative_eval.backends import RequestCache, get_backend, request_key
-from narrative_eval.prompts.render import render_infilling
 from narrative_eval.records import GenerationParams, InfillingInstance, Reply
+from narrative_eval.studies.infilling.prompts import render_infilling
 from narrative_eval.sweep import AFTER_CELLS, REPORT_STEP
 from ui import jobs
 from ui.common import AppSettings, model_catalog

@@ -1,19 +1,21 @@
-"""Story continuation declared: one item per passage (its opening sentences and the next one), the study's prompt
-file, the answer's first sentence scored against the true next one and judged on the rubric the package ships."""
+"""Story continuation declared: a passage's opening, its next sentence to write, scored and judged."""
 
 from pathlib import Path
 
 from pydantic import Field
 
-from narrative_eval.data.infilling import domain, load_instances, sentences
-from narrative_eval.evaluation import ANSWER, Answer, Item, SingleTurnStudy
+from narrative_eval.data.instances import domain, load_instances, sentences
+from narrative_eval.evaluation import ANSWER, Answer, Item, SingleTurnStudy, prompt_file_grid
 from narrative_eval.judges import register_rubric
 from narrative_eval.metrics.text import split_sentences
 from narrative_eval.reports.single_turn import write_single_turn_report
 from narrative_eval.study import StudyConfig, study
 
+PROMPTS = Path(__file__).with_name("prompts.yaml")
+
 
 class ContinuationConfig(StudyConfig):
+    grid = prompt_file_grid(PROMPTS)  # its prompt settings are its prompt file's
     opening_sentences: int = Field(3, ge=1)
     """How many sentences of each passage the model is shown; it writes the one after them."""
 
@@ -24,7 +26,7 @@ class ContinuationConfig(StudyConfig):
 @study("continuation")
 class ContinuationStudy(SingleTurnStudy):
     config_section = ContinuationConfig
-    prompts = Path(__file__).with_name("prompts.yaml")
+    prompts = PROMPTS
     rubric = register_rubric(Path(__file__).with_name("continuation_quality.yaml"))
     judge_sees = {"opening": "opening", "candidate": ANSWER}  # never the true sentence, nor the model
     reference, answer_column = "next_sentence", "continuation"
@@ -46,8 +48,8 @@ class ContinuationStudy(SingleTurnStudy):
     def answer_rates(self, samples):
         return {"answered_rate": sum(bool(s.answer.text) for s in samples) / max(len(samples), 1)}
 
-    def check_config(self, config):  # its prompt settings; no stratified subset (an item is a passage, not a blank)
-        return super().check_config(config) + (["subset: a continuation sweep takes no subset; use limit"] if config.subset else [])
+    def check_config(self, config):  # no stratified subset: an item is a passage, not a blank
+        return ["subset: a continuation sweep takes no subset; use limit"] if config.subset else []
 
     def summarise(self, sweep, out_dir, data_sha256=None):
         return write_single_turn_report(self, sweep, out_dir, data_sha256, answers_file="continuations", titles=(

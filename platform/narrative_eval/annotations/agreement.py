@@ -9,6 +9,7 @@ from typing import Any
 from narrative_eval.annotations.store import AnnotationItem, AnnotationStore
 from narrative_eval.judges.agreement import cohen_kappa, exact_agreement, krippendorff_alpha, mae, spearman
 from narrative_eval.records import finite_number
+from narrative_eval.records.keys import with_interval
 
 
 def _judge_dimension(item: AnnotationItem, output: int, judge_id: str, dimension: str) -> float | None:
@@ -49,9 +50,8 @@ def pointwise_agreement(
             "dimension": dimension,
             "n": n,
             "kappa_quadratic": cohen_kappa(human_cat, judge_cat, weights="quadratic", labels=list(scale)) if n else math.nan,
-            "spearman": rho.estimate if rho else math.nan,
-            "spearman_lo": rho.low if rho else math.nan,
-            "spearman_hi": rho.high if rho else math.nan,
+            **dict(zip(with_interval("spearman"), (rho.estimate, rho.low, rho.high) if rho else (math.nan,) * 3,
+                       strict=True)),
             "mae": mae(human, judge) if n else math.nan,
             "exact": exact_agreement(human_cat, judge_cat) if n else math.nan,
         })

@@ -1,44 +1,31 @@
-"""Data: loading, validating and subsetting infilling instances; loading and writing tasks. The builder of
-infilling instances is a command of its own: import it from `narrative_eval.data.builder`."""
+"""Data: loading and validating instances files (passages with one blank), the JSONL reader, and a file's digest.
+The infilling study's blank positions, subset rules and builder live in its package (`studies/infilling/`)."""
 
 from narrative_eval.data.errors import DataError, DataErrors
-from narrative_eval.data.infilling import (
+from narrative_eval.data.files import file_sha256
+from narrative_eval.data.instances import (
     BLANK,
     COLUMNS,
     DOMAINS,
-    POSITIONS,
-    blank_position,
     count_blanks,
     domain,
-    file_sha256,
     load_instances,
-    position_of,
     save_instances,
     sentences,
     split_problem,
 )
-from narrative_eval.data.subset import spread_limit, stratified_subset
-from narrative_eval.data.tasks import GENRES, load_tasks, save_tasks
 
 __all__ = [
     "BLANK",
     "COLUMNS",
     "DOMAINS",
-    "GENRES",
-    "POSITIONS",
     "DataError",
     "DataErrors",
-    "blank_position",
     "count_blanks",
     "domain",
     "file_sha256",
     "load_instances",
-    "load_tasks",
-    "position_of",
     "save_instances",
-    "save_tasks",
     "sentences",
     "split_problem",
-    "spread_limit",
-    "stratified_subset",
 ]

@@ -2,21 +2,13 @@
 recorded failures, and agreement statistics across judge panels."""
 
 from narrative_eval.judges.judge import (
-    CHECKLIST_RUBRIC,
     HIGH_QUALITY_THRESHOLD,
-    INFILLING_RUBRIC,
-    PAIRWISE_EVIDENCE_RUBRIC,
-    PAIRWISE_RUBRIC,
-    QUALITY_RUBRIC,
     failure_rate,
     is_high_quality,
-    judge_checklist,
-    judge_infills,
     judge_many,
     judge_pairwise,
     judge_pairwise_orders,
     judge_params,
-    judge_quality,
     pairwise_consistency,
     qavg,
     summarize,
@@ -42,12 +34,7 @@ from narrative_eval.judges.rubric import (
 from narrative_eval.judges.validate import JudgeReplyError, parse_reply
 
 __all__ = [
-    "CHECKLIST_RUBRIC",
     "HIGH_QUALITY_THRESHOLD",
-    "INFILLING_RUBRIC",
-    "PAIRWISE_EVIDENCE_RUBRIC",
-    "PAIRWISE_RUBRIC",
-    "QUALITY_RUBRIC",
     "JudgeReplyError",
     "RUBRICS",
     "Rubric",
@@ -56,13 +43,10 @@ __all__ = [
     "available_rubrics",
     "failure_rate",
     "is_high_quality",
-    "judge_checklist",
-    "judge_infills",
     "judge_many",
     "judge_pairwise",
     "judge_pairwise_orders",
     "judge_params",
-    "judge_quality",
     "load_rubric",
     "normalize_requirements",
     "pairwise_consistency",

@@ -22,18 +22,15 @@ from narrative_eval.judges.rubric import Rubric, answer_schema, load_rubric
 from narrative_eval.judges.validate import JudgeReplyError, parse_reply
 from narrative_eval.records import GenerationParams, JudgeResult, JudgeSpec, Reply, stable_hash
 
-INFILLING_RUBRIC = "infilling_narrative"
-CHECKLIST_RUBRIC = "creative_checklist"
-QUALITY_RUBRIC = "creative_quality"
-PAIRWISE_RUBRIC = "pairwise"
-PAIRWISE_EVIDENCE_RUBRIC = "pairwise_evidence"
-
 HIGH_QUALITY_THRESHOLD = 4.0
 """An output is high-quality when its QAvg (mean over the rubric's dimensions) is strictly above this."""
 
 
 class GeneratingBackend(Protocol):
     """Anything that turns conversations into replies: a Backend or a CachedBackend."""
+
+    batch_size: int
+    """Requests it takes in one `generate` call (callers cut their requests into batches of this size)."""
 
     def generate(self, conversations: Sequence[Conversation], params: GenerationParams) -> list[Reply]: ...
 
@@ -108,31 +105,11 @@ def judge_many(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items:
     return results
 
 
-# --------------------------------------------------------------------------- per-rubric wrappers
-
-
-def judge_infills(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
-    """Score infills on the dimensions of the judge's rubric (default: the five narrative ones); items are {problem, candidate}."""
-    return judge_many(backend, judge, judge.rubric or INFILLING_RUBRIC, items)
-
-
-def judge_checklist(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
-    """Score requirement adherence; items are {task, requirements, response}.
-
-    scores['adherence'] is the mean item score (A); details['items'] lists
-    {constraint_id, score, reason} in requirement order.
-    """
-    return judge_many(backend, judge, CHECKLIST_RUBRIC, items)
-
-
-def judge_quality(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping]) -> list[JudgeResult]:
-    """Score writing quality on the judge's rubric (default: five dimensions, characterization may be None);
-    items are {task, requirements, response}."""
-    return judge_many(backend, judge, judge.rubric or QUALITY_RUBRIC, items)
+# --------------------------------------------------------------------------- pairwise, both orders
 
 
 def judge_pairwise_orders(
-    backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping], rubric: str = PAIRWISE_RUBRIC
+    backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping], rubric: str
 ) -> list[tuple[JudgeResult, JudgeResult]]:
     """Each pair judged in both presentation orders under a pairwise rubric: (forward, reversed) per item, the
     reversed one showing response_b as A. Items are {task, requirements, response_a, response_b}; each result is
@@ -147,7 +124,7 @@ def judge_pairwise_orders(
 
 
 def judge_pairwise(
-    backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping], rubric: str = PAIRWISE_RUBRIC
+    backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[Mapping], rubric: str
 ) -> list[JudgeResult]:
     """Pairwise preference judged in both presentation orders; items are {task, requirements, response_a, response_b}.
 
@@ -258,13 +235,10 @@ __all__ = [
     "Requirement",
     "failure_rate",
     "is_high_quality",
-    "judge_checklist",
-    "judge_infills",
     "judge_many",
     "judge_pairwise",
     "judge_pairwise_orders",
     "judge_params",
-    "judge_quality",
     "pairwise_consistency",
     "qavg",
     "summarize",

@@ -11,13 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from narrative_eval.judges.rubric import Rubric, RubricError, load_rubric
 from narrative_eval.prompts.render import fill
-from narrative_eval.records import Constraint, Message
+from narrative_eval.records import Message
 
-Requirement = Constraint | Mapping | str
-"""A requirement as callers hold it: a Constraint, a {constraint_id, requirement} mapping, or plain text."""
+
+@runtime_checkable
+class NamedRequirement(Protocol):
+    """A requirement record (the incremental study's Constraint): its id and text."""
+
+    constraint_id: str
+    requirement: str
+
+
+Requirement = NamedRequirement | Mapping | str
+"""A requirement as callers hold it: a record with `constraint_id` and `requirement`, a {constraint_id, requirement}
+mapping, or plain text."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +45,7 @@ def normalize_requirements(requirements: Sequence[Requirement]) -> list[Requirem
     """Turn requirements into (id, text) items; plain strings get ids r1, r2, ... Ids must be unique."""
     items = []
     for index, requirement in enumerate(requirements, start=1):
-        if isinstance(requirement, Constraint):
+        if isinstance(requirement, NamedRequirement):
             items.append(RequirementItem(requirement.constraint_id, requirement.requirement))
         elif isinstance(requirement, Mapping):
             rid = requirement.get("constraint_id", requirement.get("id"))

@@ -17,7 +17,6 @@ from typing import Any
 
 import yaml
 
-from narrative_eval.records import InfillingInstance, Message
 from narrative_eval.registry import Registry
 
 PROMPTS_DIR = Path(__file__).parent
@@ -118,26 +117,3 @@ def _discover(registry: Registry) -> None:
 
 PROMPT_SETTINGS: Registry[Any] = Registry("prompt setting", discover=_discover)
 """Setting name -> its prompt file (infilling) or its system prompt text (incremental-delivery)."""
-
-
-def prompt_file_for(setting: str, prompt_file: str | Path | None = None) -> PromptSettings:
-    """The infilling prompt file that defines `setting`: the config's own file, or the registered one."""
-    if prompt_file:
-        prompts = load_prompt_file(Path(prompt_file))
-        if setting not in prompts.settings:
-            raise ValueError(f"unknown prompt setting {setting!r}; {prompts.path} defines {', '.join(prompts.settings)}")
-        return prompts
-    entry = PROMPT_SETTINGS.entry(setting)
-    if entry.meta.get("template") != FILL_TEMPLATE:
-        raise ValueError(f"prompt setting {setting!r} is a {entry.meta.get('template')}, not a {FILL_TEMPLATE}")
-    return entry.target
-
-
-def render_infilling(setting: str, instance: InfillingInstance, prompt_file: str | Path | None = None) -> list[Message]:
-    """Messages for one instance under one prompt setting (L0-L4, a reasoning paradigm or a plugin's)."""
-    prompts = prompt_file_for(setting, prompt_file)
-    user = fill(prompts.settings[setting]["user"], {"problem": instance.problem, "n": instance.n, "unit": instance.unit})
-    messages = [Message(role="user", content=user)]
-    if prompts.system:
-        messages.insert(0, Message(role="system", content=prompts.system))
-    return messages

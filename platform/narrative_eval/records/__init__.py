@@ -5,9 +5,10 @@ produce messages, backends turn messages into replies, extraction/metrics/judges
 replies into scores, and tracking logs them. Specs are frozen and hashable to a stable
 digest, so a cell can be reproduced from its logged spec and skipped when done.
 
-The records live in four modules (base, specs, infilling, creative); import them from here. The keys metrics
-and table columns are logged under (`judge/<id>/<name>`, `seed<k>/<name>`, `_sd`, `_lo`, `_hi`) are made and
-parsed in `records.keys`.
+The records live in three modules (base, specs, instances); import them from here. A study's own records live in
+its package (`studies/incremental/records.py`, `studies/infilling/records.py`). The keys metrics and table columns
+are logged under (`judge/<id>/<name>`, `seed<k>/<name>`, `_sd`, `_lo`, `_hi`) are made and parsed in
+`records.keys`.
 """
 
 from narrative_eval.records.base import (
@@ -21,18 +22,14 @@ from narrative_eval.records.base import (
     finite_number,
     stable_hash,
 )
-from narrative_eval.records.creative import Constraint, ScoreRecord, Trajectory, Turn, WritingTask
-from narrative_eval.records.infilling import ExtractionResult, InfillingInstance, InfillingSample, Position
+from narrative_eval.records.instances import InfillingInstance, Position
 from narrative_eval.records.specs import CellSpec, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
 
 __all__ = [
     "CellSpec",
-    "Constraint",
-    "ExtractionResult",
     "Frozen",
     "GenerationParams",
     "InfillingInstance",
-    "InfillingSample",
     "JudgeResult",
     "JudgeSpec",
     "Message",
@@ -41,11 +38,7 @@ __all__ = [
     "Position",
     "Reply",
     "Role",
-    "ScoreRecord",
     "SubsetSpec",
-    "Trajectory",
-    "Turn",
-    "WritingTask",
     "derived_seed",
     "finite_number",
     "stable_hash",

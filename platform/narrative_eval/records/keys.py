@@ -5,6 +5,7 @@ tab, the reports and tracing read what the cells log under these keys."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 JUDGE = "judge"
 """The first part of a judge's keys."""
@@ -58,4 +59,35 @@ def bounded_name(key: str) -> str | None:
     return None
 
 
-__all__ = ["bounded_name", "interval_keys", "judge_key", "judge_prefix", "parse_judge_key", "parse_seed_key", "sd_key", "seed_key"]
+def with_interval(name: str) -> tuple[str, str, str]:
+    """(`<name>`, `<name>_lo`, `<name>_hi`): a number and the bounds of its interval, as table columns."""
+    return (name, *interval_keys(name))
+
+
+def is_spread(key: str) -> bool:
+    """Whether a key is a number's SD or an interval bound rather than the number."""
+    return key.endswith((SD, LO, HI))
+
+
+def seeded(key: str, seed: int) -> str:
+    """`<key>/seed<k>`: one seed of an item (a trace, a score record, a pair), keyed."""
+    return f"{key}/seed{seed}"
+
+
+RUN_METRIC = "metrics."
+"""What a logged metric's column starts with in a frame of runs (mlflow.search_runs)."""
+
+
+def metric_column(key: str) -> str:
+    """`metrics.<key>`: a logged metric's column in a frame of runs."""
+    return RUN_METRIC + key
+
+
+def judges_logging(columns: Iterable[str], name: str) -> list[str]:
+    """The ids of the judges whose `judge/<id>/<name>` is among `columns` (metric keys, or run-frame columns)."""
+    keys = (str(c).removeprefix(RUN_METRIC) for c in columns)
+    return sorted({parsed[0] for parsed in map(parse_judge_key, keys) if parsed is not None and parsed[1] == name})
+
+
+__all__ = ["RUN_METRIC", "bounded_name", "interval_keys", "is_spread", "judge_key", "judge_prefix", "judges_logging",
+           "metric_column", "parse_judge_key", "parse_seed_key", "sd_key", "seed_key", "seeded", "with_interval"]

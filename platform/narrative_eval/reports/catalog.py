@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from narrative_eval.records.keys import interval_keys
 from narrative_eval.reports.labels import humanize, platform_presentation
 from narrative_eval.reports.tables import fold_intervals, readable
 from narrative_eval.study import ReportTable, Study, all_studies
@@ -85,7 +86,7 @@ def shown_table(table: FoundTable, digits: int = 3) -> pd.DataFrame:
     integers), names in labelled columns and the columns under their labels."""
     frame = pd.read_csv(table.path)
     if table.interval and {table.interval, "lo", "hi"} <= set(frame.columns):
-        frame = frame.rename(columns={"lo": f"{table.interval}_lo", "hi": f"{table.interval}_hi"})
+        frame = frame.rename(columns=dict(zip(("lo", "hi"), interval_keys(table.interval), strict=True)))
     frame = fold_intervals(frame, digits)
     for column in frame.columns:
         if pd.api.types.is_integer_dtype(frame[column]):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from narrative_eval import tracking
+from narrative_eval.records.keys import judge_prefix
 from narrative_eval.reports.labels import label
 from narrative_eval.reports.tables import write_table
 from narrative_eval.stats.judge_checks import (
@@ -60,7 +61,7 @@ def names_judge(title: str, markdown: str, judge: str) -> bool:
     `<id>:<dimension>`, as the paired comparisons do); a model that has the judge's name is not its scores."""
     whole = re.compile(rf"(?<![\w.-]){re.escape(judge)}(?![\w.-])")
     header = markdown.split("\n", 1)[0]
-    metric = re.compile(rf"(?<![\w.-]){re.escape(judge)}:\w|judge/{re.escape(judge)}/")
+    metric = re.compile(rf"(?<![\w.-]){re.escape(judge)}:\w|{re.escape(judge_prefix(judge))}")
     return bool(whole.search(title) or whole.search(header) or metric.search(markdown))
 
 

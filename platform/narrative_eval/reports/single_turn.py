@@ -10,6 +10,7 @@ import pandas as pd
 
 from narrative_eval import tracking
 from narrative_eval.evaluation import TABLE, SingleTurnStudy
+from narrative_eval.records.keys import judges_logging
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import write_table
 
@@ -25,7 +26,7 @@ def write_single_turn_report(study: SingleTurnStudy, sweep: str, out_dir: str | 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cells = pd.DataFrame({"model": runs["params.model_id"], "setting": runs["params.prompt_setting"]})
-    judges = sorted({c.split("/")[1] for c in runs.columns if c.startswith("metrics.judge/") and c.endswith("/qavg")})
+    judges = judges_logging(runs.columns, "qavg")
     headlines = [name for name in study.headline_metrics(judges) if f"metrics.{name}" in runs]
     main = cells.assign(**{name: runs[f"metrics.{name}"] for name in [*headlines, *extra]})
     rows = pd.concat([tracking.load_table(run_id, TABLE).assign(model=model, setting=setting)

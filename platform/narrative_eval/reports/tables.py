@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from narrative_eval.records import finite_number
+from narrative_eval.records.keys import interval_keys, with_interval
 from narrative_eval.reports.labels import label, labelled_values, labels
 
 FLOAT_DIGITS = 6
@@ -73,11 +74,11 @@ def fold_intervals(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """Markdown/LaTeX form: each column with `_lo`/`_hi` companions becomes text `mean [lo, hi]` (the app shows
     report tables the same way)."""
     folded = table.copy()
-    for name in [c for c in table.columns if f"{c}_lo" in table and f"{c}_hi" in table]:
+    for name in [c for c in table.columns if all(bound in table for bound in interval_keys(c))]:
         if len(table):
             folded[name] = [interval_text(m, lo, hi, digits)
-                            for m, lo, hi in zip(table[name], table[f"{name}_lo"], table[f"{name}_hi"], strict=True)]
-        folded = folded.drop(columns=[f"{name}_lo", f"{name}_hi"])
+                            for m, lo, hi in zip(*(table[c] for c in with_interval(name)), strict=True)]
+        folded = folded.drop(columns=list(interval_keys(name)))
     return folded
 
 

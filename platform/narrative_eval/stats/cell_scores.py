@@ -1,16 +1,16 @@
-"""Per-row scores of an infilling cell (its generations table) and the cell's bootstrap intervals.
+"""Per-row scores of a cell's table (one row per item and seed) and the cell's bootstrap intervals.
 
-A cell's headline number is, per seed, the mean over the rows that have a value, then the mean across
-seeds (evaluation.seed_metrics). A resample draws passages with replacement
-(every instance of a drawn passage comes along, with all its seeds) and recomputes that same statistic, so
-the interval belongs to the number that is logged. AtAvg is the mean of its metrics' resampled means, as
-the logged AtAvg is the mean of the metric means.
+A cell's headline number is, per seed, the mean over the rows that have a value, then the mean across seeds
+(evaluation.seed_metrics). A resample draws the rows' clusters (the passages of instances, the stories) with
+replacement, every row of a drawn cluster with all its seeds, and recomputes that same statistic, so the interval
+belongs to the number that is logged. AtAvg is the mean of its metrics' resampled means, as the logged AtAvg is
+the mean of the metric means.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -82,18 +82,19 @@ def seed_averaged_replicates(boot: ClusterBootstrap, values: np.ndarray, seeds: 
 
 
 def cell_intervals(
-    rows: pd.DataFrame | list[Mapping], wanted: set[str] | None = None, *, n_boot: int = CELL_N_BOOT,
-    seed: int = CELL_BOOT_SEED, level: float = 0.95,
+    rows: pd.DataFrame | list[Mapping], wanted: set[str] | None = None, *, clusters: Sequence[str] | None = None,
+    n_boot: int = CELL_N_BOOT, seed: int = CELL_BOOT_SEED, level: float = 0.95,
 ) -> dict[str, float]:
     """`<name>_lo` and `<name>_hi` of every statistic in `wanted` (default: all the rows support), from a
-    passage-clustered bootstrap of the generations rows. A statistic with values on fewer than two passages
-    gets no interval (it is left out, not set to a guess)."""
+    clustered bootstrap of a cell's rows: `clusters` gives each row's cluster (rows of one are drawn together;
+    default: the passage of its `instance_id`). A statistic with values on fewer than two clusters gets no
+    interval (it is left out, not set to a guess)."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-    if frame.empty or "instance_id" not in frame:
+    if frame.empty or (clusters is None and "instance_id" not in frame):
         return {}
     scores = row_scores(frame)
     seeds = frame["seed"].to_numpy() if "seed" in frame else np.zeros(len(frame))
-    clusters = frame["instance_id"].map(passage_of).to_numpy()
+    clusters = np.asarray(clusters if clusters is not None else frame["instance_id"].map(passage_of), dtype=object)
     boot = ClusterBootstrap(clusters, n_boot=n_boot, seed=seed)
     replicates = {name: seed_averaged_replicates(boot, values, seeds) for name, values in scores.items()
                   if name != "at_avg" and np.unique(clusters[~np.isnan(values)]).size >= 2}

@@ -33,13 +33,14 @@ from narrative_eval.judges.checks import (
     ControlJudgment,
     load_thresholds,
 )
+from narrative_eval.records.keys import with_interval
 from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
 
 POSITION_BIAS_CHECK = "position_bias"
 """The check name of the row every pairwise rubric gets from all its control pairs."""
 
 COLUMNS: tuple[str, ...] = ("judge", "rubric", "check", "statistic", "n", "n_failed", "value", "lo", "hi",
-                            "threshold", "pass", "gap", "gap_lo", "gap_hi", "note")
+                            "threshold", "pass", *with_interval("gap"), "note")
 """The columns of judge_checks.csv, in order (docs/formats.md)."""
 
 TAG_PREFIX = "judge_check/"
@@ -309,7 +310,8 @@ def check_metrics(rows: Sequence[CheckRow]) -> dict[str, float]:
     metrics: dict[str, float] = {}
     for row, label in zip(rows, check_labels(rows), strict=True):
         name = f"{TAG_PREFIX}{row.judge}/{label}"
-        metrics.update({name: row.value, f"{name}_lo": row.lo, f"{name}_hi": row.hi, f"{name}_pass": float(row.passed)})
+        metrics.update({**dict(zip(with_interval(name), (row.value, row.lo, row.hi), strict=True)),
+                        f"{name}_pass": float(row.passed)})
     return metrics
 
 

@@ -19,6 +19,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from narrative_eval.records.keys import judge_key
 from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
 from narrative_eval.stats.cell_scores import passage_of, row_judges, row_scores
 
@@ -41,7 +42,7 @@ COLUMNS = ("n", "delta", "lo", "hi", "p", "p_holm", "holds", "se", "reason")
 def compared_metrics(gens: pd.DataFrame) -> dict[str, str]:
     """Label -> row-score key of the metrics compared: AtAvg, and each judge's QAvg (`<judge>:qavg`)."""
     wanted = {"at_avg": "at_avg"}
-    wanted.update({f"{judge}:qavg": f"judge/{judge}/qavg" for judge in sorted(row_judges(gens))})
+    wanted.update({f"{judge}:qavg": judge_key(judge, "qavg") for judge in sorted(row_judges(gens))})
     return wanted
 
 
@@ -162,7 +163,8 @@ def paired_judges(gens: pd.DataFrame, *, n_boot: int = PAIRED_N_BOOT, seed: int 
     rows = []
     for (model, setting), cell in gens.groupby(["model", "setting"], sort=True):
         for judge_a, judge_b in combinations(judges, 2):
-            result = compare_cells(cell, cell, f"judge/{judge_a}/qavg", key_b=f"judge/{judge_b}/qavg", n_boot=n_boot, seed=seed)
+            result = compare_cells(cell, cell, judge_key(judge_a, "qavg"), key_b=judge_key(judge_b, "qavg"),
+                                   n_boot=n_boot, seed=seed)
             rows.append({"model": model, "setting": setting, "a": judge_a, "b": judge_b, "metric": "qavg", **result})
     table = pd.DataFrame(rows, columns=["model", "setting", "a", "b", "metric", *COLUMNS])
     return table if table.empty else _adjusted(table, ["model", "setting"])

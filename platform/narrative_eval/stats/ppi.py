@@ -39,6 +39,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
+from narrative_eval.records.keys import judge_key, with_interval
 from narrative_eval.stats.cell_scores import passage_of, row_scores
 
 DEFAULT_LEVEL = 0.95
@@ -143,6 +144,16 @@ ESTIMATES: tuple[str, ...] = ("judge", "human", "ppi")
 """The three estimates of a table row, each a column with its `_lo` and `_hi`."""
 
 
+def judge_score(dimension: str) -> str:
+    """The column of an output's judge score of one dimension, in the frame `human_anchored_table` reads."""
+    return f"judge/{dimension}"
+
+
+def human_rating(dimension: str) -> str:
+    """The column of an output's mean human rating of one dimension, in that frame."""
+    return f"human/{dimension}"
+
+
 def human_anchored_table(outputs: pd.DataFrame, cell_keys: Sequence[str], dimensions: Sequence[str],
                          cluster: str, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
     """One row per cell and dimension of the cells where people rated some output: *cell_keys, dimension, n_all,
@@ -151,18 +162,19 @@ def human_anchored_table(outputs: pd.DataFrame, cell_keys: Sequence[str], dimens
     `outputs` has one row per output: the cell keys, the `cluster` column, and per dimension its judge score
     `judge/<dimension>` and mean human rating `human/<dimension>` (NaN: none)."""
     columns = [*cell_keys, "dimension", "n_all", "n_rated",
-               *(f"{name}{suffix}" for name in ESTIMATES for suffix in ("", "_lo", "_hi")), "reason"]
+               *(column for name in ESTIMATES for column in with_interval(name)), "reason"]
     rows = []
     for keys, cell in outputs.groupby(list(cell_keys), sort=True):
-        if cell[[f"human/{d}" for d in dimensions]].isna().all(axis=None):
+        if cell[[human_rating(d) for d in dimensions]].isna().all(axis=None):
             continue  # nobody rated this cell: nothing to anchor
         for dimension in dimensions:
-            result = human_anchored_mean(cell[f"judge/{dimension}"], cell[f"human/{dimension}"], cell[cluster], level)
+            result = human_anchored_mean(cell[judge_score(dimension)], cell[human_rating(dimension)], cell[cluster],
+                                         level)
             row = {**dict(zip(cell_keys, keys)), "dimension": dimension, "n_all": result.n_all,
                    "n_rated": result.n_rated, "reason": result.reason}
             for name in ESTIMATES:
                 estimate = getattr(result, name)
-                row.update({name: estimate.mean, f"{name}_lo": estimate.lo, f"{name}_hi": estimate.hi})
+                row.update(zip(with_interval(name), (estimate.mean, estimate.lo, estimate.hi), strict=True))
             rows.append(row)
     return pd.DataFrame(rows, columns=columns)
 
@@ -176,13 +188,13 @@ def infilling_ppi_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, d
     outputs = gens[["model", "setting", "instance_id"]].assign(
         seed=pd.to_numeric(gens["seed"]).astype(int), passage=gens["instance_id"].map(passage_of))
     for dimension in dimensions:
-        outputs[f"judge/{dimension}"] = scores.get(f"judge/{judge}/{dimension}", np.full(len(gens), np.nan))
+        outputs[judge_score(dimension)] = scores.get(judge_key(judge, dimension), np.full(len(gens), np.nan))
     rated = [d for d in dimensions if d in ratings]
     human = (ratings.rename(columns={"prompt_setting": "setting"}).assign(seed=lambda f: f["seed"].astype(int))
-             .groupby(keys)[rated].mean().add_prefix("human/").reset_index())
+             .groupby(keys)[rated].mean().rename(columns=human_rating).reset_index())
     outputs = outputs.merge(human, on=keys, how="left")
     for dimension in set(dimensions) - set(rated):
-        outputs[f"human/{dimension}"] = np.nan
+        outputs[human_rating(dimension)] = np.nan
     return human_anchored_table(outputs, ["model", "setting"], dimensions, "passage")
 
 

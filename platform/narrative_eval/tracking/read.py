@@ -95,7 +95,7 @@ def report_cell_runs(experiment: str, sweep: str, data_sha256: str | None = None
     return runs
 
 
-def load_table(run_id: str, name: str = "generations.json") -> pd.DataFrame:
+def load_table(run_id: str, name: str) -> pd.DataFrame:
     """A table logged with log_table, as a DataFrame."""
     payload = load_json_artifact(run_id, name)
     return pd.DataFrame(payload["data"], columns=payload["columns"])

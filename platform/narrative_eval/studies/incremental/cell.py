@@ -20,21 +20,24 @@ from typing import Any
 
 import numpy as np
 
-from narrative_eval.data.cell_tasks import select_tasks
-from narrative_eval.delivery import (
+from narrative_eval.evaluation import aggregate_seeds, in_batches, mean_or_nan
+from narrative_eval.judges import rubric_hash
+from narrative_eval.records import CellSpec, JudgeResult, Reply
+from narrative_eval.records.keys import judge_key
+from narrative_eval.studies.incremental.cell_tasks import select_tasks
+from narrative_eval.studies.incremental.delivery import deliver, load_system_prompt
+from narrative_eval.studies.incremental.effects import creative_integrity
+from narrative_eval.studies.incremental.judging import judge_checklist, judge_quality
+from narrative_eval.studies.incremental.records import ScoreRecord, Trajectory, WritingTask
+from narrative_eval.studies.incremental.score_records import model_label, record_id
+from narrative_eval.studies.incremental.turns import (
     DEFAULT_SYSTEM_PROMPTS_FILE,
     DEFAULT_TURNS_FILE,
     conversation_turns,
-    deliver,
-    load_system_prompt,
     load_turn_templates,
 )
-from narrative_eval.evaluation import in_batches, mean_or_nan, seed_metrics
-from narrative_eval.judges import CHECKLIST_RUBRIC, QUALITY_RUBRIC, judge_checklist, judge_quality, rubric_hash
-from narrative_eval.records import CellSpec, JudgeResult, Reply, ScoreRecord, Trajectory, WritingTask
-from narrative_eval.records.keys import judge_key
-from narrative_eval.studies.incremental.effects import creative_integrity
-from narrative_eval.stats.score_records import QUALITY_FIELDS, model_label, record_id
+from narrative_eval.studies.incremental.vocabulary import CHECKLIST_RUBRIC, QUALITY_RUBRIC
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.incremental.vocabulary import SCORE_DIMENSIONS
 from narrative_eval.study import CellResult, Runtime
 
@@ -113,7 +116,10 @@ class DeliveryCell:
             summaries[seed] = self._seed_summary(final, attempts_log, seed_records, failures, scored, observe.total)
             conversation_rows.extend(self._conversation_rows(final, attempts_log, by_id, seed_records))
 
-        metrics = seed_metrics(summaries)
+        # Each judge's number, per seed the mean over its stories, gets an interval from the final turns' rows
+        # (which carry the same scores), drawing stories.
+        finals = [row for row in conversation_rows if row["final"]]
+        metrics = aggregate_seeds(summaries, finals, [row["story_id"] for row in finals])
         metrics["n_tasks"] = float(len(tasks))
         metrics["n_seeds"] = float(len(cell.seeds))
         generated = sum(b.generated - generated_before[key] for key, b in backends.items())

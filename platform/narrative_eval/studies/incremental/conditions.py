@@ -8,9 +8,9 @@
 
 from __future__ import annotations
 
-from narrative_eval.delivery.conditions import TurnTemplates, condition, listing
 from narrative_eval.prompts.render import fill
-from narrative_eval.records import WritingTask
+from narrative_eval.studies.incremental.records import WritingTask
+from narrative_eval.studies.incremental.turns import TurnTemplates, condition, listing
 from narrative_eval.studies.incremental.vocabulary import FULL, RECAP, SHARDED, SNOWBALL
 
 

@@ -8,18 +8,18 @@ from typing import Annotated, Any, ClassVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from narrative_eval.config import Choices, Grid
 from narrative_eval.config_errors import Shorthand
-from narrative_eval.data.infilling import file_sha256
-from narrative_eval.delivery import CONDITIONS, DEFAULT_SYSTEM_PROMPTS_FILE, load_system_prompt
+from narrative_eval.data.files import file_sha256
 from narrative_eval.judges import load_rubric
 from narrative_eval.judges.rubric import RUBRICS
 from narrative_eval.prompts.render import PROMPT_SETTINGS, SYSTEM_PROMPT
 from narrative_eval.records import JudgeSpec
 from narrative_eval.registry import Registry
-from narrative_eval.study import StudyConfig
+from narrative_eval.studies.incremental.delivery import load_system_prompt
+from narrative_eval.studies.incremental.turns import CONDITIONS, DEFAULT_SYSTEM_PROMPTS_FILE
 from narrative_eval.studies.incremental.vocabulary import (FULL, PAIR_CONDITIONS, PAIRWISE_DIMENSIONS, RECAP, SHARDED,
                                                            SNOWBALL)
+from narrative_eval.study import Choices, Grid, StudyConfig
 
 DEFAULT_SYSTEM_PROMPT = "default"
 """The system prompt of a config that names none: the published study's."""

@@ -23,15 +23,16 @@ from typing import Any
 import yaml
 
 from narrative_eval import tracking
-from narrative_eval.data.cell_tasks import select_tasks
-from narrative_eval.data.infilling import sentences
-from narrative_eval.evaluation import item_seed
-from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC
+from narrative_eval.data.instances import sentences
 from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
-from narrative_eval.records import CellSpec, JudgeSpec, Trajectory, WritingTask
-from narrative_eval.stats.score_records import model_label
+from narrative_eval.records import CellSpec, JudgeSpec, derived_seed
+from narrative_eval.records.keys import seeded
 from narrative_eval.studies.incremental.cell import is_scoreable
+from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig
+from narrative_eval.studies.incremental.records import Trajectory, WritingTask
+from narrative_eval.studies.incremental.score_records import model_label
+from narrative_eval.studies.incremental.vocabulary import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC
 from narrative_eval.studies.incremental.vocabulary import NAME, REFERENCE
 from narrative_eval.study import RequestCount, experiment_of
 
@@ -59,7 +60,7 @@ def shuffled_story(story: str, seed: int, story_id: str) -> str | None:
     if len(parts) < 2:
         return None
     order = list(range(len(parts)))
-    random.Random(item_seed(seed, story_id)).shuffle(order)
+    random.Random(derived_seed(seed, story_id)).shuffle(order)
     if order == sorted(order):
         order = order[1:] + order[:1]
     return " ".join(parts[i] for i in order)
@@ -139,7 +140,7 @@ def _cell_stories(cell: CellSpec, run_id: str) -> dict[str, dict[str, str]]:
     for logged in tracking.load_json_artifact(run_id, "trajectories.json"):
         trajectory = Trajectory.model_validate(logged)
         if logged["kept"] and is_scoreable(trajectory, score_truncated) and trajectory.final_text.strip():
-            key = f"{model_label(cell)}/{cell.condition}/seed{trajectory.seed}"
+            key = seeded(f"{model_label(cell)}/{cell.condition}", trajectory.seed)
             found.setdefault(trajectory.story_id, {})[key] = trajectory.final_text
     return found
 

@@ -24,9 +24,10 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from narrative_eval.records import ScoreRecord
-from narrative_eval.stats.score_records import QUALITY_FIELDS
+from narrative_eval.records.keys import with_interval
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
+from narrative_eval.studies.incremental.records import ScoreRecord
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.incremental.vocabulary import COMPARISON, REFERENCE
 
 QUALITY_DIMENSIONS: tuple[str, ...] = QUALITY_FIELDS
@@ -180,9 +181,7 @@ def _icir_row(label: str, group: pd.DataFrame, n_boot: int, seed: int, level: fl
         "n_pairs": len(group),
         "full_ci": float(group["ci_full"].mean()),
         "x_ci": float(group["ci_x"].mean()),
-        "icir": icir(group["ci_x"], group["ci_full"]),
-        "icir_lo": lo,
-        "icir_hi": hi,
+        **dict(zip(with_interval("icir"), (icir(group["ci_x"], group["ci_full"]), lo, hi), strict=True)),
     }
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from narrative_eval.data.errors import DataError, DataErrors
 from narrative_eval.data.jsonl import checked_jsonl
-from narrative_eval.stats.score_records import QUALITY_FIELDS
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.incremental.vocabulary import (
     LEVEL_SCORE,
     LEVELS,

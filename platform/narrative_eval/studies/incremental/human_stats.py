@@ -29,13 +29,14 @@ import numpy as np
 import pandas as pd
 
 from narrative_eval.judges.agreement import cohen_kappa, krippendorff_alpha, spearman
-from narrative_eval.records import ScoreRecord
+from narrative_eval.records.keys import interval_keys
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
+from narrative_eval.stats.ppi import human_anchored_table, human_rating, judge_score
 from narrative_eval.studies.incremental.effects import pair_frame, responses_frame
-from narrative_eval.studies.incremental.vocabulary import COMPARISON, PRIMARY, REVERSED
 from narrative_eval.studies.incremental.human_records import PAIRWISE_DIMENSIONS, EvidenceStatus, PairwiseVerdict, PointwiseRating
-from narrative_eval.stats.ppi import human_anchored_table
-from narrative_eval.stats.score_records import QUALITY_FIELDS
+from narrative_eval.studies.incremental.records import ScoreRecord
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
+from narrative_eval.studies.incremental.vocabulary import COMPARISON, PRIMARY, REVERSED
 
 AGGREGATIONS: tuple[str, ...] = ("mean", "median", "centered")
 """How the raters of one response are combined."""
@@ -172,7 +173,8 @@ def human_aggregation(by_aggregation: dict[str, pd.DataFrame], n_boot: int = DEF
         for name in ("median", "centered"):
             pairs = by_aggregation[name]
             effect = _paired_delta(pairs, dimension, _pair_bootstrap(pairs, n_boot, seed), level)
-            row.update({f"{name}_delta": effect["delta"], f"{name}_lo": effect["lo"], f"{name}_hi": effect["hi"]})
+            row.update({f"{name}_delta": effect["delta"], **dict(zip(interval_keys(name), (effect["lo"], effect["hi"]),
+                                                                    strict=True))})
             reasons.append(effect["reason"])
         rows.append({**row, "reason": _join(reasons)})
     return pd.DataFrame(rows)
@@ -333,12 +335,12 @@ def pointwise_ppi_table(ratings: Sequence[PointwiseRating], records: Sequence[Sc
     response_by_id = {r.record_id: response_of(r) for r in records}
     human = response_scores(ratings)
     human["response"] = human["record_id"].map(response_by_id)
-    human = human.groupby("response")[list(QUALITY_FIELDS)].mean().add_prefix("human/").reset_index()
+    human = human.groupby("response")[list(QUALITY_FIELDS)].mean().rename(columns=human_rating).reset_index()
     judged = [r for r in records if r.judge == judge]
     outputs = pd.DataFrame({
         "model": [r.model for r in judged], "condition": [r.condition for r in judged],
         "story_id": [r.story_id for r in judged], "response": [response_of(r) for r in judged],
-        **{f"judge/{d}": [np.nan if r.quality.get(d) is None else float(r.quality[d]) for r in judged]
+        **{judge_score(d): [np.nan if r.quality.get(d) is None else float(r.quality[d]) for r in judged]
            for d in QUALITY_FIELDS},
     })
     outputs = outputs.merge(human, on="response", how="left")

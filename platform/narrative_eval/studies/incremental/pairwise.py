@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval import tracking
-from narrative_eval.data.cell_tasks import select_tasks, tasks_of_cell
 from narrative_eval.errors import UserError
 from narrative_eval.evaluation import in_batches
 from narrative_eval.judges import judge_pairwise_orders, load_rubric
-from narrative_eval.records import CellSpec, JudgeSpec, Trajectory, WritingTask, stable_hash
+from narrative_eval.records import CellSpec, JudgeSpec, stable_hash
+from narrative_eval.records.keys import seeded
 from narrative_eval.reports.tables import write_table
-from narrative_eval.studies.incremental.pairwise_files import ARTIFACT_DIR, FILES, JUDGMENTS_FILE, artifact_dir, logged_files
+from narrative_eval.studies.incremental.cell_tasks import select_tasks, tasks_of_cell
+from narrative_eval.studies.incremental.config import IncrementalConfig
 from narrative_eval.studies.incremental.human_records import (
     EvidenceStatus,
     PairCase,
@@ -47,8 +48,9 @@ from narrative_eval.studies.incremental.human_records import (
     save_pairwise_verdicts,
 )
 from narrative_eval.studies.incremental.human_stats import order_consistency, status_stability
-from narrative_eval.stats.score_records import model_label, record_id
-from narrative_eval.studies.incremental.config import IncrementalConfig
+from narrative_eval.studies.incremental.pairwise_files import ARTIFACT_DIR, FILES, JUDGMENTS_FILE, artifact_dir, logged_files
+from narrative_eval.studies.incremental.records import Trajectory, WritingTask
+from narrative_eval.studies.incremental.score_records import model_label, record_id
 from narrative_eval.studies.incremental.vocabulary import (
     NAME,
     ORDERS,
@@ -106,7 +108,7 @@ def _model_pairs(full_run: str, sharded_run: str) -> list[Pair]:
         if ids is None:
             continue
         task = tasks[story_id]
-        case = PairCase(f"{model_label(full)}/{story_id}/seed{seed}", *ids)
+        case = PairCase(seeded(f"{model_label(full)}/{story_id}", seed), *ids)
         item = {"task": task.full_instruction, "requirements": list(task.constraints),
                 "response_a": full_finals[(story_id, seed)], "response_b": sharded_finals[(story_id, seed)]}
         pairs.append(Pair(case, item))

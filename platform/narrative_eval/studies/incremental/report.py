@@ -35,18 +35,9 @@ import numpy as np
 import pandas as pd
 
 from narrative_eval import tracking
-from narrative_eval.delivery.conditions import replanning_conditions
-from narrative_eval.records import ScoreRecord
+from narrative_eval.records.keys import judge_key, judges_logging, metric_column, with_interval
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import file_slug, markdown_table, write_csv, write_table
-from narrative_eval.studies.incremental.report_diagnostics import (
-    DiagnosticInputs,
-    draw_length_diagnostics,
-    length_diagnostics,
-    records_inputs,
-    sweep_inputs,
-    task_composition,
-)
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.studies.incremental.effects import (
     DIMENSIONS,
@@ -64,7 +55,17 @@ from narrative_eval.studies.incremental.effects import (
 )
 from narrative_eval.studies.incremental.effects import equal_adherence as equal_adherence_table
 from narrative_eval.studies.incremental.effects import equal_genre as equal_genre_table
-from narrative_eval.stats.score_records import load_score_records, save_score_records
+from narrative_eval.studies.incremental.records import ScoreRecord
+from narrative_eval.studies.incremental.report_diagnostics import (
+    DiagnosticInputs,
+    draw_length_diagnostics,
+    length_diagnostics,
+    records_inputs,
+    sweep_inputs,
+    task_composition,
+)
+from narrative_eval.studies.incremental.score_records import load_score_records, save_score_records
+from narrative_eval.studies.incremental.turns import replanning_conditions
 from narrative_eval.studies.incremental.vocabulary import COMPARISON, NAME, REFERENCE
 from narrative_eval.study import experiment_of
 
@@ -118,11 +119,11 @@ CELL_SCORES_TITLE = "Creative Integrity and adherence per cell, every scored sto
 SEED_IN_ID = re.compile(r"/seed(\d+)/")
 UNSCORED_REASONS: tuple[tuple[str, str], ...] = (
     ("scored_rate", "no story could be judged (every reply was cut or missing)"),
-    ("judge/{judge}/checklist_failure_rate", "{judge}'s checklist failed on every story"),
-    ("judge/{judge}/quality_failure_rate", "{judge}'s quality rating failed on every story"),
+    ("checklist_failure_rate", "{judge}'s checklist failed on every story"),
+    ("quality_failure_rate", "{judge}'s quality rating failed on every story"),
 )
 """Why a cell has no score record, from its run's metrics: (metric, reason) where the metric reads 0 for the first,
-1 for the others."""
+1 for the others (each judge's, under its key)."""
 
 
 def cell_scores(records: Iterable[ScoreRecord], unscored: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -158,12 +159,13 @@ def unscored_cells(runs: pd.DataFrame, records: Iterable[ScoreRecord]) -> pd.Dat
         setting = run.get("params.prompt_setting")
         model = str(run.get("params.model_id"))
         model = model if setting in (None, "", "default") or setting != setting else f"{model} [{setting}]"
-        judges = {c.split("/")[1] for c in runs.columns if re.match(r"metrics\.judge/[^/]+/failure_rate$", c)}
-        for judge in sorted(judges):
-            if (model, run.get("params.condition"), judge) in scored or pd.isna(run.get(f"metrics.judge/{judge}/failure_rate")):
+        for judge in judges_logging(runs.columns, "failure_rate"):
+            failure_rate = run.get(metric_column(judge_key(judge, "failure_rate")))
+            if (model, run.get("params.condition"), judge) in scored or pd.isna(failure_rate):
                 continue
             reason = next((words.format(judge=judge) for metric, words in UNSCORED_REASONS
-                           if run.get(f"metrics.{metric.format(judge=judge)}") == (0.0 if metric == "scored_rate" else 1.0)),
+                           if run.get(metric_column(metric if metric == "scored_rate" else judge_key(judge, metric)))
+                           == (0.0 if metric == "scored_rate" else 1.0)),
                           f"{judge} scored none of its stories")
             rows.append({"model": model, "condition": run.get("params.condition"), "judge": judge, "note": reason})
     return pd.DataFrame(rows, columns=["model", "condition", "judge", "note"])
@@ -199,7 +201,7 @@ def _write_set(
     tables: dict[str, str] = {}
 
     model_ci = icir_table(pairs, n_boot, seed).rename(columns={"x_ci": f"{x}_ci"})
-    model_ci = model_ci[["model", "full_ci", f"{x}_ci", "icir", "icir_lo", "icir_hi", "n_pairs"]]
+    model_ci = model_ci[["model", "full_ci", f"{x}_ci", *with_interval("icir"), "n_pairs"]]
     write_csv(model_ci, out_dir / "model_ci.csv")
     tables[f"Creative Integrity and ICIR, FULL vs {upper}{suffix}"] = (
         markdown_table(model_ci) + unpaired_note(responses, pairs, comparison, unscored))
@@ -241,7 +243,7 @@ def icir_by_condition(responses: pd.DataFrame, judge: str | None, n_boot: int, s
             continue
         table = icir_table(pairs, n_boot, seed).rename(columns={"x_ci": "ci"})
         table.insert(0, "condition", condition)
-        frames.append(table[["condition", "model", "full_ci", "ci", "icir", "icir_lo", "icir_hi"]])
+        frames.append(table[["condition", "model", "full_ci", "ci", *with_interval("icir")]])
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -343,7 +345,8 @@ def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DE
 
 def no_comparison_note(reason: str) -> str:
     """Why a sweep's report has no FULL - X tables, and where to look."""
-    return (f"No comparison tables: {reason}. Each cell's `judge/<judge>/failure_rate` and `truncated_rate` say how "
+    failure_rate = judge_key("<judge>", "failure_rate")
+    return (f"No comparison tables: {reason}. Each cell's `{failure_rate}` and `truncated_rate` say how "
             "many responses went unscored; `score_records.jsonl` beside this report holds what was scored.")
 
 

@@ -21,11 +21,12 @@ import numpy as np
 import pandas as pd
 
 from narrative_eval import tracking
-from narrative_eval.data.cell_tasks import tasks_of_cell
-from narrative_eval.data.tasks import GENRES
-from narrative_eval.delivery.conditions import CONDITIONS
-from narrative_eval.records import CellSpec, ScoreRecord, WritingTask
-from narrative_eval.stats.score_records import model_label
+from narrative_eval.records import CellSpec
+from narrative_eval.studies.incremental.cell_tasks import tasks_of_cell
+from narrative_eval.studies.incremental.records import ScoreRecord, WritingTask
+from narrative_eval.studies.incremental.score_records import model_label
+from narrative_eval.studies.incremental.tasks import GENRES
+from narrative_eval.studies.incremental.turns import CONDITIONS
 from narrative_eval.studies.incremental.vocabulary import FULL, NAME, REFERENCE, SHARDED
 from narrative_eval.study import experiment_of
 

@@ -36,10 +36,7 @@ from typing import Any
 
 from narrative_eval import tracking
 from narrative_eval.errors import UserError
-from narrative_eval.records import ScoreRecord
 from narrative_eval.reports.tables import file_slug, write_table
-from narrative_eval.studies.incremental.report import export_sweep_records
-from narrative_eval.studies.incremental.pairwise_files import export_pairwise_files
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.studies.incremental.human_records import (
     EvidenceStatus,
@@ -63,7 +60,10 @@ from narrative_eval.studies.incremental.human_stats import (
     pointwise_reliability,
     status_stability,
 )
-from narrative_eval.stats.score_records import load_score_records
+from narrative_eval.studies.incremental.pairwise_files import export_pairwise_files
+from narrative_eval.studies.incremental.records import ScoreRecord
+from narrative_eval.studies.incremental.report import export_sweep_records
+from narrative_eval.studies.incremental.score_records import load_score_records
 from narrative_eval.studies.incremental.vocabulary import COMPARISON, NAME
 from narrative_eval.study import experiment_of
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.annotations.store import AnnotationItem, AnnotationStore, Rating, canonical_preference
-from narrative_eval.records import ScoreRecord
 from narrative_eval.studies.incremental.human_records import (
     PairCase,
     PairwiseVerdict,
@@ -25,7 +24,8 @@ from narrative_eval.studies.incremental.human_records import (
     save_pairwise_verdicts,
     save_pointwise_ratings,
 )
-from narrative_eval.stats.score_records import QUALITY_FIELDS
+from narrative_eval.studies.incremental.records import ScoreRecord
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.incremental.vocabulary import (
     LEVEL_SCORE,
     NAME,

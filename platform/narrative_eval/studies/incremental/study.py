@@ -8,8 +8,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from narrative_eval.data.cell_tasks import select_tasks
-from narrative_eval.delivery import DEFAULT_TURNS_FILE, conversation_turns, load_turn_templates
 from narrative_eval.judges.checks import ControlSet
 from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
@@ -17,6 +15,7 @@ from narrative_eval.records.keys import judge_key
 from narrative_eval.registry import Registry
 from narrative_eval.reports.labels import labels
 from narrative_eval.studies.incremental.cell import DeliveryCell
+from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig, pairwise_names, pairwise_problems
 from narrative_eval.studies.incremental.controls import control_requests, sweep_controls
 from narrative_eval.studies.incremental.pairwise import count_pairs, run_pairwise_judges
@@ -27,6 +26,7 @@ from narrative_eval.studies.incremental.report import (
 )
 from narrative_eval.studies.incremental.report_human import human_validation_from_sweep, write_human_validation_report
 from narrative_eval.studies.incremental.tracing import conversation_records
+from narrative_eval.studies.incremental.turns import CONDITIONS, DEFAULT_TURNS_FILE, conversation_turns, load_turn_templates
 from narrative_eval.studies.incremental.vocabulary import ALIASES, HEADLINES, NAME, RUBRICS
 from narrative_eval.study import AfterSweepRequests, CellResult, RequestCount, ReportCommand, Runtime, Study, SweepSettings, study
 from narrative_eval.tracing import CellRecords
@@ -89,6 +89,10 @@ class IncrementalDeliveryStudy(Study):
 
     def check_config(self, config: SweepSettings) -> list[str]:
         return pairwise_problems(config)
+
+    def registries(self) -> list[Registry]:
+        """Its delivery conditions (plugins add theirs with `studies.incremental.turns.condition`)."""
+        return [CONDITIONS]
 
     def count_requests(self, cell: CellSpec) -> int:
         """Generation requests of one seed (one per user turn, regenerations not counted)."""

@@ -9,7 +9,8 @@ from typing import Any
 import pandas as pd
 
 from narrative_eval.records import CellSpec
-from narrative_eval.stats.score_records import QUALITY_FIELDS
+from narrative_eval.records.keys import seeded
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.tracing import CellRecords, generation_attributes
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord, TurnRecord
 
@@ -29,7 +30,7 @@ def conversation_records(cell: CellSpec, result: Any) -> CellRecords:
         turns = [row for _, row in group]
         final = turns[-1]
         traces.append(TraceRecord(
-            key=f"{story_id}/seed{seed}",
+            key=seeded(story_id, seed),
             name="conversation",
             inputs={"story_id": story_id, "condition": final["condition"], "user_turns": [t["user"] for t in turns]},
             outputs={"final_reply": final["reply"]},

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from narrative_eval.judges import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC, load_rubric
-from narrative_eval.stats.score_records import QUALITY_FIELDS
+from narrative_eval.judges import load_rubric
 
 NAME = "incremental-delivery"
 """The study's registry name (and its MLflow experiment)."""
@@ -45,11 +44,21 @@ LEVEL_SCORE: dict[str, int] = dict(zip(LEVELS, (2, 1, 0, -1, -2), strict=True))
 SCORE_LEVEL: dict[int, str] = {score: level for level, score in LEVEL_SCORE.items()}
 """A score of A over B (+2 ... -2) as its verdict level."""
 
+CHECKLIST_RUBRIC = "creative_checklist"
+"""The requirement checklist every panel judge runs on a final story (adherence)."""
+QUALITY_RUBRIC = "creative_quality"
+"""The writing-quality rubric a judge runs on a final story unless it names its own."""
+PAIRWISE_RUBRIC = "pairwise"
+"""The pairwise rubric of the end-of-sweep judges (FULL against SHARDED)."""
+PAIRWISE_EVIDENCE_RUBRIC = "pairwise_evidence"
+"""The pairwise rubric whose answers quote their evidence first."""
+QUALITY_FIELDS: tuple[str, ...] = load_rubric(QUALITY_RUBRIC).keys
+"""Quality dimensions of a record: those of the quality rubric file."""
 PAIRWISE_DIMENSIONS: tuple[str, ...] = load_rubric(PAIRWISE_RUBRIC).keys
 """The two questions of a pairwise verdict: the pairwise rubric's dimensions."""
 SCORE_DIMENSIONS: tuple[str, ...] = ("adherence", *QUALITY_FIELDS, "ci")
 """Per-judge numbers a cell logs as `judge/<id>/<dimension>`: checklist adherence, the quality rubric's
-dimensions (stats.score_records reads them from the rubric file) and ci (Creative Integrity)."""
+dimensions (score_records reads them from the rubric file) and ci (Creative Integrity)."""
 HEADLINES: tuple[str, ...] = ("ci", "adherence")
 """Per-judge numbers shown first (Runs tab, run descriptions), as `judge/<id>/<headline>`."""
 RUBRICS: tuple[str, str] = (CHECKLIST_RUBRIC, QUALITY_RUBRIC)

@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from narrative_eval.backends.cache import CachedBackend
-from narrative_eval.data.infilling import load_instances
-from narrative_eval.data.subset import spread_limit, stratified_subset
-from narrative_eval.extraction import extract_answer
-from narrative_eval.judges import INFILLING_RUBRIC
-from narrative_eval.prompts.render import prompt_file_for, render_infilling
-from narrative_eval.records import CellSpec, GenerationParams, InfillingInstance, InfillingSample, Message, Reply
+from narrative_eval.data.instances import load_instances
+from narrative_eval.records import CellSpec, GenerationParams, InfillingInstance, Message, Reply
+from narrative_eval.studies.infilling.extraction import extract_answer
+from narrative_eval.studies.infilling.prompts import prompt_file_for, render_infilling
+from narrative_eval.studies.infilling.records import InfillingSample
+from narrative_eval.studies.infilling.subset import spread_limit, stratified_subset
+from narrative_eval.studies.infilling.vocabulary import RUBRIC
 
 
 def select_instances(cell: CellSpec) -> list[InfillingInstance]:
@@ -27,7 +28,7 @@ def select_instances(cell: CellSpec) -> list[InfillingInstance]:
 
 def judge_rubric(judge_rubric_name: str | None) -> str:
     """The rubric an infilling judge uses: its own, or the study's narrative rubric."""
-    return judge_rubric_name or INFILLING_RUBRIC
+    return judge_rubric_name or RUBRIC
 
 
 def make_sample(

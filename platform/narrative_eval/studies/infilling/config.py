@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from narrative_eval.config import Choices, Grid
-from narrative_eval.data.infilling import file_sha256
+from narrative_eval.data.files import file_sha256
 from narrative_eval.prompts.render import FILL_TEMPLATE, PROMPT_SETTINGS, load_prompt_file
-from narrative_eval.study import StudyConfig
 from narrative_eval.studies.infilling.vocabulary import CONDITION, DEFAULT_PROMPT_SETTING
+from narrative_eval.study import Choices, Grid, StudyConfig
 
 
 def prompt_setting_names(config: Any) -> list[str] | None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from narrative_eval.data.infilling import domain, load_instances, sentences, split_problem
-from narrative_eval.judges import INFILLING_RUBRIC
+from narrative_eval.data.instances import domain, load_instances, sentences, split_problem
 from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
 from narrative_eval.records import CellSpec, InfillingInstance, JudgeSpec
 from narrative_eval.studies.infilling.cell import judge_rubric, select_instances
+from narrative_eval.studies.infilling.vocabulary import RUBRIC
 
 MISMATCHED = "mismatched_fill"
 """Check: another passage's gold fill against this passage's."""
@@ -50,7 +50,7 @@ def infilling_controls(instances: Sequence[InfillingInstance], k: int | None = D
                        rubric: str | None = None, pool: Sequence[InfillingInstance] | None = None) -> list[ControlItem]:
     """The control items of K of `instances` under `rubric` (default: the study's narrative rubric); the
     mismatched fills come from any instance of `pool` (default: `instances`), so pass them all, not only the K."""
-    rubric = rubric or INFILLING_RUBRIC
+    rubric = rubric or RUBRIC
     by_id = {instance.instance_id: instance for instance in instances}
     items = []
     for instance_id in sample_ids(by_id, k):

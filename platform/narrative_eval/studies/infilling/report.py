@@ -20,14 +20,16 @@ from narrative_eval.judges.agreement import cohen_kappa, spearman
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records import finite_number
-from narrative_eval.reports.tables import fold_intervals, latex_text
+from narrative_eval.records.keys import (interval_keys, is_spread, judge_key, judge_prefix, judges_logging,
+                                         metric_column, with_interval)
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
-from narrative_eval.studies.infilling.report_samples import high_quality_tables
+from narrative_eval.reports.tables import fold_intervals, latex_text
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
 from narrative_eval.stats.paired import model_groups, paired_judges, paired_models, paired_settings
 from narrative_eval.stats.ppi import infilling_ppi_table
 from narrative_eval.stats.reference import beside_reference, load_reference
+from narrative_eval.studies.infilling.report_samples import high_quality_tables
 from narrative_eval.studies.infilling.vocabulary import NAME
 from narrative_eval.study import experiment_of
 
@@ -36,19 +38,15 @@ HUMAN_RUBRIC = "infilling_narrative"
 
 
 def _judges(runs: pd.DataFrame) -> list[str]:
-    found = set()
-    for column in runs.columns:
-        if column.startswith("metrics.judge/") and column.endswith("/qavg"):
-            found.add(column.split("/")[1])
-    return sorted(found)
+    return judges_logging(runs.columns, "qavg")
 
 
 def _dimensions(runs: pd.DataFrame, judge: str) -> list[str]:
     skip = {"qavg", "high_pct", "failure_rate", "n_judged"}
-    prefix = f"metrics.judge/{judge}/"
+    prefix = metric_column(judge_prefix(judge))
     return sorted(
         c[len(prefix):] for c in runs.columns
-        if c.startswith(prefix) and not c.endswith(("_sd", "_lo", "_hi")) and c[len(prefix):] not in skip
+        if c.startswith(prefix) and not is_spread(c) and c[len(prefix):] not in skip
     )
 
 
@@ -85,15 +83,15 @@ def main_table(runs: pd.DataFrame) -> pd.DataFrame:
     table["extraction_success_rate"] = runs.get("metrics.extraction_success_rate", np.nan)
     for judge in _judges(runs):
         for dimension in (*_dimensions(runs, judge), "qavg", "high_pct"):
-            _with_interval(table, runs, f"{judge}:{dimension}", f"metrics.judge/{judge}/{dimension}")
-        table[f"{judge}:failure_rate"] = runs.get(f"metrics.judge/{judge}/failure_rate", np.nan)
+            _with_interval(table, runs, f"{judge}:{dimension}", metric_column(judge_key(judge, dimension)))
+        table[f"{judge}:failure_rate"] = runs.get(metric_column(judge_key(judge, "failure_rate")), np.nan)
     return table.sort_values(["model", "setting"]).reset_index(drop=True)
 
 
 def _with_interval(table: pd.DataFrame, runs: pd.DataFrame, name: str, column: str) -> None:
     """Add column `name` and its bootstrap interval `name_lo`, `name_hi` (NaN where a run logged none)."""
-    for suffix in ("", "_lo", "_hi"):
-        table[f"{name}{suffix}"] = runs.get(f"{column}{suffix}", np.nan)
+    for ours, logged in zip(with_interval(name), with_interval(column), strict=True):
+        table[ours] = runs.get(logged, np.nan)
 
 
 def pivot(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -111,10 +109,11 @@ def seed_table(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, run in runs.iterrows():
         row: dict[str, Any] = {"model": run["model"], "setting": run["setting"], "seeds": int(run.get("metrics.n_seeds", 1))}
-        for key, label in [("at_avg", "AtAvg")] + [(f"judge/{j}/qavg", f"QAvg[{j}]") for j in _judges(runs)]:
+        for key, label in [("at_avg", "AtAvg")] + [(judge_key(j, "qavg"), f"QAvg[{j}]") for j in _judges(runs)]:
             mean, sd = run.get(f"metrics.{key}", np.nan), run.get(f"metrics.{key}_sd", np.nan)
             row[label] = f"{mean:.4f} ± {sd:.4f}" if finite_number(mean) is not None else "n/a"
-            row[f"{label}_lo"], row[f"{label}_hi"] = run.get(f"metrics.{key}_lo", np.nan), run.get(f"metrics.{key}_hi", np.nan)
+            row.update({ours: run.get(logged, np.nan)
+                        for ours, logged in zip(interval_keys(label), interval_keys(metric_column(key)), strict=True)})
         rows.append(row)
     return pd.DataFrame(rows).sort_values(["model", "setting"]).reset_index(drop=True)
 
@@ -123,7 +122,7 @@ def judge_table(runs: pd.DataFrame) -> pd.DataFrame:
     runs = _cells(runs)
     table = runs[["model", "setting"]].copy()
     for judge in _judges(runs):
-        _with_interval(table, runs, judge, f"metrics.judge/{judge}/qavg")
+        _with_interval(table, runs, judge, metric_column(judge_key(judge, "qavg")))
     table = table.sort_values(["model", "setting"]).reset_index(drop=True)
     for judge in _judges(runs):
         table[f"rank[{judge}]"] = table[judge].rank(ascending=False, method="min")
@@ -144,7 +143,7 @@ def generations(runs: pd.DataFrame) -> pd.DataFrame:
 
 def breakdown(gens: pd.DataFrame, by: str, judge: str) -> pd.DataFrame:
     """Avg QAvg / High% of one judge by blank position or domain, per prompt setting."""
-    column = f"judge/{judge}/qavg"
+    column = judge_key(judge, "qavg")
     if gens.empty or column not in gens:
         return pd.DataFrame()
     valid = gens[pd.to_numeric(gens[column], errors="coerce").notna()].copy()
@@ -174,8 +173,8 @@ def metric_breakdown(gens: pd.DataFrame, by: str) -> pd.DataFrame:
     # One column per category, followed by its `_lo` and `_hi` (folded into `mean [lo, hi]` for markdown).
     table = pd.DataFrame({"setting": wide.index})
     for category in sorted(long[by].unique()):
-        for stat, suffix in (("mean", ""), ("lo", "_lo"), ("hi", "_hi")):
-            table[f"{category}{suffix}"] = wide[(stat, category)].to_numpy()
+        for stat, column in zip(("mean", "lo", "hi"), with_interval(str(category)), strict=True):
+            table[column] = wide[(stat, category)].to_numpy()
     return table
 
 
@@ -187,7 +186,7 @@ def kendall_table(runs: pd.DataFrame, judge: str) -> pd.DataFrame:
     rows = []
     for dimension in (*_dimensions(runs, judge), "qavg"):
         row: dict[str, Any] = {"dimension": dimension}
-        judged = runs.get(f"metrics.judge/{judge}/{dimension}")
+        judged = runs.get(metric_column(judge_key(judge, dimension)))
         for metric in _metrics(runs):
             values = runs.get(f"metrics.{metric}")
             if judged is None or values is None:
@@ -206,7 +205,7 @@ def judge_agreement(gens: pd.DataFrame, judges: list[str]) -> pd.DataFrame:
     rows = []
     for i, a in enumerate(judges):
         for b in judges[i + 1:]:
-            ca, cb = f"judge/{a}/qavg", f"judge/{b}/qavg"
+            ca, cb = judge_key(a, "qavg"), judge_key(b, "qavg")
             if ca not in gens or cb not in gens:
                 continue
             pair = gens[[ca, cb]].apply(pd.to_numeric, errors="coerce").dropna()
@@ -239,7 +238,7 @@ def human_agreement_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str,
                     both = wide[[a, b]].dropna()
                     row[f"kappa[{a}|{b}]"] = (cohen_kappa(both[a].round().astype(int).tolist(), both[b].round().astype(int).tolist(),
                                                           weights="quadratic", labels=scale) if len(both) >= 2 else np.nan)
-        column = f"judge/{judge}/{dimension}"
+        column = judge_key(judge, dimension)
         merged = wide.reset_index().merge(judged[keys + [column]], on=keys, how="inner") if column in judged else pd.DataFrame()
         for rater in raters:
             pair = merged[[rater, column]].apply(pd.to_numeric, errors="coerce").dropna() if rater in merged else pd.DataFrame()
@@ -349,7 +348,8 @@ def write_infilling_report(
         tables["Seed variance (mean ± SD across seeds)"] = _write(seed_table(runs), out_dir, "seeds")
     if judges:
         for judge in judges:
-            tables[f"QAvg per model x prompt setting [{judge}]"] = _write(pivot(runs, f"judge/{judge}/qavg"), out_dir, f"qavg_{judge}")
+            tables[f"QAvg per model x prompt setting [{judge}]"] = _write(pivot(runs, judge_key(judge, "qavg")), out_dir,
+                                                                          f"qavg_{judge}")
             tables[f"Kendall tau, judge dimension vs metric [{judge}]"] = _write(kendall_table(runs, judge), out_dir, f"kendall_{judge}")
     gens = generations(runs)
     if len(judges) > 1:

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from narrative_eval.data.infilling import load_instances
+from narrative_eval.data.instances import load_instances
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD as HIGH
+from narrative_eval.records.keys import judge_key
 
 COLUMNS = ["model", "setting", "instance_id", "seed", "domain", "qavg", "passage", "gold", "fill"]
 
 
 def high_quality_fills(gens: pd.DataFrame, judge: str, passages: dict[str, str]) -> pd.DataFrame:
     """The fills `judge` rated above HIGH, best first; `passages` maps instance id -> passage with its blank."""
-    column = f"judge/{judge}/qavg"
+    column = judge_key(judge, "qavg")
     if gens.empty or column not in gens:
         return pd.DataFrame(columns=COLUMNS)
     scores = pd.to_numeric(gens[column], errors="coerce")

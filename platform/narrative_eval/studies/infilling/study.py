@@ -8,16 +8,19 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from narrative_eval.data.infilling import blank_position, domain
+from narrative_eval.data.instances import domain
 from narrative_eval.evaluation import ANSWER, Answer, Item, Sample, SingleTurnStudy
-from narrative_eval.extraction import extract_answer
 from narrative_eval.judges.checks import ControlSet
-from narrative_eval.prompts.render import PromptSettings, prompt_file_for, render_infilling
+from narrative_eval.prompts.render import PromptSettings
 from narrative_eval.records import CellSpec, JudgeSpec, Message
 from narrative_eval.reports.labels import labels
+from narrative_eval.stats.cell_scores import passage_of
 from narrative_eval.studies.infilling.cell import select_instances
 from narrative_eval.studies.infilling.config import InfillingConfig
 from narrative_eval.studies.infilling.controls import sweep_controls
+from narrative_eval.studies.infilling.extraction import extract_answer
+from narrative_eval.studies.infilling.positions import blank_position
+from narrative_eval.studies.infilling.prompts import prompt_file_for, render_infilling
 from narrative_eval.studies.infilling.report import write_infilling_report
 from narrative_eval.studies.infilling.vocabulary import EXTRACTED, NAME, PUBLISHED_SOURCE, RUBRIC, STATUSES
 from narrative_eval.study import ReportCommand, SweepSettings, study, sweep_arguments
@@ -73,6 +76,9 @@ class InfillingStudy(SingleTurnStudy):
         return rates | {f"extraction_{status}_rate": sum(s.answer.status == status for s in samples) / total
                         for status in STATUSES}
 
+    def interval_cluster(self, item: Item) -> str:
+        """Its passage: instances cut from one passage are drawn together."""
+        return passage_of(item.id)
 
     def headline_labels(self, names: Sequence[str]) -> dict[str, str]:
         return labels(names)

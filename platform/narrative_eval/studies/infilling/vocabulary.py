@@ -5,7 +5,7 @@ numbers are every single-turn study's (evaluation.py)."""
 from __future__ import annotations
 
 from narrative_eval.evaluation import AT_AVG, JUDGE_HEADLINES, TABLE
-from narrative_eval.judges import INFILLING_RUBRIC, load_rubric
+from narrative_eval.judges import load_rubric
 
 NAME = "infilling"
 """The study's registry name (and its MLflow experiment)."""
@@ -15,7 +15,7 @@ CONDITION = "standard"
 DEFAULT_PROMPT_SETTING = "L2"
 """The prompt setting of a config that names none: moderate specificity (TELeR L2)."""
 
-RUBRIC = INFILLING_RUBRIC
+RUBRIC = "infilling_narrative"
 """The judges' rubric unless a judge names its own."""
 DIMENSIONS: tuple[str, ...] = load_rubric(RUBRIC).keys
 """The five narrative dimensions people and judges rate a fill on."""

@@ -5,11 +5,11 @@ from pathlib import Path
 
 from narrative_eval.backends import backend
 from narrative_eval.backends.llama_cpp import LlamaCppBackend
-from narrative_eval.delivery import condition
 from narrative_eval.executors import executor
 from narrative_eval.judges import register_rubric
 from narrative_eval.metrics import Metric, metric
 from narrative_eval.prompts.render import register_prompt_file
+from narrative_eval.studies.incremental.turns import condition
 from narrative_eval.study import CellResult, Study, study
 from narrative_eval_demo_plugin import opening  # noqa: F401 (registers the declared study `opening`)
 

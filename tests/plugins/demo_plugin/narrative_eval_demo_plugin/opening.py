@@ -4,7 +4,7 @@ included."""
 
 from pathlib import Path
 
-from narrative_eval.data.infilling import load_instances, sentences
+from narrative_eval.data.instances import load_instances, sentences
 from narrative_eval.evaluation import ANSWER, Item, SingleTurnStudy
 from narrative_eval.judges import register_rubric
 from narrative_eval.reports.single_turn import write_single_turn_report

@@ -22,7 +22,7 @@ from typing import Any
 from narrative_eval.data.errors import DataError, DataErrors
 from narrative_eval.data.jsonl import checked_jsonl
 from narrative_eval.errors import read_text
-from narrative_eval.records import Constraint, WritingTask
+from narrative_eval.studies.incremental.records import Constraint, WritingTask
 
 GENRES: tuple[str, ...] = ("fantasy", "historical_fiction", "mystery", "romance", "science_fiction", "comedy")
 """The six genres of the study (other genre names load too)."""

@@ -15,9 +15,10 @@ from typing import Any, Protocol
 import yaml
 
 from narrative_eval.backends.cache import CachedBackend
-from narrative_eval.delivery.conditions import DEFAULT_SYSTEM_PROMPTS_FILE, TurnTemplates, conversation_turns
 from narrative_eval.prompts.render import PROMPT_SETTINGS, SYSTEM_PROMPT
-from narrative_eval.records import GenerationParams, Message, Reply, Trajectory, Turn, WritingTask, derived_seed
+from narrative_eval.records import GenerationParams, Message, Reply, derived_seed
+from narrative_eval.studies.incremental.records import Trajectory, Turn, WritingTask
+from narrative_eval.studies.incremental.turns import DEFAULT_SYSTEM_PROMPTS_FILE, TurnTemplates, conversation_turns
 
 class GeneratesReplies(Protocol):
     """Anything with the backend call signature (a Backend or a CachedBackend)."""

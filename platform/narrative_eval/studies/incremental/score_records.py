@@ -18,9 +18,10 @@ from typing import Any
 
 from narrative_eval.data.errors import DataError, DataErrors
 from narrative_eval.data.jsonl import checked_jsonl
-from narrative_eval.delivery.conditions import CONDITIONS
-from narrative_eval.judges import QUALITY_RUBRIC, load_rubric
-from narrative_eval.records import CellSpec, ScoreRecord
+from narrative_eval.records import CellSpec
+from narrative_eval.studies.incremental.records import ScoreRecord
+from narrative_eval.studies.incremental.turns import CONDITIONS
+from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 
 RECORD_FIELDS: tuple[str, ...] = ("record_id", "story_id", "genre", "model", "condition", "judge", "adherence", "quality")
 """Fields every record carries, in the order they are written."""
@@ -28,8 +29,6 @@ RECORD_FIELDS: tuple[str, ...] = ("record_id", "story_id", "genre", "model", "co
 ITEM_SCORES: tuple[float, ...] = (0.0, 0.5, 1.0)
 """Allowed checklist item scores."""
 
-QUALITY_FIELDS: tuple[str, ...] = load_rubric(QUALITY_RUBRIC).keys
-"""Quality dimensions of a record: those of the quality rubric file."""
 
 NULLABLE_QUALITY: tuple[str, ...] = ("characterization",)
 """Dimensions that may be null (not applicable)."""

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from narrative_eval.records.base import Frozen
+from narrative_eval.records.keys import seeded
 
 
 class Constraint(Frozen):
@@ -108,4 +109,4 @@ class ScoreRecord(BaseModel):
     @staticmethod
     def make_id(model: str, condition: str, story_id: str, seed: int, judge: str) -> str:
         """The record id this platform gives one judge's record of one final reply (published records keep theirs)."""
-        return f"{model}/{condition}/{story_id}/seed{seed}/{judge}"
+        return f"{seeded(f'{model}/{condition}/{story_id}', seed)}/{judge}"

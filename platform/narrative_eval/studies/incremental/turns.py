@@ -1,8 +1,8 @@
-"""Delivery conditions: how a creative-writing brief is split into user turns.
+"""The incremental-delivery study's delivery conditions: how a creative-writing brief is split into user turns.
 
-Each condition is one function `(task, templates) -> user turns`, registered with `@condition(name)`. The
-incremental-delivery study defines its conditions in its own package (`studies/incremental/conditions.py`), which
-registers through the project's entry points when any registry is first read; plugins add theirs the same way.
+Each condition is one function `(task, templates) -> user turns`, registered with `@condition(name)`. The study's
+own are in `conditions.py`, registered through the project's entry points when any registry is first read; plugins
+add theirs the same way.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 import yaml
 
 from narrative_eval.prompts.render import CREATIVE_SYSTEM_PROMPTS_FILE, PROMPTS_DIR, fill
-from narrative_eval.records import WritingTask
 from narrative_eval.registry import Registry
+from narrative_eval.studies.incremental.records import WritingTask
 
 CONDITIONS: Registry[Callable[[WritingTask, "TurnTemplates"], list[str]]] = Registry("condition")
 """Condition name -> function building its user turns; `replanning=True` marks the recap-like ones."""

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from narrative_eval.data.infilling import BLANK_RE
-from narrative_eval.records import ExtractionResult
+from narrative_eval.data.instances import BLANK_RE
+from narrative_eval.studies.infilling.records import ExtractionResult
 
 THINK_END = re.compile(r"</think>", re.IGNORECASE)
 TAGGED = re.compile(r"<\s*answer\s*>(.*?)<\s*/\s*answer\s*>", re.IGNORECASE | re.DOTALL)

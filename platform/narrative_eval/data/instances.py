@@ -1,4 +1,4 @@
-"""Infilling instances: load, validate, save, and derive sentences, blank position and domain.
+"""Instances files (passages with one blank): load, validate, save, and derive sentences and domain.
 
 Files follow the published benchmark's columns
 ``dataset, ref_id, source_text, problem, gold_answer, unit, n, unit_idx`` as CSV or JSONL.
@@ -15,10 +15,8 @@ blank is not rewritten), so prompts show the text exactly as the file has it.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
-import math
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -27,7 +25,7 @@ from typing import Any
 from narrative_eval.data.errors import DataError, DataErrors
 from narrative_eval.data.jsonl import read_jsonl
 from narrative_eval.errors import read_text
-from narrative_eval.records import InfillingInstance, Position
+from narrative_eval.records import InfillingInstance
 
 BLANK = "______"
 """The blank the project writes: exactly six underscores."""
@@ -44,8 +42,6 @@ COLUMNS: tuple[str, ...] = ("dataset", "ref_id", "source_text", "problem", "gold
 DEFAULT_UNIT = "sentence(s)"
 """Unit written when a row leaves ``unit`` empty."""
 
-POSITIONS: tuple[Position, ...] = ("opening", "middle", "closing")
-"""Blank positions in passage order."""
 
 DOMAINS: tuple[str, ...] = ("encyclopedic", "news", "story", "visual")
 """The four narrative domains of the study."""
@@ -162,26 +158,6 @@ def _ends_with_abbreviation(chunk: str, next_is_number: bool = False) -> bool:
     if len(word) == 1 and word.isalpha():
         return True  # an initial such as the 'J.' in 'J. Smith'
     return word in _ABBREVIATIONS or (next_is_number and word in _NUMBER_ABBREVIATIONS)
-
-
-def position_of(unit_idx: int, n_sentences: int) -> Position:
-    """Blank position from the first removed sentence's 0-based index and the passage length.
-
-    The product rule, applied literally: opening if unit_idx <= ceil(N/3), middle if
-    unit_idx <= ceil(2N/3), else closing. (For a five-sentence passage no index reaches closing.)
-    """
-    if n_sentences <= 0:
-        raise ValueError("a passage needs at least one sentence")
-    if unit_idx <= math.ceil(n_sentences / 3):
-        return "opening"
-    if unit_idx <= math.ceil(2 * n_sentences / 3):
-        return "middle"
-    return "closing"
-
-
-def blank_position(instance: InfillingInstance) -> Position:
-    """Opening, middle or closing, from the instance's unit_idx and its passage's sentence count."""
-    return position_of(instance.unit_idx, len(sentences(instance.source_text)))
 
 
 def domain(dataset: str) -> str:
@@ -389,12 +365,3 @@ def save_instances(instances: Iterable[InfillingInstance], path: str | Path) -> 
     else:
         raise ValueError(f"unsupported file type {suffix!r} for {path} (use .csv or .jsonl)")
     return path
-
-
-def file_sha256(path: str | Path) -> str:
-    """Hex SHA-256 of a file's bytes (logged with every run so a changed file is a different cell)."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

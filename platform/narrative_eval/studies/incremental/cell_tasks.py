@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from narrative_eval.data.infilling import file_sha256
-from narrative_eval.data.tasks import load_tasks
+from narrative_eval.data.files import file_sha256
 from narrative_eval.errors import UserError
-from narrative_eval.records import CellSpec, WritingTask
+from narrative_eval.records import CellSpec
+from narrative_eval.studies.incremental.records import WritingTask
+from narrative_eval.studies.incremental.tasks import load_tasks
 
 
 def select_tasks(cell: CellSpec) -> list[WritingTask]:

@@ -6,7 +6,7 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 
-from narrative_eval.data.infilling import domain
+from narrative_eval.data.instances import domain
 from narrative_eval.records import InfillingInstance
 
 

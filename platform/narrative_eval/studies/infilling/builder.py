@@ -8,7 +8,7 @@ and adding a passage never changes the instances built from the others.
 
 Command line::
 
-    python -m narrative_eval.data.builder --passages data/infilling/passages \\
+    python -m narrative_eval.studies.infilling.builder --passages data/infilling/passages \\
         --out data/infilling/benchmark.csv --seed 0
 """
 
@@ -23,18 +23,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from narrative_eval.data.errors import DataError, DataErrors
-from narrative_eval.data.infilling import (
-    BLANK,
-    DEFAULT_UNIT,
-    EOS,
-    POSITIONS,
-    blank_position,
-    position_of,
-    save_instances,
-    sentences,
-)
+from narrative_eval.data.instances import BLANK, DEFAULT_UNIT, EOS, save_instances, sentences
 from narrative_eval.data.jsonl import checked_jsonl
 from narrative_eval.records import InfillingInstance, Position
+from narrative_eval.studies.infilling.positions import POSITIONS, blank_position, position_of
 
 
 def _passage_problems(record: dict[str, Any]) -> list[str]:
@@ -203,7 +195,7 @@ def _summary(instances: list[InfillingInstance]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m narrative_eval.data.builder",
+        prog="python -m narrative_eval.studies.infilling.builder",
         description="Build infilling instances (CSV or JSONL) from passage JSONL files.",
     )
     parser.add_argument("--passages", required=True, help="a passages .jsonl file or a folder of them")
