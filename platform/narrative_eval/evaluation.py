@@ -225,9 +225,10 @@ class SingleTurnStudy(Study):
         return {}
 
     def interval_cluster(self, item: Item) -> str | None:
-        """What an item is drawn with when its cell's intervals are bootstrapped (items of one cluster together);
-        None (the default): the cell logs no intervals."""
-        return None
+        """What an item is drawn with when its cell's intervals are bootstrapped (items of one cluster together). By
+        default each item alone, as items that share nothing are; a study whose items share a source (several blanks of
+        one passage) draws them together; None: the cell logs no intervals."""
+        return item.id
 
     # ---------------------------------------------------------------- the Study contract, from the declaration
 

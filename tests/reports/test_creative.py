@@ -6,6 +6,7 @@ import csv
 
 import numpy as np
 import pytest
+from narrative_eval.reports.judge_checks import report_notes
 from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.report import CELL_SCORES_TITLE, DIAGNOSTIC_TITLES, write_creative_report
 from narrative_eval.studies.incremental.score_records import load_score_records, save_score_records
@@ -154,5 +155,6 @@ def test_runs_all_stories_and_the_reports_matched_pairs_each_say_which_with_thei
     assert list(cells.loc[cells["model"] == "smollm2", "note"]) == ["j1's checklist failed on every story"] * 2
     assert cells.loc[cells["model"] == "smollm2", "n"].tolist() == [0, 0]
     title = next(t for t in tables if t.startswith("Creative Integrity and ICIR"))
-    assert "- smollm2: no matched pair (no scored FULL or SHARDED story; j1's checklist failed on every story)." in \
-        tables[title]
+    why = "smollm2: no matched pair (no scored FULL or SHARDED story; j1's checklist failed on every story)."
+    assert f"- {why}" in tables[title]
+    assert f"- {why}" in report_notes(tmp_path / "model_ci.md")  # what the app's Figures tab shows under the table

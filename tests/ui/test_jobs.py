@@ -251,6 +251,6 @@ def test_launch_checks_a_typed_config_like_the_dry_run_and_that_its_models_can_r
     continued = estimate(app, FROM_FORM, "", "continued", "continuation", ["smollm2"], ["plain", "guided"],
                          "data/infilling/sample.jsonl", 1, "0", "none", 16, 0.3)
     assert continued.startswith("**Estimate:** 2 cells"), continued
-    with pytest.raises(FormError, match="'L2' is not a continuation setting"):
+    with pytest.raises(FormError, match="'L2' is not a prompt setting of the continuation study"):
         estimate(app, FROM_FORM, "", "continued", "continuation", ["smollm2"], ["L2"], "data/infilling/sample.jsonl", 1,
                  "0", "none", 16, 0.3)

@@ -181,8 +181,9 @@ def unpaired_note(responses: pd.DataFrame, pairs: pd.DataFrame, comparison: str,
         why = [n for n in (unscored["note"][unscored["model"] == model] if unscored is not None and not unscored.empty
                            else []) if n]
         reason = f"no scored {' or '.join(lacking)} story" if lacking else "no story scored under both conditions"
-        lines.append(f"- {model}: no matched pair ({reason}{'; ' + '; '.join(dict.fromkeys(why)) if why else ''}).")
-    return ("\n\nModels without a row: they have no matched FULL/" + comparison.upper() + " pair.\n" + "\n".join(lines)
+        lines.append(f"> - {model}: no matched pair ({reason}{'; ' + '; '.join(dict.fromkeys(why)) if why else ''}).")
+    # Quoted: a report's notes under a table are its quoted lines, which the app's Figures tab shows with the table.
+    return ("\n\n> Models without a row: they have no matched FULL/" + comparison.upper() + " pair.\n" + "\n".join(lines)
             if lines else "")
 
 
@@ -202,9 +203,11 @@ def _write_set(
 
     model_ci = icir_table(pairs, n_boot, seed).rename(columns={"x_ci": f"{x}_ci"})
     model_ci = model_ci[["model", "full_ci", f"{x}_ci", *with_interval("icir"), "n_pairs"]]
-    write_csv(model_ci, out_dir / "model_ci.csv")
-    tables[f"Creative Integrity and ICIR, FULL vs {upper}{suffix}"] = (
-        markdown_table(model_ci) + unpaired_note(responses, pairs, comparison, unscored))
+    note = unpaired_note(responses, pairs, comparison, unscored)
+    tables[f"Creative Integrity and ICIR, FULL vs {upper}{suffix}"] = write_table(model_ci, out_dir, "model_ci") + note
+    if note:
+        with open(out_dir / "model_ci.md", "a", encoding="utf-8") as markdown:
+            markdown.write(note.lstrip("\n") + "\n")
 
     effects = paired_effects(pairs, n_boot, seed).rename(columns={"x": x})
     write_csv(effects[["dimension", "n", "full", x, "delta", "lo", "hi"]], out_dir / "paired_effects.csv")
