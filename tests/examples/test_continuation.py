@@ -77,7 +77,7 @@ def test_a_dry_run_counts_the_grid(config):
 
 
 def test_a_config_with_a_setting_of_another_study_is_refused(config):
-    with pytest.raises(UserError, match="'L2' is not a continuation setting"):
+    with pytest.raises(UserError, match="'L2' is not a prompt setting of the continuation study"):
         sweep.main(["--config", str(config), "--set", "prompt_settings=[L2]", "--dry-run"])
 
 
