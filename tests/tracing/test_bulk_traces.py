@@ -81,8 +81,14 @@ def assert_alike(batch: dict[str, str], one_by_one: dict[str, str]) -> None:
     assert len(trace["data"]["spans"]) == 3
 
 
-def test_a_batch_reads_back_as_mlflow_writes_it_trace_by_trace():
-    assert_alike(*written_both_ways(os.environ["MLFLOW_TRACKING_URI"]))
+def session_store(isolated_stores) -> str:
+    """The session's SQLite store by its path: the environment's URI may point at another test's server meanwhile
+    (tests/scale/test_postgres_tracking.py's module sets it to its MLflow server)."""
+    return f"sqlite:///{isolated_stores / 'mlflow.db'}"
+
+
+def test_a_batch_reads_back_as_mlflow_writes_it_trace_by_trace(isolated_stores):
+    assert_alike(*written_both_ways(session_store(isolated_stores)))
 
 
 DATASET_ROWS = [
@@ -110,8 +116,8 @@ def _dataset_written(client: MlflowClient, experiment_id: str, how: str) -> tupl
     return sorted(records), found.schema, found.profile
 
 
-def test_dataset_records_merged_in_a_batch_read_back_as_mlflow_merges_them():
-    uri = os.environ["MLFLOW_TRACKING_URI"]
+def test_dataset_records_merged_in_a_batch_read_back_as_mlflow_merges_them(isolated_stores):
+    uri = session_store(isolated_stores)
     client = MlflowClient(uri)
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
