@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from narrative_eval.data.errors import DataErrors
 from narrative_eval.studies.incremental.tasks import GENRES, load_tasks, save_tasks
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from narrative_eval.records import GenerationParams, Message, derived_seed
 from narrative_eval.studies.incremental.delivery import deliver, load_system_prompt, messages_of
 from narrative_eval.studies.incremental.tasks import load_tasks

@@ -6,6 +6,7 @@ import csv
 
 import numpy as np
 import pytest
+
 from narrative_eval.reports.judge_checks import report_notes
 from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.report import CELL_SCORES_TITLE, DIAGNOSTIC_TITLES, write_creative_report

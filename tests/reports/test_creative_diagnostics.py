@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from narrative_eval.data.files import file_sha256
 from narrative_eval.studies.incremental.records import Constraint, ScoreRecord, WritingTask
 from narrative_eval.studies.incremental.report import DIAGNOSTIC_TITLES, write_creative_report

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from experiments.report import main as report_main
 from narrative_eval.errors import UserError, cli_main
 from narrative_eval.studies.incremental.human_records import (

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+
 from narrative_eval.studies.incremental.effects import (
     creative_integrity,
     d_av,

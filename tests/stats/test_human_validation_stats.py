@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from narrative_eval.studies.incremental.human_records import EvidenceStatus, PairwiseVerdict, PointwiseRating
 from narrative_eval.studies.incremental.human_stats import (
     _resampled_spearman,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from narrative_eval.data.errors import DataErrors
 from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.score_records import load_score_records, save_score_records

@@ -36,6 +36,7 @@ ONE_LINE_HEADERS = """els => els.map(th => {
 """Each header's text and the number of lines it takes on screen."""
 REPORT_STAND_IN = f"""
 import time
+
 from experiments.progress import plain_progress
 for _ in plain_progress([None], "cells", 1):
     pass
