@@ -10,8 +10,8 @@ one engine seed per item and cell seed, the request cache (the backends `Runtime
 named by stage (`generate`, `score`, `judge <id>`), per-seed summaries aggregated with their intervals, the
 generations table, traces and the dataset input, and the judges' control items.
 
-A multi-turn study (the incremental one) runs its own delivery but batches, seeds, judges and aggregates with the
-helpers here: `in_batches`, `judge_in_batches`, `aggregate_seeds` (and `records.derived_seed` for its engine seeds).
+A multi-turn study is declared the same way (`multi_turn.MultiTurnStudy`: a solver of several user turns), and its
+loop there runs through the helpers here: `in_batches`, `aggregate_seeds`, `shown_to_judge`.
 """
 
 from __future__ import annotations
@@ -120,6 +120,12 @@ def judge_metrics(judge_id: str, results: Sequence[JudgeResult]) -> dict[str, fl
 
 def judge_stage(judge_id: str) -> str:
     return f"judge {judge_id}"
+
+
+def shown_to_judge(judge_sees: Mapping[str, str], item: Item, answer: str) -> dict[str, Any]:
+    """A rubric's inputs for `answer` to `item`: what `judge_sees` declares (input -> item field, or `ANSWER`),
+    nothing else."""
+    return {name: answer if source == ANSWER else item.fields[source] for name, source in judge_sees.items()}
 
 
 # --------------------------------------------------------------------------- what a single-turn study declares
@@ -275,19 +281,19 @@ class SingleTurnStudy(Study):
         rubric = self.judge_rubric(judge)
         controls = []
         for item_id in sample_ids(items, k):
-            gold = self._shown(items[item_id], items[item_id].references[self.reference])
+            gold = self.judge_inputs(items[item_id], items[item_id].references[self.reference])
             other = pick_other(item_id, [i for i, it in items.items()
                                          if it.references[self.reference] != items[item_id].references[self.reference]])
             if other is not None:
-                wrong = self._shown(items[item_id], items[other].references[self.reference])
+                wrong = self.judge_inputs(items[item_id], items[other].references[self.reference])
                 controls.append(ControlItem(rubric, "mismatched_reference", item_id, wrong, "below_reference", gold))
-            controls.append(ControlItem(rubric, "blank_answer", item_id, self._shown(items[item_id], ""),
+            controls.append(ControlItem(rubric, "blank_answer", item_id, self.judge_inputs(items[item_id], ""),
                                         "below_reference", gold))
         return [ControlSet(judge, tuple(controls))] if controls else []
 
-    def _shown(self, item: Item, answer: str) -> dict[str, Any]:
-        """The rubric's inputs for `answer` to `item`: what `judge_sees` declares, nothing else."""
-        return {name: answer if source == ANSWER else item.fields[source] for name, source in self.judge_sees.items()}
+    def judge_inputs(self, item: Item, answer: str) -> dict[str, Any]:
+        """A judge's inputs for `answer` to `item`."""
+        return shown_to_judge(self.judge_sees, item, answer)
 
 
 # --------------------------------------------------------------------------- the loop
@@ -350,7 +356,7 @@ def _judge(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime, items: list
     position = {item.id: index for index, item in enumerate(items)}
     # An item's answers are judged together, so an engine reusing the previous prompt's prefix reads it once.
     judged = sorted((s for s in samples if s.answer.text), key=lambda s: position[s.item.id])
-    shown = [study._shown(s.item, s.answer.text or "") for s in judged]
+    shown = [study.judge_inputs(s.item, s.answer.text or "") for s in judged]
     for judge in cell.judges:
         verdicts = judge_in_batches(runtime, judge, study.judge_rubric(judge), shown,
                                     f"{cell.run_name}: {judge_stage(judge.id)}")
@@ -482,5 +488,5 @@ def _rationale(raw: Any) -> str | None:
 __all__ = [
     "ANSWER", "AT_AVG", "GENERATE", "JUDGE_HEADLINES", "SCORE", "TABLE", "Answer", "Item", "Sample",
     "SingleTurnStudy", "aggregate_seeds", "chunks", "in_batches", "judge_in_batches", "judge_metrics", "judge_stage",
-    "mean_or_nan", "prompt_file_grid", "run_single_turn", "seed_metrics", "single_turn_records",
+    "mean_or_nan", "prompt_file_grid", "run_single_turn", "seed_metrics", "shown_to_judge", "single_turn_records",
 ]

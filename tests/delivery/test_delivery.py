@@ -1,4 +1,5 @@
-"""Delivery conditions: the user turns each condition sends, and what a real engine actually receives."""
+"""Delivery conditions: the user turns each condition sends, and what a real engine actually receives through the
+library's multi-turn driver."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from narrative_eval.evaluation import Item
+from narrative_eval.multi_turn import Conversation, deliver, messages_of
 from narrative_eval.records import GenerationParams, Message, derived_seed
-from narrative_eval.studies.incremental.delivery import deliver, load_system_prompt, messages_of
+from narrative_eval.studies.incremental.records import WritingTask
 from narrative_eval.studies.incremental.tasks import load_tasks
-from narrative_eval.studies.incremental.turns import conversation_turns, load_turn_templates
+from narrative_eval.studies.incremental.turns import conversation_turns, load_system_prompt, load_turn_templates
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = load_tasks(REPO / "data" / "creative" / "tasks.json", REPO / "data" / "creative" / "constraints.jsonl")
@@ -18,6 +21,14 @@ SYSTEM = load_system_prompt("default")
 SHORT = GenerationParams(temperature=0.0, max_new_tokens=64, stop=(",", ".", ";", ":", "!", "?", "\n"))
 # A word or two per reply: for checks that only need the conversation's shape.
 TINY = GenerationParams(temperature=0.0, max_new_tokens=12, stop=(" ", ",", ".", "\n"))
+
+
+def delivered(backend, tasks: list[WritingTask], condition: str, system: str, params: GenerationParams, seed: int,
+              **options) -> list[Conversation]:
+    """Each task's conversation under `condition`, as a cell of the study delivers it."""
+    items = [Item(task.story_id, {}, {}) for task in tasks]
+    return deliver(backend, items, [conversation_turns(task, condition) for task in tasks], condition, system, params,
+                   seed, **options)
 
 
 def test_default_system_prompt_is_the_studys():
@@ -75,7 +86,7 @@ def test_request_seeds_depend_on_story_attempt_and_turn_only():
 @pytest.mark.slow
 def test_sharded_sends_exactly_the_shards_in_order_with_full_history(recording_smollm2):
     tasks = [TASKS[0], TASKS[5]]  # 7 and 7 shards from two genres
-    trajectories = deliver(recording_smollm2, tasks, "sharded", SYSTEM, SHORT, seed=3)
+    trajectories = delivered(recording_smollm2, tasks, "sharded", SYSTEM, SHORT, seed=3)
 
     n_turns = max(len(t.shards) for t in tasks)
     assert len(recording_smollm2.calls) == n_turns, "each turn of every task goes out in one call"
@@ -103,7 +114,7 @@ def test_sharded_sends_exactly_the_shards_in_order_with_full_history(recording_s
 
 
 def test_full_sends_one_turn_with_the_whole_brief(recording_smollm2):
-    [trajectory] = deliver(recording_smollm2, [TASKS[3]], "full", SYSTEM, TINY, seed=0)
+    [trajectory] = delivered(recording_smollm2, [TASKS[3]], "full", SYSTEM, TINY, seed=0)
     assert recording_smollm2.calls == [[[Message(role="system", content=SYSTEM), Message(role="user", content=TASKS[3].full_instruction)]]]
     assert len(trajectory.turns) == 1 and trajectory.turns[0].final
     assert trajectory.final_text == trajectory.turns[0].text
@@ -115,7 +126,7 @@ def test_snowball_and_recap_send_their_turn_texts(recording_smollm2):
     assert len(task.shards) == 6
     for condition in ("snowball", "recap"):
         recording_smollm2.calls.clear()
-        [trajectory] = deliver(recording_smollm2, [task], condition, SYSTEM, TINY, seed=0)
+        [trajectory] = delivered(recording_smollm2, [task], condition, SYSTEM, TINY, seed=0)
         sent_users = [call[0][-1].content for call in recording_smollm2.calls]
         assert sent_users == conversation_turns(task, condition)
         assert len(recording_smollm2.calls[-1][0]) == 1 + 2 * len(sent_users) - 1
@@ -124,7 +135,7 @@ def test_snowball_and_recap_send_their_turn_texts(recording_smollm2):
 
 def test_length_limit_flags_the_trajectory_and_stops_it(recording_smollm2):
     tiny = GenerationParams(temperature=0.0, max_new_tokens=2)
-    [trajectory] = deliver(recording_smollm2, [TASKS[0]], "sharded", SYSTEM, tiny, seed=0)
+    [trajectory] = delivered(recording_smollm2, [TASKS[0]], "sharded", SYSTEM, tiny, seed=0)
     assert trajectory.truncated and trajectory.error is None  # cut, not failed
     assert len(trajectory.turns) == 1 and trajectory.turns[0].finish_reason == "length"
     assert not trajectory.turns[0].final, "a truncated reply is never the judged one"
@@ -135,7 +146,7 @@ def test_length_limit_flags_the_trajectory_and_stops_it(recording_smollm2):
 def test_continue_after_length_keeps_the_flag_and_the_whole_conversation(recording_smollm2):
     tiny = GenerationParams(temperature=0.0, max_new_tokens=2)
     task = TASKS[12]
-    [trajectory] = deliver(recording_smollm2, [task], "sharded", SYSTEM, tiny, seed=0, continue_after_length=True)
+    [trajectory] = delivered(recording_smollm2, [task], "sharded", SYSTEM, tiny, seed=0, continue_after_length=True)
     assert trajectory.truncated
     assert [turn.user for turn in trajectory.turns] == list(task.shards)
     assert trajectory.turns[-1].final

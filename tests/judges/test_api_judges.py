@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from narrative_eval.judges import load_rubric
+from narrative_eval.judges import judge_many, load_rubric
 from narrative_eval.records import JudgeSpec, ModelSpec
-from narrative_eval.studies.incremental.judging import judge_checklist, judge_quality
+from narrative_eval.studies.incremental.vocabulary import CHECKLIST_RUBRIC, QUALITY_RUBRIC
 
 from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, TASK, judge_infills
 
@@ -70,10 +70,10 @@ def test_anthropic_judge_uses_forced_tool_use(server, monkeypatch):
     judge = hosted_judge("anthropic", server.anthropic_base_url)
     backend = AnthropicBackend(judge.model)
     item = {"task": TASK, "requirements": list(REQUIREMENTS), "response": STORY_A}
-    [quality] = judge_quality(backend, judge, [item])
+    [quality] = judge_many(backend, judge, QUALITY_RUBRIC, [item])
     assert quality.ok, quality.error
     assert set(quality.scores) == {"craft", "structure_coherence", "originality", "genre_effectiveness", "characterization"}
-    [checklist] = judge_checklist(backend, judge, [item])
+    [checklist] = judge_many(backend, judge, CHECKLIST_RUBRIC, [item])
     assert checklist.ok, checklist.error
     assert [i["constraint_id"] for i in checklist.details["items"]] == ["c1", "c2", "c3"]
     bodies = [r.body for r in server.requests()]

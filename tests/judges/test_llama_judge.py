@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from narrative_eval.backends import CachedBackend, RequestCache
-from narrative_eval.judges import (failure_rate, judge_pairwise, judge_pairwise_orders, load_rubric, pairwise_consistency,
+from narrative_eval.judges import (failure_rate, judge_many, judge_pairwise, judge_pairwise_orders, load_rubric, pairwise_consistency,
                                    summarize)
-from narrative_eval.studies.incremental.judging import judge_checklist, judge_quality
+from narrative_eval.studies.incremental.vocabulary import CHECKLIST_RUBRIC, QUALITY_RUBRIC
 
 from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, STORY_B, TASK, judge_infills
 
@@ -59,7 +59,7 @@ CREATIVE_ITEM = {"task": TASK, "requirements": list(REQUIREMENTS), "response": S
 
 
 def test_checklist_judgment_is_schema_valid(smollm2_backend, smollm2_judge):
-    [checklist] = judge_checklist(smollm2_backend, smollm2_judge, [CREATIVE_ITEM])
+    [checklist] = judge_many(smollm2_backend, smollm2_judge, CHECKLIST_RUBRIC, [CREATIVE_ITEM])
     assert checklist.ok, checklist.error
     assert [i["constraint_id"] for i in checklist.details["items"]] == ["c1", "c2", "c3"]
     assert all(i["score"] in (0.0, 0.5, 1.0) and isinstance(i["reason"], str) for i in checklist.details["items"])
@@ -69,7 +69,7 @@ def test_checklist_judgment_is_schema_valid(smollm2_backend, smollm2_judge):
 
 
 def test_quality_judgment_is_schema_valid(smollm2_backend, smollm2_judge):
-    [quality] = judge_quality(smollm2_backend, smollm2_judge, [CREATIVE_ITEM])
+    [quality] = judge_many(smollm2_backend, smollm2_judge, QUALITY_RUBRIC, [CREATIVE_ITEM])
     assert quality.ok, quality.error
     quality_keys = ("craft", "structure_coherence", "originality", "genre_effectiveness", "characterization")
     assert_scale(quality, quality_keys, nullable=("characterization",))

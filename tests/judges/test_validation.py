@@ -27,7 +27,7 @@ from narrative_eval.judges import (
     summarize,
 )
 from narrative_eval.records import GenerationParams, JudgeSpec, ModelSpec, Reply
-from narrative_eval.studies.incremental.judging import judge_checklist, judge_quality
+from narrative_eval.studies.incremental.vocabulary import CHECKLIST_RUBRIC, QUALITY_RUBRIC
 
 from .conftest import CANDIDATE, PROBLEM, REQUIREMENTS, STORY_A, STORY_B, TASK, judge_infills
 
@@ -205,7 +205,7 @@ def test_judge_model_must_match_the_backend():
 def test_checklist_wrapper_sends_a_per_task_schema_and_reports_adherence():
     answer = {"c1": {"score": 1, "reason": "bottle found"}, "c2": {"score": 1, "reason": "uses I"}, "c3": {"score": 0.5, "reason": "lamp lit, not last"}}
     backend = ScriptedBackend([json.dumps(answer)])
-    [result] = judge_checklist(backend, judge(), [{"task": TASK, "requirements": list(REQUIREMENTS), "response": STORY_A}])
+    [result] = judge_many(backend, judge(), CHECKLIST_RUBRIC, [{"task": TASK, "requirements": list(REQUIREMENTS), "response": STORY_A}])
     assert result.ok and result.scores["adherence"] == pytest.approx(2.5 / 3)
     assert result.details["items"][2] == {"constraint_id": "c3", "score": 0.5, "reason": "lamp lit, not last"}
     schema = backend.requests[0][1].json_schema
@@ -214,7 +214,7 @@ def test_checklist_wrapper_sends_a_per_task_schema_and_reports_adherence():
 
 def test_quality_wrapper():
     answer = {"craft": 2, "structure_coherence": 3, "originality": 2, "genre_effectiveness": 2, "characterization": None}
-    [result] = judge_quality(ScriptedBackend([json.dumps(answer)]), judge(), [{"task": TASK, "requirements": list(REQUIREMENTS), "response": STORY_A}])
+    [result] = judge_many(ScriptedBackend([json.dumps(answer)]), judge(), QUALITY_RUBRIC, [{"task": TASK, "requirements": list(REQUIREMENTS), "response": STORY_A}])
     assert result.ok and result.scores["characterization"] is None
     assert result.mean() == pytest.approx(9 / 4)
 

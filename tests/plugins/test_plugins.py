@@ -165,16 +165,18 @@ def test_plugin_condition_drives_a_conversation(plugin_path, tmp_path, repo_root
         from narrative_eval.backends import CachedBackend, get_backend
         from narrative_eval.config import load_config
         from narrative_eval.studies.incremental.tasks import load_tasks
-        from narrative_eval.studies.incremental.delivery import deliver
+        from narrative_eval.evaluation import Item
+        from narrative_eval.multi_turn import deliver
         from narrative_eval.records import GenerationParams
+        from narrative_eval.studies.incremental.turns import conversation_turns
         from narrative_eval.sweep import describe_grid
 
         task = load_tasks({str(repo_root / 'data/creative/tasks.json')!r})[0]
         config = load_config({str(repo_root / 'experiments/configs/incremental_embedded.yaml')!r},
                              ["conditions=[sharded,reverse]", "limit=2"])
         generator = CachedBackend(get_backend(config.models[0]), None)
-        [trajectory] = deliver(generator, [task], "reverse", "", GenerationParams(max_new_tokens=8), seed=0,
-                               continue_after_length=True)
+        [trajectory] = deliver(generator, [Item(task.story_id, {{}}, {{}})], [conversation_turns(task, "reverse")],
+                               "reverse", "", GenerationParams(max_new_tokens=8), seed=0, continue_after_length=True)
         print(json.dumps({{"users": [turn.user for turn in trajectory.turns], "shards": list(task.shards),
                           "cells": describe_grid(config)["cells"]}}))
     """)

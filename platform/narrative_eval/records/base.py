@@ -92,6 +92,25 @@ class Reply(BaseModel):
         return self.error is None
 
 
+class Turn(BaseModel):
+    """One assistant turn of a conversation: the user message it answers and the reply."""
+
+    index: int
+    """0-based user-turn index."""
+    final: bool
+    """True for the reply that is judged."""
+    user: str
+    """The user message of this turn."""
+    text: str
+    """The assistant reply."""
+    prompt_tokens: int = 0
+    """Prompt tokens of this turn."""
+    completion_tokens: int = 0
+    """Generated tokens."""
+    finish_reason: str = "stop"
+    """Engine finish reason."""
+
+
 class JudgeResult(BaseModel):
     """One judge's verdict on one output: scores, or a recorded failure with the raw replies."""
 

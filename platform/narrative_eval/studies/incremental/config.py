@@ -15,8 +15,7 @@ from narrative_eval.judges.rubric import RUBRICS
 from narrative_eval.prompts.render import PROMPT_SETTINGS, SYSTEM_PROMPT
 from narrative_eval.records import JudgeSpec
 from narrative_eval.registry import Registry
-from narrative_eval.studies.incremental.delivery import load_system_prompt
-from narrative_eval.studies.incremental.turns import CONDITIONS, DEFAULT_SYSTEM_PROMPTS_FILE
+from narrative_eval.studies.incremental.turns import CONDITIONS, DEFAULT_SYSTEM_PROMPTS_FILE, load_system_prompt
 from narrative_eval.studies.incremental.vocabulary import (FULL, PAIR_CONDITIONS, PAIRWISE_DIMENSIONS, RECAP, SHARDED,
                                                            SNOWBALL)
 from narrative_eval.study import Choices, Grid, StudyConfig

@@ -27,10 +27,9 @@ from narrative_eval.data.instances import sentences
 from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
 from narrative_eval.records import CellSpec, JudgeSpec, derived_seed
 from narrative_eval.records.keys import seeded
-from narrative_eval.studies.incremental.cell import is_scoreable
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig
-from narrative_eval.studies.incremental.records import Trajectory, WritingTask
+from narrative_eval.studies.incremental.records import Trajectory, WritingTask, is_scoreable
 from narrative_eval.studies.incremental.score_records import model_label
 from narrative_eval.studies.incremental.vocabulary import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC
 from narrative_eval.studies.incremental.vocabulary import NAME, REFERENCE

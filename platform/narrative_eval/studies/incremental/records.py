@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from narrative_eval.records.base import Frozen
+from narrative_eval.multi_turn import scoreable
+from narrative_eval.records.base import Frozen, Turn
 from narrative_eval.records.keys import seeded
 
 
@@ -44,25 +45,6 @@ class WritingTask(Frozen):
         return f"{self.domain}_{self.item_id:03d}"
 
 
-class Turn(BaseModel):
-    """One assistant turn of a delivery trajectory."""
-
-    index: int
-    """0-based user-turn index."""
-    final: bool
-    """True for the reply that is judged."""
-    user: str
-    """The user message of this turn."""
-    text: str
-    """The assistant reply."""
-    prompt_tokens: int = 0
-    """Prompt tokens of this turn."""
-    completion_tokens: int = 0
-    """Generated tokens."""
-    finish_reason: str = "stop"
-    """Engine finish reason."""
-
-
 class Trajectory(BaseModel):
     """A whole conversation for one task under one condition and seed."""
 
@@ -82,6 +64,11 @@ class Trajectory(BaseModel):
     @property
     def final_text(self) -> str:
         return self.turns[-1].text if self.turns else ""
+
+
+def is_scoreable(trajectory: Trajectory, score_truncated: bool = False) -> bool:
+    """Whether a logged conversation's final reply was judged: complete, or (opted in) cut only by the token limit."""
+    return scoreable(trajectory.turns, trajectory.truncated, trajectory.error, score_truncated)
 
 
 class ScoreRecord(BaseModel):

@@ -1,5 +1,5 @@
-"""The incremental-delivery study as the sweep sees it: its config, cells, MLflow records, the pairwise judges after
-its cells, and its report commands (creative-integrity, human-validation)."""
+"""The incremental-delivery study declared (items, solver, scorers), with its config, MLflow records, the pairwise
+judges after its cells, and its report commands (creative-integrity, human-validation)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from narrative_eval.evaluation import ANSWER, Item
 from narrative_eval.judges.checks import ControlSet
+from narrative_eval.multi_turn import Conversation, MultiTurnStudy
 from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.records.keys import judge_key
 from narrative_eval.registry import Registry
 from narrative_eval.reports.labels import labels
-from narrative_eval.studies.incremental.cell import DeliveryCell
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig, pairwise_names, pairwise_problems
 from narrative_eval.studies.incremental.controls import control_requests, sweep_controls
+from narrative_eval.studies.incremental.judged import record_scores, score_record
 from narrative_eval.studies.incremental.pairwise import count_pairs, run_pairwise_judges
+from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.report import (
     creative_report_from_scores,
     creative_report_from_sweep,
@@ -26,9 +29,26 @@ from narrative_eval.studies.incremental.report import (
 )
 from narrative_eval.studies.incremental.report_human import human_validation_from_sweep, write_human_validation_report
 from narrative_eval.studies.incremental.tracing import conversation_records
-from narrative_eval.studies.incremental.turns import CONDITIONS, DEFAULT_TURNS_FILE, conversation_turns, load_turn_templates
-from narrative_eval.studies.incremental.vocabulary import ALIASES, HEADLINES, NAME, RUBRICS
-from narrative_eval.study import AfterSweepRequests, CellResult, RequestCount, ReportCommand, Runtime, Study, SweepSettings, study
+from narrative_eval.studies.incremental.turns import (
+    CONDITIONS,
+    DEFAULT_SYSTEM_PROMPTS_FILE,
+    DEFAULT_TURNS_FILE,
+    TurnTemplates,
+    conversation_turns,
+    load_system_prompt,
+    load_turn_templates,
+)
+from narrative_eval.studies.incremental.vocabulary import (
+    ALIASES,
+    CHECKLIST,
+    CHECKLIST_RUBRIC,
+    HEADLINES,
+    NAME,
+    QUALITY_RUBRIC,
+    SCORE_DIMENSIONS,
+    SCORERS,
+)
+from narrative_eval.study import AfterSweepRequests, CellResult, RequestCount, ReportCommand, SweepSettings, study
 from narrative_eval.tracing import CellRecords
 
 REPORT = "creative-integrity"
@@ -79,9 +99,54 @@ def human_report(args: argparse.Namespace, data_sha256: str | None) -> dict[str,
 
 
 @study(NAME, aliases=ALIASES)
-class IncrementalDeliveryStudy(Study):
+class IncrementalDeliveryStudy(MultiTurnStudy):
+    """Declared: its tasks as items (the brief and its requirements shown to judges), its system prompt and delivery
+    conditions as the solver, the requirement checklist and the quality rubric as every judge's scorers, a score
+    record of each judge's two valid verdicts. The library's loop (narrative_eval.multi_turn) runs its cells."""
+
     config_section = IncrementalConfig
     after_sweep_stage = "pairwise judges"
+    scorers = SCORERS
+    judge_sees = {"task": "task", "requirements": "requirements", "response": ANSWER}  # never the model, condition or turns
+    dimensions = SCORE_DIMENSIONS
+    id_column, items_name, judged_artifact = "story_id", "tasks", "score_records.json"
+
+    def items(self, cell: CellSpec) -> list[Item]:
+        return [Item(task.story_id, {"task": task.full_instruction, "requirements": list(task.constraints)}, {},
+                     {"genre": task.domain}, record=task) for task in select_tasks(cell)]
+
+    def system_prompt(self, cell: CellSpec) -> str:
+        return load_system_prompt(cell.prompt_setting or "default",
+                                  cell.extra.get("system_prompts_file", DEFAULT_SYSTEM_PROMPTS_FILE))
+
+    def turns(self, cell: CellSpec, item: Item) -> list[str]:
+        """The user turns of the cell's delivery condition (`turns_file`: the recap/snowball templates)."""
+        return conversation_turns(item.record, cell.condition, self._templates(cell))
+
+    def scorer_rubric(self, judge: JudgeSpec, scorer: str) -> str:
+        """The checklist's rubric is the study's; the quality rubric is the judge's own where it names one."""
+        return CHECKLIST_RUBRIC if scorer == CHECKLIST else judge.rubric or QUALITY_RUBRIC
+
+    def judged_record(self, cell: CellSpec, conversation: Conversation, judge_id: str) -> ScoreRecord:
+        return score_record(cell, conversation.item.record, conversation.seed, judge_id,
+                            conversation.verdicts[judge_id])
+
+    def record_scores(self, record: ScoreRecord) -> dict[str, float | None]:
+        return record_scores(record)
+
+    def max_regenerations(self, cell: CellSpec) -> int:
+        return int(cell.extra.get("max_regenerations", super().max_regenerations(cell)))
+
+    def scores_truncated(self, cell: CellSpec) -> bool:
+        return bool(cell.extra.get("score_truncated", False))
+
+    def cell_params(self, cell: CellSpec) -> dict[str, Any]:
+        return {"turn_templates_sha256": self._templates(cell).sha256,
+                "constraints_path": cell.extra.get("constraints", "constraints.jsonl next to the tasks file")}
+
+    @staticmethod
+    def _templates(cell: CellSpec) -> TurnTemplates:
+        return load_turn_templates(cell.extra.get("turns_file", DEFAULT_TURNS_FILE))
 
     def registered_names(self, config: SweepSettings) -> list[tuple[Registry, str]]:
         """The pairwise rubrics (its conditions are checked as the grid its config section declares)."""
@@ -93,18 +158,6 @@ class IncrementalDeliveryStudy(Study):
     def registries(self) -> list[Registry]:
         """Its delivery conditions (plugins add theirs with `studies.incremental.turns.condition`)."""
         return [CONDITIONS]
-
-    def count_requests(self, cell: CellSpec) -> int:
-        """Generation requests of one seed (one per user turn, regenerations not counted)."""
-        templates = load_turn_templates(cell.extra.get("turns_file", DEFAULT_TURNS_FILE))
-        return sum(len(conversation_turns(task, cell.condition, templates)) for task in select_tasks(cell))
-
-    def count_judged(self, cell: CellSpec) -> int:
-        """Judge requests of one seed and judge (one per rubric of the panel, per task)."""
-        return len(RUBRICS) * len(select_tasks(cell))
-
-    def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
-        return DeliveryCell().run_cell(cell, runtime)
 
     def headline_metrics(self, judges: Sequence[str]) -> list[str]:
         """Each judge's Creative Integrity and adherence."""

@@ -1,4 +1,5 @@
-"""The incremental-delivery study's delivery conditions: how a creative-writing brief is split into user turns.
+"""The incremental-delivery study's solver: its system prompts, and its delivery conditions, how a creative-writing
+brief is split into user turns.
 
 Each condition is one function `(task, templates) -> user turns`, registered with `@condition(name)`. The study's
 own are in `conditions.py`, registered through the project's entry points when any registry is first read; plugins
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from narrative_eval.prompts.render import CREATIVE_SYSTEM_PROMPTS_FILE, PROMPTS_DIR, fill
+from narrative_eval.prompts.render import CREATIVE_SYSTEM_PROMPTS_FILE, PROMPT_SETTINGS, PROMPTS_DIR, SYSTEM_PROMPT, fill
 from narrative_eval.registry import Registry
 from narrative_eval.studies.incremental.records import WritingTask
 
@@ -30,6 +31,23 @@ DEFAULT_SYSTEM_PROMPTS_FILE = CREATIVE_SYSTEM_PROMPTS_FILE
 
 DEFAULT_TURNS_FILE = CREATIVE_PROMPTS_DIR / "turns.yaml"
 """Templates of the recap and snowball user turns."""
+
+
+def load_system_prompt(name: str = "default", path: str | Path = DEFAULT_SYSTEM_PROMPTS_FILE) -> str:
+    """The system prompt called `name`: a registered one (packaged file or plugin) unless another prompts file
+    is given; a path to a .txt/.md file is read as the prompt itself."""
+    candidate = Path(name)
+    if candidate.suffix in (".txt", ".md") and candidate.is_file():
+        return candidate.read_text(encoding="utf-8").strip()
+    if Path(path) == DEFAULT_SYSTEM_PROMPTS_FILE:
+        entry = PROMPT_SETTINGS.entry(name)
+        if entry.meta.get("template") != SYSTEM_PROMPT:
+            raise KeyError(f"{name!r} is a {entry.meta.get('template')}, not a {SYSTEM_PROMPT}")
+        return entry.target
+    prompts = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    if name not in prompts:
+        raise KeyError(f"unknown system prompt {name!r}; known: {', '.join(prompts)} (or give a .txt/.md file)")
+    return str(prompts[name] or "")
 
 
 def condition(name: str, *, replanning: bool = False):

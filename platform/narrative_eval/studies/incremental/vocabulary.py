@@ -61,8 +61,11 @@ SCORE_DIMENSIONS: tuple[str, ...] = ("adherence", *QUALITY_FIELDS, "ci")
 dimensions (score_records reads them from the rubric file) and ci (Creative Integrity)."""
 HEADLINES: tuple[str, ...] = ("ci", "adherence")
 """Per-judge numbers shown first (Runs tab, run descriptions), as `judge/<id>/<headline>`."""
-RUBRICS: tuple[str, str] = (CHECKLIST_RUBRIC, QUALITY_RUBRIC)
-"""The rubrics every panel judge runs on a final story: the requirement checklist and the quality dimensions."""
+CHECKLIST, QUALITY = "checklist", "quality"
+"""What every panel judge scores a final story by: its requirement checklist (CHECKLIST_RUBRIC) and its writing
+quality (QUALITY_RUBRIC, or the judge's own rubric); a cell logs each one's failures as
+`judge/<id>/<scorer>_failure_rate` and its verdicts under that name in judgments.json."""
+SCORERS: tuple[str, str] = (CHECKLIST, QUALITY)
 
 
 def shown_order(order_of_outputs: Sequence[int]) -> str:
