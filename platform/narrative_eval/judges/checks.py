@@ -20,8 +20,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from narrative_eval.data.instances import sentences
-from narrative_eval.judges.judge import GeneratingBackend, judge_many, judge_pairwise
-from narrative_eval.judges.resumable import Progress, backend_batches, json_form
+from narrative_eval.judges.judge import GeneratingBackend, combine_orders
+from narrative_eval.judges.resumable import JudgedItem, Progress, json_form, judge_items
 from narrative_eval.judges.rubric import load_rubric
 from narrative_eval.records import JudgeResult, JudgeSpec, derived_seed, stable_hash
 
@@ -78,7 +78,7 @@ class ControlJudgment:
     item: ControlItem
     """The control item."""
     result: JudgeResult
-    """The verdict on the control (pairwise: both presentation orders, as judge_pairwise combines them)."""
+    """The verdict on the control (pairwise: both presentation orders, as judges.combine_orders combines them)."""
     reference: JudgeResult | None = None
     """The verdict on the item's known-good reference (below_reference only)."""
 
@@ -256,30 +256,29 @@ def shuffled_sentences(text: str, seed: int, key: str) -> str | None:
 def _judge_unique(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, inputs: list[Mapping],
                   progress: Progress | None) -> dict[str, JudgeResult]:
     """Each distinct input judged once under a scores or checklist rubric (a gold fill serves several checks)."""
-    unique = {stable_hash(json_form(item)): item for item in inputs}
-    keys = list(unique)
-    results: dict[str, JudgeResult] = {}
-    for batch in backend_batches(keys, backend, f"controls: judge {judge.id} ({rubric})", progress):
-        for key, result in zip(batch, judge_many(backend, judge, rubric, [unique[k] for k in batch]), strict=True):
-            results[key] = result
-    return results
+    unique = [JudgedItem(stable_hash(json_form(item)), item) for item in inputs]
+    made = judge_items(lambda: backend, judge, rubric, list({item.key: item for item in unique}.values()),
+                       progress=progress, label=f"controls: judge {judge.id} ({rubric})")
+    return {judgment.key: judgment.result for judgment in made}
 
 
 def _judge_pairs(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items: list[ControlItem],
                  progress: Progress | None) -> list[JudgeResult]:
-    results: list[JudgeResult] = []
-    for batch in backend_batches(items, backend, f"controls: judge {judge.id} ({rubric})", progress):
-        results.extend(judge_pairwise(backend, judge, [item.inputs for item in batch], rubric))
-    return results
+    """Each pair judged in both presentation orders, the two verdicts combined."""
+    pairs = [JudgedItem(str(index), item.inputs) for index, item in enumerate(items)]
+    made = judge_items(lambda: backend, judge, rubric, pairs, progress=progress,
+                       label=f"controls: judge {judge.id} ({rubric})")
+    return [combine_orders(forward.result, swapped.result)
+            for forward, swapped in zip(made[::2], made[1::2], strict=True)]
 
 
 def judge_controls(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[ControlItem],
                    progress: Progress | None = None) -> list[ControlJudgment]:
     """Every control item judged by one judge, one ControlJudgment per item in order.
 
-    Scores and checklist rubrics go through judge_many (each distinct input once), pairwise rubrics through
-    judge_pairwise (both presentation orders); replies that never validate after the judge's retries are failed
-    results. `backend` is what the studies judge with (a CachedBackend), so nothing is asked twice."""
+    Every item goes through judges.resumable.judge_items: under a scores or checklist rubric each distinct input
+    once, under a pairwise rubric in both presentation orders, the two combined; replies that never validate after
+    the judge's retries are failed results. `backend` is what the studies judge with (a CachedBackend), so nothing is asked twice."""
     judged: dict[int, ControlJudgment] = {}
     for rubric in dict.fromkeys(item.rubric for item in items):
         mine = [(index, item) for index, item in enumerate(items) if item.rubric == rubric]
