@@ -11,7 +11,8 @@ import pytest
 from scipy.stats import binomtest
 
 from narrative_eval.backends import CachedBackend, RequestCache, backend
-from narrative_eval.judges.checks import ControlItem, judge_controls, load_thresholds, sample_ids
+from narrative_eval.data.instances import sentences
+from narrative_eval.judges.checks import ControlItem, judge_controls, load_thresholds, sample_ids, shuffled_sentences
 from narrative_eval.records import Reply
 from narrative_eval.reports.judge_checks import failed_checks, write_judge_checks
 from narrative_eval.stats.judge_checks import COLUMNS, check_rows, judge_checks_table, wilson_interval
@@ -174,6 +175,19 @@ def test_instances_are_chosen_alike_for_every_judge_and_stay_chosen_as_data_grow
     # Growing the data only swaps in ids that hash lower: what is still chosen was chosen before.
     assert set(chosen) & set(ids[:150]) <= set(earlier)
     assert sample_ids(ids[:5], 20) == ids[:5] and sample_ids(ids, None) == ids
+
+
+def test_a_shuffled_text_keeps_every_sentence_in_an_order_seeded_by_seed_and_key():
+    story = STORIES["mystery_003"]
+
+    def order(seed: int, key: str) -> list[int]:
+        return [sentences(story).index(part) for part in sentences(shuffled_sentences(story, seed, key))]
+
+    # The orders the incremental controls have always shown: the same texts, so their verdicts come from the cache.
+    assert (order(0, "mystery_003"), order(1, "mystery_003")) == ([3, 2, 0, 4, 1], [2, 4, 0, 3, 1])
+    assert order(0, "mystery_003") == order(0, "mystery_003") != order(0, "comedy_001")
+    assert shuffled_sentences("First. Second.", 0, "x") == "Second. First."  # never the original order
+    assert shuffled_sentences("One sentence only.", 0, "x") is None
 
 
 def test_the_thresholds_file_holds_every_threshold_with_its_reason(tmp_path):

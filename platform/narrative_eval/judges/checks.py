@@ -10,7 +10,8 @@ and stable as the data grows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import random
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,9 +19,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from narrative_eval.judges.judge import GeneratingBackend, judge_many, judge_pairwise
+from narrative_eval.data.instances import sentences
+from narrative_eval.judges.judge import GeneratingBackend, combine_orders
+from narrative_eval.judges.resumable import JudgedItem, Progress, json_form, judge_items
 from narrative_eval.judges.rubric import load_rubric
-from narrative_eval.records import JudgeResult, JudgeSpec, stable_hash
+from narrative_eval.records import JudgeResult, JudgeSpec, derived_seed, stable_hash
 
 THRESHOLDS_FILE = Path(__file__).with_name("checks.yaml")
 """The shipped thresholds of every check, with their reasons."""
@@ -45,10 +48,6 @@ STATISTIC_OF: dict[str, str] = {
 
 PAIRWISE_RELATIONS = frozenset({"tie", "a_preferred"})
 """The relations of pairwise controls (judged in both presentation orders)."""
-
-Progress = Callable[[list, str, int], Iterable]
-"""A progress wrapper as a cell's runtime gives it: (batches, label, total) -> the batches, reported as they go."""
-
 
 @dataclass(frozen=True)
 class ControlItem:
@@ -79,7 +78,7 @@ class ControlJudgment:
     item: ControlItem
     """The control item."""
     result: JudgeResult
-    """The verdict on the control (pairwise: both presentation orders, as judge_pairwise combines them)."""
+    """The verdict on the control (pairwise: both presentation orders, as judges.combine_orders combines them)."""
     reference: JudgeResult | None = None
     """The verdict on the item's known-good reference (below_reference only)."""
 
@@ -109,7 +108,7 @@ class ControlSet:
     def requests(self) -> int:
         """Judge requests the items take at most: each distinct input of a scores or checklist rubric once (a
         reference serving several items too), each pairwise item twice (both orders); retries not counted."""
-        single = {(item.rubric, stable_hash(_plain(inputs))) for item in self.items
+        single = {(item.rubric, stable_hash(json_form(inputs))) for item in self.items
                   if item.expected not in PAIRWISE_RELATIONS
                   for inputs in (item.inputs, item.reference) if inputs is not None}
         return len(single) + 2 * sum(item.expected in PAIRWISE_RELATIONS for item in self.items)
@@ -234,53 +233,52 @@ def pick_other(key: str, candidates: Iterable[str]) -> str | None:
     return min(others, key=lambda c: (stable_hash([key, c]), c)) if others else None
 
 
+# --------------------------------------------------------------------------- control texts
+
+
+def shuffled_sentences(text: str, seed: int, key: str) -> str | None:
+    """The text's sentences (data.instances.sentences) in a random order seeded by (seed, key), never the original
+    order: a control that keeps every word but not the telling. None for a text of fewer than two sentences. The
+    same text, seed and key give the same order, so a judge's verdict on it comes from the request cache."""
+    parts = sentences(text)
+    if len(parts) < 2:
+        return None
+    order = list(range(len(parts)))
+    random.Random(derived_seed(seed, key)).shuffle(order)
+    if order == sorted(order):
+        order = order[1:] + order[:1]
+    return " ".join(parts[i] for i in order)
+
+
 # --------------------------------------------------------------------------- judging
-
-
-def _plain(value: Any) -> Any:
-    """A JSON form of an item's inputs (requirements may be records) for telling identical items apart."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _batches(items: list, backend: GeneratingBackend, label: str, progress: Progress | None) -> Iterable[list]:
-    size = max(1, int(getattr(backend, "batch_size", 8)))
-    batches = [items[i : i + size] for i in range(0, len(items), size)]
-    return progress(batches, label, len(batches)) if progress is not None else batches
 
 
 def _judge_unique(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, inputs: list[Mapping],
                   progress: Progress | None) -> dict[str, JudgeResult]:
     """Each distinct input judged once under a scores or checklist rubric (a gold fill serves several checks)."""
-    unique = {stable_hash(_plain(item)): item for item in inputs}
-    keys = list(unique)
-    results: dict[str, JudgeResult] = {}
-    for batch in _batches(keys, backend, f"controls: judge {judge.id} ({rubric})", progress):
-        for key, result in zip(batch, judge_many(backend, judge, rubric, [unique[k] for k in batch]), strict=True):
-            results[key] = result
-    return results
+    unique = [JudgedItem(stable_hash(json_form(item)), item) for item in inputs]
+    made = judge_items(lambda: backend, judge, rubric, list({item.key: item for item in unique}.values()),
+                       progress=progress, label=f"controls: judge {judge.id} ({rubric})")
+    return {judgment.key: judgment.result for judgment in made}
 
 
 def _judge_pairs(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items: list[ControlItem],
                  progress: Progress | None) -> list[JudgeResult]:
-    results: list[JudgeResult] = []
-    for batch in _batches(items, backend, f"controls: judge {judge.id} ({rubric})", progress):
-        results.extend(judge_pairwise(backend, judge, [item.inputs for item in batch], rubric))
-    return results
+    """Each pair judged in both presentation orders, the two verdicts combined."""
+    pairs = [JudgedItem(str(index), item.inputs) for index, item in enumerate(items)]
+    made = judge_items(lambda: backend, judge, rubric, pairs, progress=progress,
+                       label=f"controls: judge {judge.id} ({rubric})")
+    return [combine_orders(forward.result, swapped.result)
+            for forward, swapped in zip(made[::2], made[1::2], strict=True)]
 
 
 def judge_controls(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence[ControlItem],
                    progress: Progress | None = None) -> list[ControlJudgment]:
     """Every control item judged by one judge, one ControlJudgment per item in order.
 
-    Scores and checklist rubrics go through judge_many (each distinct input once), pairwise rubrics through
-    judge_pairwise (both presentation orders); replies that never validate after the judge's retries are failed
-    results. `backend` is what the studies judge with (a CachedBackend), so nothing is asked twice."""
+    Every item goes through judges.resumable.judge_items: under a scores or checklist rubric each distinct input
+    once, under a pairwise rubric in both presentation orders, the two combined; replies that never validate after
+    the judge's retries are failed results. `backend` is what the studies judge with (a CachedBackend), so nothing is asked twice."""
     judged: dict[int, ControlJudgment] = {}
     for rubric in dict.fromkeys(item.rubric for item in items):
         mine = [(index, item) for index, item in enumerate(items) if item.rubric == rubric]
@@ -296,8 +294,8 @@ def judge_controls(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence
         inputs = [item.inputs for _, item in mine] + [item.reference for _, item in mine if item.reference is not None]
         by_key = _judge_unique(backend, judge, rubric, inputs, progress)
         for index, item in mine:
-            reference = by_key[stable_hash(_plain(item.reference))] if item.reference is not None else None
-            judged[index] = ControlJudgment(item, by_key[stable_hash(_plain(item.inputs))], reference)
+            reference = by_key[stable_hash(json_form(item.reference))] if item.reference is not None else None
+            judged[index] = ControlJudgment(item, by_key[stable_hash(json_form(item.inputs))], reference)
     return [judged[index] for index in range(len(items))]
 
 
@@ -316,4 +314,5 @@ __all__ = [
     "load_thresholds",
     "pick_other",
     "sample_ids",
+    "shuffled_sentences",
 ]

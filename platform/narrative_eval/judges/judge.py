@@ -132,7 +132,7 @@ def judge_pairwise(
     averaged over the forward order and the order-restored reversed one. details holds both
     verdicts and, per dimension, whether the two orders agree in direction.
     """
-    return [_combine_orders(first, second) for first, second in judge_pairwise_orders(backend, judge, items, rubric)]
+    return [combine_orders(first, second) for first, second in judge_pairwise_orders(backend, judge, items, rubric)]
 
 
 FORWARD, REVERSED = "forward", "reversed"
@@ -143,7 +143,9 @@ def _sign(value: float) -> int:
     return (value > 0) - (value < 0)
 
 
-def _combine_orders(first: JudgeResult, second: JudgeResult) -> JudgeResult:
+def combine_orders(first: JudgeResult, second: JudgeResult) -> JudgeResult:
+    """One pairwise verdict from the forward and the reversed one: scores averaged with the reversed restored,
+    both verdicts in details and, per dimension, whether they agree in direction; failed if either failed."""
     common = dict(
         judge_id=first.judge_id,
         rubric=first.rubric,
@@ -233,6 +235,7 @@ def summarize(results: Sequence[JudgeResult]) -> dict[str, float]:
 
 __all__ = [
     "Requirement",
+    "combine_orders",
     "failure_rate",
     "is_high_quality",
     "judge_many",

@@ -8,14 +8,13 @@ where a task set has them). For each of K tasks with a story (judges.checks.samp
   requirements, adherence near 0; other_task_story, another task's story against this task's requirements,
   below this task's own story;
 - quality (the judge's quality rubric): shuffled_sentences, the story with its sentences in a seeded random
-  order, below the story itself;
+  order (judges.checks.shuffled_sentences, seeded by the story id), below the story itself;
 - pairwise (each pairwise rubric): identical_pair, the story against itself, a tie in both orders; refusal_pair,
   the story (A) against the refusal (B), the story preferred in both orders. Position bias comes from both.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,15 @@ from typing import Any
 import yaml
 
 from narrative_eval import tracking
-from narrative_eval.data.instances import sentences
-from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
-from narrative_eval.records import CellSpec, JudgeSpec, derived_seed
+from narrative_eval.judges.checks import (
+    DEFAULT_CONTROLS,
+    ControlItem,
+    ControlSet,
+    pick_other,
+    sample_ids,
+    shuffled_sentences,
+)
+from narrative_eval.records import CellSpec, JudgeSpec
 from narrative_eval.records.keys import seeded
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig
@@ -50,19 +55,6 @@ def refusal_text(path: str | Path | None = None) -> str:
     if not isinstance(data, dict) or not str(data.get("refusal") or "").strip():
         raise ValueError(f"{path}: needs a non-empty `refusal` text")
     return str(data["refusal"]).strip()
-
-
-def shuffled_story(story: str, seed: int, story_id: str) -> str | None:
-    """The story's sentences in a random order seeded by (seed, story_id), never the original order; None for a
-    story of fewer than two sentences."""
-    parts = sentences(story)
-    if len(parts) < 2:
-        return None
-    order = list(range(len(parts)))
-    random.Random(derived_seed(seed, story_id)).shuffle(order)
-    if order == sorted(order):
-        order = order[1:] + order[:1]
-    return " ".join(parts[i] for i in order)
 
 
 def _chosen(tasks: Sequence[WritingTask], stories: Mapping[str, str], k: int | None) -> list[WritingTask]:
@@ -98,7 +90,7 @@ def quality_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str], k
     rubric = rubric or QUALITY_RUBRIC
     items = []
     for task in _chosen(tasks, stories, k):
-        shuffled = shuffled_story(stories[task.story_id], seed, task.story_id)
+        shuffled = shuffled_sentences(stories[task.story_id], seed, task.story_id)
         if shuffled is not None:
             items.append(ControlItem(rubric, SHUFFLED, task.story_id, _inputs(task, shuffled), "below_reference",
                                      reference=_inputs(task, stories[task.story_id])))
@@ -190,7 +182,6 @@ __all__ = [
     "pairwise_controls",
     "quality_controls",
     "refusal_text",
-    "shuffled_story",
     "sweep_controls",
     "sweep_stories",
 ]

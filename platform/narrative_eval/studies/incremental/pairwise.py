@@ -30,8 +30,8 @@ from typing import Any
 
 from narrative_eval import tracking
 from narrative_eval.errors import UserError
-from narrative_eval.evaluation import in_batches
-from narrative_eval.judges import judge_pairwise_orders, load_rubric
+from narrative_eval.judges import load_rubric
+from narrative_eval.judges.resumable import JudgedItem, Judgment, judge_items
 from narrative_eval.records import CellSpec, JudgeSpec, stable_hash
 from narrative_eval.records.keys import seeded
 from narrative_eval.reports.tables import write_table
@@ -150,36 +150,25 @@ def sample_pairs(pairs: Sequence[Pair], size: int | None) -> list[Pair]:
 # --------------------------------------------------------------------------- judging, resumable
 
 
-def _digest(pair: Pair, judge: JudgeSpec, rubric_hash: str) -> str:
-    """What a judgment depends on: the texts shown, the rubric file and the judge's settings."""
-    requirements = [c.model_dump(mode="json") for c in pair.item["requirements"]]
-    return stable_hash({"item": {**pair.item, "requirements": requirements}, "rubric": rubric_hash,
-                        "judge": judge.model_dump(mode="json")})
-
-
 def _judge_rubric(judge: JudgeSpec, entry: Any, pairs: Sequence[Pair], state: dict[tuple, dict],
                   backend_for: Callable[[Any], Any], publish: Callable[[], None]) -> int:
     """One judge under one pairwise rubric on every pair whose two valid judgments `state` does not already hold
     (same digest); updates `state`, publishing after each batch. Returns the pairs judged now."""
-    rubric = load_rubric(entry.rubric)
     spec = entry.judge_spec(judge)
-    rater = rater_id(judge.id, rubric.name)
-    digests = {pair.case.case_id: _digest(pair, spec, rubric.hash) for pair in pairs}
-    todo = [pair for pair in pairs if not all(
-        (row := state.get((pair.case.case_id, rater, order))) is not None and row["ok"]
-        and row["digest"] == digests[pair.case.case_id] for order in ORDERS)]
-    if not todo:
-        return 0
-    backend = backend_for(spec.model)
-    for batch in in_batches(todo, backend):
-        judged = judge_pairwise_orders(backend, spec, [pair.item for pair in batch], rubric.name)
-        for pair, results in zip(batch, judged, strict=True):
-            for order, result in zip(ORDERS, results, strict=True):
-                state[(pair.case.case_id, rater, order)] = {
-                    "case_id": pair.case.case_id, "rater": rater, "order": order,
-                    "digest": digests[pair.case.case_id], **result.model_dump(mode="json")}
+    rater = rater_id(judge.id, load_rubric(entry.rubric).name)
+    valid = {(case_id, order): row["digest"] for (case_id, held_by, order), row in state.items()
+             if held_by == rater and row["ok"]}
+
+    def keep(judged: list[Judgment]) -> None:
+        for judgment in judged:
+            state[(judgment.key, rater, judgment.order)] = {
+                "case_id": judgment.key, "rater": rater, "order": judgment.order, "digest": judgment.digest,
+                **judgment.result.model_dump(mode="json")}
         publish()
-    return len(todo)
+
+    made = judge_items(lambda: backend_for(spec.model), spec, entry.rubric,
+                       [JudgedItem(pair.case.case_id, pair.item) for pair in pairs], valid, ORDERS, keep)
+    return len({judgment.key for judgment in made})
 
 
 def _verdict(row: dict) -> PairwiseVerdict:

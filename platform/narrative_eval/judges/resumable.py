@@ -1,0 +1,141 @@
+"""Judging a declared set of items resumably: what a study's after-sweep judges run through.
+
+A caller declares what is judged — items, each a stable key and what the judge sees (the rubric's inputs, nothing
+else) — under one judge and one rubric, with the digests of the valid judgments it already holds. `judge_items`
+judges every item that lacks one in some presentation order (or whose texts, rubric file or judge settings have
+changed since: another digest), in batches of the judge backend's batch size, calls the caller back after each
+batch so that it can publish what it has and a stopped run loses at most one batch, and returns the judgments it
+made. A pairwise rubric is judged in both presentation orders: as declared (response_a shown as A) and swapped;
+any other rubric once. The judge's backend is asked for only when something is left to judge, so a rerun with
+everything judged loads no model; what an earlier attempt sent comes back from the request cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from narrative_eval.judges.judge import FORWARD, REVERSED, GeneratingBackend, judge_many, judge_pairwise_orders
+from narrative_eval.judges.rubric import Rubric, load_rubric
+from narrative_eval.records import JudgeResult, JudgeSpec, stable_hash
+
+T = TypeVar("T")
+
+AS_GIVEN = "as_given"
+"""The one presentation order of a scores or checklist rubric."""
+
+Progress = Callable[[list, str, int], Iterable]
+"""A progress wrapper as a cell's runtime gives it: (batches, label, total) -> the batches, reported as they go."""
+
+
+@dataclass(frozen=True)
+class JudgedItem:
+    """One item of a declared set: its stable key and what the judge is shown."""
+
+    key: str
+    """Names the item across runs (a case id, an instance id): judgments are matched to it by this key."""
+    shown: Mapping[str, Any] = field(hash=False)
+    """The rubric's inputs, in the primary order for a pairwise rubric ({task, requirements, response_a,
+    response_b}); nothing else reaches the judge."""
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One verdict on one item in one presentation order."""
+
+    key: str
+    """The item's key."""
+    order: str
+    """The presentation order it was judged in (one of `presentation_orders`)."""
+    digest: str
+    """What the verdict depends on (`judgment_digest`): a verdict under another digest is judged again."""
+    result: JudgeResult
+    """The verdict as shown (a pairwise verdict in a swapped order is not restored), or a recorded failure."""
+
+
+def json_form(value: Any) -> Any:
+    """A JSON form of an item's inputs (requirements may be records), for hashing and telling items apart."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, Mapping):
+        return {str(k): json_form(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_form(v) for v in value]
+    return value
+
+
+def judgment_digest(shown: Mapping[str, Any], rubric: Rubric, judge: JudgeSpec) -> str:
+    """What a judgment depends on: the texts shown, the rubric file and the judge's settings."""
+    return stable_hash({"item": json_form(shown), "rubric": rubric.hash, "judge": judge.model_dump(mode="json")})
+
+
+def presentation_orders(rubric: Rubric, names: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The orders an item is judged in under `rubric`, by the caller's names when given: a pairwise rubric's two
+    (as declared, swapped; default forward and reversed), any other rubric's one (default as_given)."""
+    default = (FORWARD, REVERSED) if rubric.kind == "pairwise" else (AS_GIVEN,)
+    if names is None:
+        return default
+    if len(names) != len(default) or len(set(names)) != len(names):
+        raise ValueError(f"rubric {rubric.name!r} is judged in {len(default)} presentation order(s), "
+                         f"named {list(names)!r}")
+    return tuple(names)
+
+
+def backend_batches(items: Sequence[T], backend: GeneratingBackend, label: str = "",
+                    progress: Progress | None = None) -> Iterable[list[T]]:
+    """`items` in batches of the backend's batch size, reported to `progress` under `label` when given."""
+    size = max(1, int(backend.batch_size))
+    batches = [list(items[i : i + size]) for i in range(0, len(items), size)]
+    return progress(batches, label, len(batches)) if progress is not None else batches
+
+
+def _judge_batch(backend: GeneratingBackend, judge: JudgeSpec, rubric: Rubric, batch: Sequence[JudgedItem],
+                 orders: tuple[str, ...]) -> list[tuple[JudgeResult, ...]]:
+    """Each item's verdicts, one per order."""
+    shown = [item.shown for item in batch]
+    if rubric.kind == "pairwise":
+        return list(judge_pairwise_orders(backend, judge, shown, rubric.name))
+    return [(result,) for result in judge_many(backend, judge, rubric.name, shown)]
+
+
+def judge_items(backend: Callable[[], GeneratingBackend], judge: JudgeSpec, rubric: str, items: Sequence[JudgedItem],
+                valid: Mapping[tuple[str, str], str] | None = None, orders: Sequence[str] | None = None,
+                after_batch: Callable[[list[Judgment]], None] | None = None, progress: Progress | None = None,
+                label: str = "") -> list[Judgment]:
+    """Judge, with `judge` under `rubric`, every item of `items` that `valid` ((key, order) -> the digest of a
+    valid judgment held) does not cover in every presentation order under its current digest; the judgments made,
+    by item and order. `backend` gives the judge's backend (behind the request cache) and is called only when
+    something is left to judge; `after_batch` gets each batch's judgments as soon as they are made."""
+    loaded = load_rubric(rubric)
+    orders = presentation_orders(loaded, orders)
+    valid = valid or {}
+    digests = {item.key: judgment_digest(item.shown, loaded, judge) for item in items}
+    todo = [item for item in items if any(valid.get((item.key, order)) != digests[item.key] for order in orders)]
+    if not todo:
+        return []
+    made: list[Judgment] = []
+    engine = backend()
+    for batch in backend_batches(todo, engine, label, progress):
+        judged = [Judgment(item.key, order, digests[item.key], result)
+                  for item, results in zip(batch, _judge_batch(engine, judge, loaded, batch, orders), strict=True)
+                  for order, result in zip(orders, results, strict=True)]
+        made += judged
+        if after_batch is not None:
+            after_batch(judged)
+    return made
+
+
+__all__ = [
+    "AS_GIVEN",
+    "JudgedItem",
+    "Judgment",
+    "Progress",
+    "backend_batches",
+    "json_form",
+    "judge_items",
+    "judgment_digest",
+    "presentation_orders",
+]
