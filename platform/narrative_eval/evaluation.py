@@ -11,7 +11,7 @@ named by stage (`generate`, `score`, `judge <id>`), per-seed summaries aggregate
 generations table, traces and the dataset input, and the judges' control items.
 
 A multi-turn study is declared the same way (`multi_turn.MultiTurnStudy`: a solver of several user turns), and its
-loop there runs through the helpers here: `in_batches`, `aggregate_seeds`, `shown_to_judge`.
+loop there runs through the helpers here (`aggregate_seeds`, `shown_to_judge`) and `backends.in_batches`.
 """
 
 from __future__ import annotations
@@ -19,25 +19,23 @@ from __future__ import annotations
 import json
 import statistics
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
+from narrative_eval.backends import in_batches
 from narrative_eval.judges import judge_many, load_rubric, qavg, summarize
 from narrative_eval.judges.checks import ControlItem, ControlSet, pick_other, sample_ids
-from narrative_eval.judges.judge import GeneratingBackend
 from narrative_eval.metrics import METRICS, at_avg, at_avg_names, get_metric, metric_names
 from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
 from narrative_eval.records import CellSpec, JudgeResult, JudgeSpec, Message, Reply, derived_seed, finite_number
 from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key, seeded
 from narrative_eval.stats.cell_scores import cell_intervals
-from narrative_eval.study import CellResult, Choices, Grid, ProgressFactory, Runtime, Study, SweepSettings
+from narrative_eval.study import CellResult, Choices, Grid, Runtime, Study, SweepSettings
 from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, generation_attributes
-
-T = TypeVar("T")
 
 TABLE = "generations.json"
 """A single-turn cell's table: one row per item and seed."""
@@ -54,19 +52,6 @@ JUDGE_BOOKKEEPING = ("status", "raw", "error")
 
 
 # --------------------------------------------------------------------------- the helpers every study runs through
-
-
-def chunks(items: Sequence[T], size: int) -> list[list[T]]:
-    """`items` cut into consecutive lists of at most `size`."""
-    size = max(1, int(size))
-    return [list(items[i : i + size]) for i in range(0, len(items), size)]
-
-
-def in_batches(items: Sequence[T], backend: GeneratingBackend, progress: ProgressFactory | None = None,
-               label: str = "") -> Iterable[list[T]]:
-    """`items` in batches of the backend's batch size, reported to `progress` under `label` when given."""
-    batches = chunks(items, backend.batch_size)
-    return progress(batches, label, len(batches)) if progress is not None else batches
 
 
 def judge_in_batches(runtime: Runtime, judge: JudgeSpec, rubric: str, shown: Sequence[Mapping[str, Any]],
@@ -487,6 +472,6 @@ def _rationale(raw: Any) -> str | None:
 
 __all__ = [
     "ANSWER", "AT_AVG", "GENERATE", "JUDGE_HEADLINES", "SCORE", "TABLE", "Answer", "Item", "Sample",
-    "SingleTurnStudy", "aggregate_seeds", "chunks", "in_batches", "judge_in_batches", "judge_metrics", "judge_stage",
+    "SingleTurnStudy", "aggregate_seeds", "judge_in_batches", "judge_metrics", "judge_stage",
     "mean_or_nan", "prompt_file_grid", "run_single_turn", "seed_metrics", "shown_to_judge", "single_turn_records",
 ]

@@ -21,8 +21,9 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
+from narrative_eval.backends import in_batches
 from narrative_eval.backends.cache import CachedBackend
-from narrative_eval.evaluation import Item, aggregate_seeds, in_batches, judge_stage, mean_or_nan, shown_to_judge
+from narrative_eval.evaluation import Item, aggregate_seeds, judge_stage, mean_or_nan, shown_to_judge
 from narrative_eval.judges import judge_many, rubric_hash
 from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, JudgeSpec, Message, Reply, Turn, derived_seed
 from narrative_eval.records.keys import judge_key

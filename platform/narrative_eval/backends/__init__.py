@@ -4,12 +4,13 @@ A backend is one file here with `@backend(name)` on its Backend subclass, plus i
 `BACKENDS` (base.py), which imports it only when a config names a backend.
 """
 
-from narrative_eval.backends.base import BACKENDS, Backend, Conversation, SlowStart, backend
+from narrative_eval.backends.base import BACKENDS, Backend, Conversation, SlowStart, backend, in_batches
 from narrative_eval.backends.cache import CachedBackend, RequestCache, request_key
 from narrative_eval.backends.registry import (backend_class, get_backend, missing, release, release_all, slow_start,
                                               stop_engines)
 
 __all__ = [
+    "in_batches",
     "BACKENDS",
     "Backend",
     "CachedBackend",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from narrative_eval.records import GenerationParams, Message, ModelSpec, Reply
 from narrative_eval.registry import Registry
@@ -169,3 +169,15 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Release the model."""
+
+
+T = TypeVar("T")
+
+
+def in_batches(items: Sequence[T], backend: Any, progress: Callable[[list[list[T]], str, int], Iterable[list[T]]] | None = None,
+               label: str = "") -> Iterable[list[T]]:
+    """`items` in consecutive batches of the backend's `batch_size`, reported to `progress` (items, label, total) under
+    `label` when given: how every loop of the library hands work to an engine or a judge."""
+    size = max(1, int(backend.batch_size))
+    batches = [list(items[i : i + size]) for i in range(0, len(items), size)]
+    return progress(batches, label, len(batches)) if progress is not None else batches

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel
 
+from narrative_eval.backends import in_batches
 from narrative_eval.judges.judge import FORWARD, REVERSED, GeneratingBackend, judge_many, judge_pairwise_orders
 from narrative_eval.judges.rubric import Rubric, load_rubric
 from narrative_eval.records import JudgeResult, JudgeSpec, stable_hash
-
-T = TypeVar("T")
 
 AS_GIVEN = "as_given"
 """The one presentation order of a scores or checklist rubric."""
@@ -84,14 +83,6 @@ def presentation_orders(rubric: Rubric, names: Sequence[str] | None = None) -> t
     return tuple(names)
 
 
-def backend_batches(items: Sequence[T], backend: GeneratingBackend, label: str = "",
-                    progress: Progress | None = None) -> Iterable[list[T]]:
-    """`items` in batches of the backend's batch size, reported to `progress` under `label` when given."""
-    size = max(1, int(backend.batch_size))
-    batches = [list(items[i : i + size]) for i in range(0, len(items), size)]
-    return progress(batches, label, len(batches)) if progress is not None else batches
-
-
 def _judge_batch(backend: GeneratingBackend, judge: JudgeSpec, rubric: Rubric, batch: Sequence[JudgedItem],
                  orders: tuple[str, ...]) -> list[tuple[JudgeResult, ...]]:
     """Each item's verdicts, one per order."""
@@ -118,7 +109,7 @@ def judge_items(backend: Callable[[], GeneratingBackend], judge: JudgeSpec, rubr
         return []
     made: list[Judgment] = []
     engine = backend()
-    for batch in backend_batches(todo, engine, label, progress):
+    for batch in in_batches(todo, engine, progress, label):
         judged = [Judgment(item.key, order, digests[item.key], result)
                   for item, results in zip(batch, _judge_batch(engine, judge, loaded, batch, orders), strict=True)
                   for order, result in zip(orders, results, strict=True)]
@@ -133,7 +124,6 @@ __all__ = [
     "JudgedItem",
     "Judgment",
     "Progress",
-    "backend_batches",
     "json_form",
     "judge_items",
     "judgment_digest",
