@@ -106,9 +106,12 @@ def _load(point: importlib.metadata.EntryPoint) -> None:
 
 
 def _project_rank(origin: str) -> int:
-    """Where an entry registered from `origin` comes in the project's entry points (-1: none of theirs)."""
+    """Where an entry registered from `origin` (a module, or a data file in a module's folder) comes in the project's
+    entry points (-1: none of theirs)."""
+    where = origin.replace("\\", "/")
     return next((rank for rank, module in enumerate(_project_modules)
-                 if origin == module or origin.startswith(module + ".")), -1)
+                 if origin == module or origin.startswith(module + ".")
+                 or f"/{module.replace('.', '/')}/" in where), -1)
 
 
 def load_plugins(force: bool = False) -> list[str]:

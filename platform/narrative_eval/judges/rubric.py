@@ -19,8 +19,6 @@ import yaml
 from narrative_eval.prompts.render import slots
 from narrative_eval.registry import Registry, UnknownName
 
-RUBRIC_DIR = Path(__file__).parent / "rubrics"
-
 RubricKind = Literal["scores", "checklist", "pairwise"]
 
 EVIDENCE_KEYS: dict[str, str] = {"A": "requirements_a", "B": "requirements_b"}
@@ -98,19 +96,14 @@ class Rubric:
 
 
 def register_rubric(path: str | Path, registry: Registry | None = None) -> str:
-    """Register a rubric file under its stem (a plugin's rubric, or one of the shipped ones)."""
+    """Register a rubric file under its stem (a study's rubric, or a plugin's); returns the name."""
     path = Path(path)
     (registry or RUBRICS).add(path.stem, path.resolve(), origin=str(path))
     return path.stem
 
 
-def _discover(registry: Registry) -> None:
-    for path in sorted(RUBRIC_DIR.glob("*.yaml")):
-        register_rubric(path, registry)
-
-
-RUBRICS: Registry[Path] = Registry("rubric", discover=_discover)
-"""Rubric name -> its YAML file: every file in judges/rubrics/ plus those plugins register."""
+RUBRICS: Registry[Path] = Registry("rubric")
+"""Rubric name -> its YAML file: those the studies register from their packages (`register_rubric`), and plugins'."""
 
 
 def rubric_path(name: str | Path) -> Path:

@@ -1,9 +1,8 @@
 """Prompt settings as data files, the prompt-setting registry, and the one {{slot}} filler.
 
-Every setting of the packaged prompt files (the infilling study's TELeR levels and reasoning paradigms,
-the incremental study's system prompts) is registered under its name; a plugin adds settings with
-`register_prompt_file(path)` or `register_system_prompts(path)`. A config's `prompt_file` still
-replaces the packaged infilling file as a whole.
+A study registers the settings of its own prompt files from its package (the infilling study's TELeR levels and
+reasoning paradigms, the incremental study's system prompts), and a plugin adds its own the same way, with
+`register_prompt_file(path)` or `register_system_prompts(path)`.
 """
 
 from __future__ import annotations
@@ -19,11 +18,6 @@ import yaml
 
 from narrative_eval.registry import Registry
 
-PROMPTS_DIR = Path(__file__).parent
-FILL_TEMPLATES_FILE = "settings.yaml"
-"""A shipped prompt folder's fill-the-blank settings (system and user templates per setting)."""
-SYSTEM_PROMPTS_FILE = "system_prompts.yaml"
-"""A shipped prompt folder's named system prompts."""
 SLOT = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -81,16 +75,14 @@ def load_prompt_file(path: str | Path) -> PromptSettings:
     )
 
 
-CREATIVE_SYSTEM_PROMPTS_FILE = PROMPTS_DIR / "creative" / SYSTEM_PROMPTS_FILE
-
 FILL_TEMPLATE = "fill-the-blank template"
 """What a prompt setting of a settings file is (registry meta `template`): system and user templates of one fill."""
 SYSTEM_PROMPT = "system prompt"
-"""What a named system prompt is (registry meta `template`): the system message of a creative-writing conversation."""
+"""What a named system prompt is (registry meta `template`): the system message a conversation starts with."""
 
 
 def register_prompt_file(path: str | Path, registry: Registry | None = None) -> list[str]:
-    """Register every setting of an infilling prompt file (target: the loaded file); returns their names."""
+    """Register every setting of a prompt file (target: the loaded file); returns their names."""
     prompts = load_prompt_file(Path(path))
     target = registry or PROMPT_SETTINGS
     for name, setting in prompts.settings.items():
@@ -99,7 +91,7 @@ def register_prompt_file(path: str | Path, registry: Registry | None = None) -> 
 
 
 def register_system_prompts(path: str | Path, registry: Registry | None = None) -> list[str]:
-    """Register the named system prompts of an incremental-delivery prompts file (target: the text)."""
+    """Register the named system prompts of a file of them, name -> text (target: the text)."""
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     target = registry or PROMPT_SETTINGS
     for name, text in data.items():
@@ -107,13 +99,5 @@ def register_system_prompts(path: str | Path, registry: Registry | None = None) 
     return list(data)
 
 
-def _discover(registry: Registry) -> None:
-    """Every prompt file shipped in the package's prompt folders, by what the file is (its name)."""
-    for path in sorted(PROMPTS_DIR.glob(f"*/{FILL_TEMPLATES_FILE}")):
-        register_prompt_file(path, registry)
-    for path in sorted(PROMPTS_DIR.glob(f"*/{SYSTEM_PROMPTS_FILE}")):
-        register_system_prompts(path, registry)
-
-
-PROMPT_SETTINGS: Registry[Any] = Registry("prompt setting", discover=_discover)
-"""Setting name -> its prompt file (infilling) or its system prompt text (incremental-delivery)."""
+PROMPT_SETTINGS: Registry[Any] = Registry("prompt setting")
+"""Setting name -> its prompt file (a fill-the-blank setting) or its text (a system prompt)."""

@@ -16,20 +16,18 @@ from pathlib import Path
 
 import yaml
 
-from narrative_eval.prompts.render import CREATIVE_SYSTEM_PROMPTS_FILE, PROMPT_SETTINGS, PROMPTS_DIR, SYSTEM_PROMPT, fill
+from narrative_eval.prompts.render import PROMPT_SETTINGS, SYSTEM_PROMPT, fill, register_system_prompts
 from narrative_eval.registry import Registry
 from narrative_eval.studies.incremental.records import WritingTask
 
 CONDITIONS: Registry[Callable[[WritingTask, "TurnTemplates"], list[str]]] = Registry("condition")
 """Condition name -> function building its user turns; `replanning=True` marks the recap-like ones."""
 
-CREATIVE_PROMPTS_DIR = PROMPTS_DIR / "creative"
-"""Where the study's prompt files live."""
+DEFAULT_SYSTEM_PROMPTS_FILE = Path(__file__).with_name("system_prompts.yaml")
+"""Named system prompts ('default' is the published study's), registered as prompt settings."""
+register_system_prompts(DEFAULT_SYSTEM_PROMPTS_FILE)
 
-DEFAULT_SYSTEM_PROMPTS_FILE = CREATIVE_SYSTEM_PROMPTS_FILE
-"""Named system prompts ('default' is the published study's)."""
-
-DEFAULT_TURNS_FILE = CREATIVE_PROMPTS_DIR / "turns.yaml"
+DEFAULT_TURNS_FILE = Path(__file__).with_name("turns.yaml")
 """Templates of the recap and snowball user turns."""
 
 

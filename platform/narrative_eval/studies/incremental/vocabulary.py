@@ -5,8 +5,9 @@ rubrics (read from the rubric files, never copied)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
-from narrative_eval.judges import load_rubric
+from narrative_eval.judges import load_rubric, register_rubric
 
 NAME = "incremental-delivery"
 """The study's registry name (and its MLflow experiment)."""
@@ -44,13 +45,15 @@ LEVEL_SCORE: dict[str, int] = dict(zip(LEVELS, (2, 1, 0, -1, -2), strict=True))
 SCORE_LEVEL: dict[int, str] = {score: level for level, score in LEVEL_SCORE.items()}
 """A score of A over B (+2 ... -2) as its verdict level."""
 
-CHECKLIST_RUBRIC = "creative_checklist"
+RUBRICS_FOLDER = Path(__file__).with_name("rubrics")
+"""Its rubric files, each registered under its file name."""
+CHECKLIST_RUBRIC = register_rubric(RUBRICS_FOLDER / "creative_checklist.yaml")
 """The requirement checklist every panel judge runs on a final story (adherence)."""
-QUALITY_RUBRIC = "creative_quality"
+QUALITY_RUBRIC = register_rubric(RUBRICS_FOLDER / "creative_quality.yaml")
 """The writing-quality rubric a judge runs on a final story unless it names its own."""
-PAIRWISE_RUBRIC = "pairwise"
+PAIRWISE_RUBRIC = register_rubric(RUBRICS_FOLDER / "pairwise.yaml")
 """The pairwise rubric of the end-of-sweep judges (FULL against SHARDED)."""
-PAIRWISE_EVIDENCE_RUBRIC = "pairwise_evidence"
+PAIRWISE_EVIDENCE_RUBRIC = register_rubric(RUBRICS_FOLDER / "pairwise_evidence.yaml")
 """The pairwise rubric whose answers quote their evidence first."""
 QUALITY_FIELDS: tuple[str, ...] = load_rubric(QUALITY_RUBRIC).keys
 """Quality dimensions of a record: those of the quality rubric file."""

@@ -1,11 +1,14 @@
-"""The narrative-infilling study's words, in one place: its name, its one condition, the judge rubric and its
-dimensions (read from the rubric file), the extraction statuses it counts; its table, AtAvg and per-judge headline
+"""The narrative-infilling study's words, in one place: its name, its one condition, its prompt file and judge rubric
+(registered from the package) and the rubric's dimensions (read from the rubric file), the extraction statuses it counts; its table, AtAvg and per-judge headline
 numbers are every single-turn study's (evaluation.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from narrative_eval.evaluation import AT_AVG, JUDGE_HEADLINES, TABLE
-from narrative_eval.judges import load_rubric
+from narrative_eval.judges import load_rubric, register_rubric
+from narrative_eval.prompts.render import register_prompt_file
 
 NAME = "infilling"
 """The study's registry name (and its MLflow experiment)."""
@@ -15,7 +18,11 @@ CONDITION = "standard"
 DEFAULT_PROMPT_SETTING = "L2"
 """The prompt setting of a config that names none: moderate specificity (TELeR L2)."""
 
-RUBRIC = "infilling_narrative"
+PROMPT_FILE = Path(__file__).with_name("settings.yaml")
+"""Its prompt settings (TELeR levels L0-L4 and the reasoning paradigms), registered by name; a config's
+`prompt_file` replaces the whole file."""
+SETTINGS: list[str] = register_prompt_file(PROMPT_FILE)
+RUBRIC = register_rubric(Path(__file__).with_name("rubrics") / "infilling_narrative.yaml")
 """The judges' rubric unless a judge names its own."""
 DIMENSIONS: tuple[str, ...] = load_rubric(RUBRIC).keys
 """The five narrative dimensions people and judges rate a fill on."""
