@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import inspect
 import re
 
 import pytest
@@ -13,11 +12,7 @@ from narrative_eval.judges import (
     answer_schema,
     available_rubrics,
     load_rubric,
-    render_checklist,
-    render_infilling,
     render_item,
-    render_pairwise,
-    render_quality,
     rubric_hash,
 )
 from narrative_eval.judges.rubric import RUBRICS, RubricError, rubric_path
@@ -97,15 +92,12 @@ def test_every_rubric_renders_with_all_slots_filled_and_no_leakage(name):
             assert f"[{requirement.constraint_id}] {requirement.requirement}" in prompt
 
 
-def test_prompt_builders_cannot_receive_generation_facts():
-    for builder in (render_infilling, render_checklist, render_quality, render_pairwise):
-        parameters = inspect.signature(builder).parameters
-        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-        assert not any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters.values())
-        for name in parameters:
-            assert not any(word in name for word in ("model", "condition", "level", "seed", "setting", "delivery"))
-        with pytest.raises(TypeError):
-            builder(**{name: "x" for name in parameters if name != "rubric"}, condition="sharded")
+def test_prompts_come_from_the_rubrics_inputs_only():
+    """Whatever else a record holds, each rubric's prompt is the same as from its declared inputs alone."""
+    for name in SHIPPED:
+        rubric = load_rubric(name)
+        inputs = {key: value for key, value in RECORDS[name].items() if key in rubric.inputs}
+        assert render_item(rubric, surrounding_record(**inputs)) == render_item(rubric, inputs)
 
 
 def test_missing_field_raises_instead_of_leaving_a_slot():
@@ -118,16 +110,18 @@ def test_missing_field_raises_instead_of_leaving_a_slot():
 
 def test_braces_inside_texts_are_not_taken_for_slots():
     story = "He wrote {{candidate}} on the wall and {{ left }}."
-    messages = render_quality(TASK, REQUIREMENTS, story)
+    messages = render_item(load_rubric("creative_quality"), {"task": TASK, "requirements": REQUIREMENTS, "response": story})
     assert story in messages[1].content
 
 
 def test_plain_string_requirements_get_numbered_ids():
-    messages = render_checklist(TASK, ["First person.", "Ends at night."], STORY_A)
+    checklist = load_rubric("creative_checklist")
+    messages = render_item(checklist, {"task": TASK, "requirements": ["First person.", "Ends at night."], "response": STORY_A})
     assert "[r1] First person." in messages[1].content
     assert "[r2] Ends at night." in messages[1].content
     with pytest.raises(RubricError, match="unique"):
-        render_checklist(TASK, [{"constraint_id": "a", "requirement": "x"}, {"constraint_id": "a", "requirement": "y"}], STORY_A)
+        render_item(checklist, {"task": TASK, "response": STORY_A, "requirements": [
+            {"constraint_id": "a", "requirement": "x"}, {"constraint_id": "a", "requirement": "y"}]})
 
 
 def test_answer_schemas():

@@ -15,11 +15,7 @@ from narrative_eval.judges.judge import (
 )
 from narrative_eval.judges.render import (
     normalize_requirements,
-    render_checklist,
-    render_infilling,
     render_item,
-    render_pairwise,
-    render_quality,
 )
 from narrative_eval.judges.rubric import (
     RUBRICS,
@@ -52,11 +48,7 @@ __all__ = [
     "pairwise_consistency",
     "parse_reply",
     "qavg",
-    "render_checklist",
-    "render_infilling",
     "render_item",
-    "render_pairwise",
-    "render_quality",
     "register_rubric",
     "rubric_hash",
     "summarize",

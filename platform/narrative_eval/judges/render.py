@@ -1,26 +1,24 @@
-"""Blinded judge prompts.
+"""Blinded judge prompts: a rubric's templates filled with the inputs it declares, and nothing else.
 
-Each builder takes exactly the texts a judge may see — the passage or task, the
-requirements and the response(s) — as explicit parameters. None accepts a model id,
-condition, prompt level or seed, and none takes **kwargs, so such facts cannot reach a
-judge even by accident. `render_item` picks the allowed fields out of a larger record
-and drops the rest.
+`render_item` picks the rubric's declared inputs out of a larger record and drops the rest, so a model id,
+condition, prompt level or seed cannot reach a judge even by accident. An input named `requirements` is shown as
+one numbered line per requirement (`[id] text`), the ids the judge answers under; every other input as its text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from narrative_eval.judges.rubric import Rubric, RubricError, load_rubric
+from narrative_eval.judges.rubric import Rubric, RubricError
 from narrative_eval.prompts.render import fill
 from narrative_eval.records import Message
 
 
 @runtime_checkable
 class NamedRequirement(Protocol):
-    """A requirement record (the incremental study's Constraint): its id and text."""
+    """A requirement record: its id and text."""
 
     constraint_id: str
     requirement: str
@@ -70,70 +68,19 @@ def format_requirements(items: Sequence[RequirementItem]) -> str:
     return "\n".join(f"[{item.id}] {item.text}" for item in items)
 
 
-def _messages(rubric: Rubric, values: Mapping[str, str]) -> list[Message]:
-    return [
-        Message(role="system", content=fill(rubric.system, values).strip()),
-        Message(role="user", content=fill(rubric.user, values).strip()),
-    ]
-
-
-def _task_messages(rubric: str, task: str, requirements: Sequence[Requirement], **responses: str) -> list[Message]:
-    """A creative-writing rubric's prompt: the brief, its numbered requirements and the response(s)."""
-    values = {"task": task, "requirements": format_requirements(normalize_requirements(requirements)), **responses}
-    return _messages(load_rubric(rubric), values)
-
-
-def render_infilling(problem: str, candidate: str, *, rubric: str = "infilling_narrative") -> list[Message]:
-    """Judge prompt for one infill: the passage with its blank and the candidate fill."""
-    return _messages(load_rubric(rubric), {"problem": problem, "candidate": candidate})
-
-
-def render_checklist(
-    task: str, requirements: Sequence[Requirement], response: str, *, rubric: str = "creative_checklist"
-) -> list[Message]:
-    """Judge prompt for requirement adherence: the brief, its numbered requirements, the response."""
-    return _task_messages(rubric, task, requirements, response=response)
-
-
-def render_quality(
-    task: str, requirements: Sequence[Requirement], response: str, *, rubric: str = "creative_quality"
-) -> list[Message]:
-    """Judge prompt for writing quality: the brief, its requirements, the response."""
-    return _task_messages(rubric, task, requirements, response=response)
-
-
-def render_pairwise(
-    task: str,
-    requirements: Sequence[Requirement],
-    response_a: str,
-    response_b: str,
-    *,
-    rubric: str = "pairwise",
-) -> list[Message]:
-    """Judge prompt for a pairwise preference, responses shown in the order given."""
-    return _task_messages(rubric, task, requirements, response_a=response_a, response_b=response_b)
-
-
-_RENDERERS: dict[str, Callable[..., list[Message]]] = {
-    "scores:problem,candidate": render_infilling,
-    "checklist:task,requirements,response": render_checklist,
-    "scores:task,requirements,response": render_quality,
-    "pairwise:task,requirements,response_a,response_b": render_pairwise,
-}
+REQUIREMENTS = "requirements"
+"""The rubric input shown as numbered requirement lines."""
 
 
 def render_item(rubric: Rubric, item: Mapping) -> list[Message]:
-    """Build a rubric's prompt from a record, using only the fields the rubric declares as inputs.
+    """A rubric's prompt from a record, using only the fields the rubric declares as inputs.
 
     Any other field of the record (model, condition, level, seed, ids...) is ignored, never shown.
     """
     missing = [name for name in rubric.inputs if name not in item]
     if missing:
         raise RubricError(f"rubric {rubric.name!r} needs fields {missing} in every item")
-    signature = f"{rubric.kind}:{','.join(rubric.inputs)}"
-    allowed = {name: item[name] for name in rubric.inputs}
-    renderer = _RENDERERS.get(signature)
-    if renderer is None:
-        # A rubric with inputs of its own (a plugin study's): its declared inputs fill its slots, nothing else does.
-        return _messages(rubric, {name: str(value) for name, value in allowed.items()})
-    return renderer(**allowed, rubric=str(rubric.path or rubric.name))
+    values = {name: format_requirements(normalize_requirements(item[name])) if name == REQUIREMENTS else str(item[name])
+              for name in rubric.inputs}
+    return [Message(role="system", content=fill(rubric.system, values).strip()),
+            Message(role="user", content=fill(rubric.user, values).strip())]
