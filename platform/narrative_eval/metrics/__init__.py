@@ -1,4 +1,4 @@
-"""Automatic metrics for narrative infilling: BERTScore, ROUGE-1, METEOR, chrF, Sem-F1, and their mean (AtAvg).
+"""Automatic metrics of an answer against a reference: BERTScore, ROUGE-1, METEOR, chrF, Sem-F1, and their mean (AtAvg).
 
 Every metric scores a batch of candidates against references with values in [0, 1]; models load once
 per process. Loading is offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE default to 1). A metric is one

@@ -80,9 +80,9 @@ class CellSpec(Frozen):
     model: ModelSpec
     """The generator."""
     prompt_setting: str
-    """TELeR level (L0-L4), reasoning paradigm, or the creative-writing system prompt name."""
+    """One of the study's prompt settings (its grid's `prompt_settings`)."""
     condition: str = "standard"
-    """Delivery condition (full, sharded, recap, snowball) or 'standard' for infilling."""
+    """One of the study's conditions (its grid's `conditions`)."""
     seeds: tuple[int, ...] = (0,)
     """Seeds run inside the cell."""
     generation: GenerationParams = GenerationParams()
@@ -90,15 +90,15 @@ class CellSpec(Frozen):
     judges: tuple[JudgeSpec, ...] = ()
     """Judge panel; each judge's scores are kept apart."""
     data_path: str
-    """Instances or tasks file."""
+    """The study's data file."""
     data_sha256: str
     """Digest of the data file, so a changed file is a different cell."""
     limit: int | None = None
-    """Keep only the first N instances/tasks (after subsetting)."""
+    """Keep only the first N items (after subsetting)."""
     subset: SubsetSpec | None = None
     """Stratified subset applied before the limit."""
     metrics: MetricsSpec = MetricsSpec()
-    """Automatic metrics (infilling)."""
+    """Automatic metrics (a study that scores answers against references)."""
     extra: dict[str, Any] = Field(default_factory=dict)
     """Study-specific settings (system prompt file, constraints file, ...)."""
 

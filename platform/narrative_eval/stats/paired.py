@@ -1,4 +1,4 @@
-"""Paired comparisons between infilling cells on the instances both share, Holm-corrected per family.
+"""Paired comparisons between cells on the items both share, Holm-corrected per family.
 
 Each cell's per-instance value is the mean over its seeds of the row value (stats.cell_scores.row_scores),
 so the pairing unit is the instance and a difference d_i = a_i - b_i is taken per shared instance.

@@ -24,9 +24,8 @@ each output is its own cluster and the terms are the usual sample variances. Int
 The power-tuned PPI++ is not used: the report shows the human-only interval beside it, so a judge too weakly
 related to people to help is visible there.
 
-The reports' tables (`ppi_<judge>.csv`, columns in docs/formats.md) hold one row per cell and dimension:
-`infilling_ppi_table` from a sweep's generations and the Annotate tab's or a CSV's ratings (outputs clustered
-by passage); a study's own tables (the incremental study's pointwise ratings) build on `human_anchored_table`.
+The reports' tables (`ppi_<judge>.csv`, columns in docs/formats.md) hold one row per cell and dimension; each
+study builds its own on `human_anchored_table`, from its outputs, their judge scores, human ratings and clusters.
 """
 
 from __future__ import annotations
@@ -39,8 +38,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from narrative_eval.records.keys import judge_key, with_interval
-from narrative_eval.stats.cell_scores import passage_of, row_scores
+from narrative_eval.records.keys import with_interval
 
 DEFAULT_LEVEL = 0.95
 """Coverage of every interval."""
@@ -179,24 +177,5 @@ def human_anchored_table(outputs: pd.DataFrame, cell_keys: Sequence[str], dimens
     return pd.DataFrame(rows, columns=columns)
 
 
-def infilling_ppi_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, dimensions: Sequence[str]) -> pd.DataFrame:
-    """The infilling report's `ppi_<judge>`: per model, setting and judge dimension, from the generations rows
-    (a failed judgment has no score) and human ratings (rater, model, prompt_setting, instance_id, seed and the
-    dimensions; several raters of one fill averaged). Outputs are clustered by passage, like the cell intervals."""
-    keys = ["model", "setting", "instance_id", "seed"]
-    scores = row_scores(gens)
-    outputs = gens[["model", "setting", "instance_id"]].assign(
-        seed=pd.to_numeric(gens["seed"]).astype(int), passage=gens["instance_id"].map(passage_of))
-    for dimension in dimensions:
-        outputs[judge_score(dimension)] = scores.get(judge_key(judge, dimension), np.full(len(gens), np.nan))
-    rated = [d for d in dimensions if d in ratings]
-    human = (ratings.rename(columns={"prompt_setting": "setting"}).assign(seed=lambda f: f["seed"].astype(int))
-             .groupby(keys)[rated].mean().rename(columns=human_rating).reset_index())
-    outputs = outputs.merge(human, on=keys, how="left")
-    for dimension in set(dimensions) - set(rated):
-        outputs[human_rating(dimension)] = np.nan
-    return human_anchored_table(outputs, ["model", "setting"], dimensions, "passage")
-
-
 __all__ = ["DEFAULT_LEVEL", "ESTIMATES", "HumanAnchoredMean", "MeanInterval", "human_anchored_mean",
-           "human_anchored_table", "infilling_ppi_table"]
+           "human_anchored_table"]

@@ -27,8 +27,8 @@ from narrative_eval.reports.tables import fold_intervals, latex_text
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
 from narrative_eval.stats.paired import model_groups, paired_judges, paired_models, paired_settings
-from narrative_eval.stats.ppi import infilling_ppi_table
 from narrative_eval.stats.reference import beside_reference, load_reference
+from narrative_eval.studies.infilling.ppi import ppi_table
 from narrative_eval.studies.infilling.report_samples import high_quality_tables
 from narrative_eval.studies.infilling.vocabulary import NAME
 from narrative_eval.study import experiment_of
@@ -373,7 +373,7 @@ def write_infilling_report(
         for judge in judges:
             table = human_agreement_table(ratings, gens, judge, _dimensions(runs, judge))
             tables[f"Human-human (kappa) and human-judge (Spearman rho) agreement [{judge}]"] = _write(table, out_dir, f"human_agreement_{judge}")
-            anchored = infilling_ppi_table(ratings, gens, judge, _dimensions(runs, judge))
+            anchored = ppi_table(ratings, gens, judge, _dimensions(runs, judge))
             tables[f"Judge-only, human-only and prediction-powered means [{judge}]"] = _write(anchored, out_dir, f"ppi_{judge}")
     figures(main, judges, out_dir)
     tables = with_judge_checks(tables, logged_rows(experiment_of(NAME), sweep, data_sha256), out_dir)
