@@ -23,6 +23,8 @@ from narrative_eval.studies.infilling.controls import infilling_controls
 from tests.control_judges import STORIES, OracleJudge, control_judge, shipped_instances, shipped_tasks
 
 K = 6
+EMBEDDED_K = 3
+"""Items per check for the embedded judge: enough to measure each statistic, each one a real generation."""
 
 
 @pytest.fixture(scope="module")
@@ -217,12 +219,12 @@ def test_the_embedded_judge_on_infilling_controls(instances, smollm2_backend, sm
     being measured (a judge this small is not expected to pass)."""
     cached = CachedBackend(smollm2_backend, RequestCache(tmp_path / "requests.sqlite"))
     judge = smollm2_judge.model_copy(update={"max_new_tokens": 96})
-    judgments = judge_controls(cached, judge, infilling_controls(instances, K))
+    judgments = judge_controls(cached, judge, infilling_controls(instances, EMBEDDED_K))
     rows = check_rows(judge.id, judgments)
     print()
     print(judge_checks_table(rows).to_string(index=False))
     assert {row.check for row in rows} == {"mismatched_fill", "degenerate_fill"}
     for row in rows:
-        assert row.n + row.n_failed == K and row.n_failed == sum(not j.ok for j in judgments if j.item.check == row.check)
+        assert row.n + row.n_failed == EMBEDDED_K and row.n_failed == sum(not j.ok for j in judgments if j.item.check == row.check)
         if row.n:
             assert 0 <= row.lo <= row.value <= row.hi <= 1
