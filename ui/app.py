@@ -7,7 +7,7 @@ from pathlib import Path
 import gradio as gr
 
 from narrative_eval import tracking
-from ui import annotate, compare, conversations, figures, launch, live, live_study, runs
+from ui import annotate, compare, conversations, figures, launch, live, runs
 from ui.common import AppSettings, texts
 
 CSS_PATH = Path(__file__).with_name("style.css")
@@ -17,7 +17,6 @@ TABS = (
     ("Runs", runs),
     ("Compare", compare),
     ("Fill live", live),
-    ("Answer live", live_study),
     ("Launch", launch),
     ("Conversations", conversations),
     ("Annotate", annotate),

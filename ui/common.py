@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, wraps
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import gradio as gr
@@ -21,12 +20,11 @@ import pandas as pd
 import yaml
 
 from narrative_eval import tracking
-from narrative_eval.config import CATALOG_NAME, grid_of, load_catalog
+from narrative_eval.config import CATALOG_NAME, load_catalog
 from narrative_eval.data import load_instances
 from narrative_eval.data.instances import BLANK_RE
 from narrative_eval.evaluation import SingleTurnStudy
 from narrative_eval.metrics import at_avg, at_avg_names
-from narrative_eval.prompts.render import PROMPT_SETTINGS, load_prompt_file
 from narrative_eval.records.keys import parse_judge_key
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.stats.judge_checks import FAIL, TAG_PREFIX, failed_in_tags
@@ -442,24 +440,3 @@ def study_named(name: str | None) -> SingleTurnStudy:
     """The single-turn study named, else the first one registered."""
     studies = single_turn_studies()
     return studies.get(name or "") or next(iter(studies.values()))
-
-
-def study_settings(study: SingleTurnStudy) -> tuple[list[tuple[str, str]], list[str]]:
-    """(its prompt settings as (name — title, name), the default ones): those of the prompt file it declares, else
-    those its config section's grid names for a config that leaves its own keys at their defaults."""
-    if study.prompts is not None:
-        settings = load_prompt_file(study.prompts).settings
-        names = list(settings)
-    else:
-        choices = grid_of(study.name).prompt_settings
-        names = list(choices.names(SimpleNamespace(section=study.config_section())) or []) if choices.names else []
-        settings = {name: _registered_setting(name) for name in names}
-    titled = [(f"{name} — {settings[name].get('title', '')}", name) for name in names]
-    default = [name for name in grid_of(study.name).prompt_settings.default if name in names] or names[:1]
-    return titled, default
-
-
-def _registered_setting(name: str) -> dict[str, Any]:
-    """A registered prompt setting's entry in its prompt file ({} for a system prompt text)."""
-    target = PROMPT_SETTINGS.get(name)
-    return {} if isinstance(target, str) else target.settings[name]

@@ -17,10 +17,11 @@ import yaml
 from narrative_eval import tracking
 from narrative_eval.config import SweepConfig, load_config, resolve_judge, resolve_model
 from narrative_eval.errors import UserError
+from narrative_eval.studies.live import prompt_setting_choices
 from narrative_eval.sweep import cannot_run_here, checked_grid, describe_grid, estimate_lines, progress_plan
 from ui import job_progress, jobs
 from ui.common import (FORM, AppSettings, FieldErrors, FormError, config_files, counted, data_files, esc, model_catalog,
-                       single_turn_studies, study_named, study_settings, texts, user_error)
+                       single_turn_studies, study_named, texts, user_error)
 
 FROM_CONFIG = "a config file"
 FROM_FORM = "a grid built here"
@@ -320,7 +321,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
                                      elem_id="launch-models")
                 errors.box("models")
             with gr.Column():
-                settings, default = study_settings(study_named(None))
+                settings, default = prompt_setting_choices(study_named(None))
                 levels = gr.Dropdown(settings, value=default, multiselect=True, label="Prompt settings",
                                      elem_id="launch-levels")
                 errors.box("levels")
@@ -365,7 +366,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
                 [config_group, form_group])
 
     def on_study(name: str | None):
-        choices, value = study_settings(study_named(name))
+        choices, value = prompt_setting_choices(study_named(name))
         return gr.Dropdown(choices=choices, value=value)
 
     def on_launch(*values):

@@ -12,6 +12,8 @@ import yaml
 from narrative_eval.backends import BACKENDS, Backend, SlowStart, backend
 from narrative_eval.config import load_config
 from narrative_eval.metrics import at_avg, at_avg_names
+from narrative_eval.studies.live import live_form
+from narrative_eval.study import load_study
 from ui import launch, live
 from ui.common import AppSettings, at_avg_of, study_named
 
@@ -70,10 +72,11 @@ def test_the_live_model_list_says_what_each_backend_declares(app):
     assert labels["slow-plugin"] == "slow-plugin — demo: two minutes to start"
     assert labels["tiny-vllm"].startswith("tiny-vllm — vLLM")  # vLLM's own estimate, CPU or GPU build
     assert list(labels)[-1] == "keyed"  # what cannot run here comes last
-    spec = live.check_inputs(app, "A ______ b.", "tiny", "L2")
+    form = live_form(load_study("infilling"))
+    spec = live.check_inputs(app, form, {"passage": "A ______ b."}, "tiny", "L2")
     assert (spec.id, spec.quantization) == ("tiny", "gguf-q4_1")
     with pytest.raises(live.Refused, match="needs APP_TEST_KEY"):
-        live.check_inputs(app, "A ______ b.", "keyed", "L2")
+        live.check_inputs(app, form, {"passage": "A ______ b."}, "keyed", "L2")
 
 
 def test_loading_status_counts_against_the_backends_estimate(app):
