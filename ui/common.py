@@ -9,7 +9,7 @@ import re
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, wraps
 from pathlib import Path
@@ -255,6 +255,21 @@ def column(runs: pd.DataFrame, name: str, default: Any = "") -> pd.Series:
     return runs[name] if name in runs.columns else pd.Series([default] * len(runs), index=runs.index)
 
 
+Chosen = str | Sequence[str] | None
+"""One value, several, or none (any)."""
+
+
+def filter_runs(runs: pd.DataFrame, models: Chosen = None, settings: Chosen = None,
+                conditions: Chosen = None) -> pd.DataFrame:
+    """The runs whose model, prompt setting and condition are among those chosen (any, where none are)."""
+    for chosen, name in ((models, "params.model_id"), (settings, "params.prompt_setting"),
+                         (conditions, "params.condition")):
+        values = [chosen] if isinstance(chosen, str) else list(chosen or ())
+        if values and not runs.empty:
+            runs = runs[column(runs, name).isin(values)]
+    return runs
+
+
 def run_label(row: pd.Series | dict[str, Any]) -> str:
     """'model · setting · condition' (condition left out when it is the one of a study that declares none)."""
     def text(key: str) -> str:
@@ -366,6 +381,18 @@ def trace_link(url: str, experiment_id: str, trace_id: str) -> str:
 def esc(text: Any) -> str:
     """HTML-escape anything shown from runs or data (model output is untrusted text)."""
     return html.escape("" if text is None else str(text))
+
+
+def html_table(frame: pd.DataFrame, table_class: str, scroll_class: str, cell: Callable[[str, Any], str],
+               titles: Mapping[str, str] | None = None) -> str:
+    """A frame as an HTML table in a scrolling box: its headers escaped (with their `titles` entry, else their own
+    name, as tooltip when `titles` is given), each cell's `<td>` as `cell(column, value)` writes it."""
+    tooltip = (lambda c: f" title='{html.escape(titles.get(c, c))}'") if titles is not None else (lambda c: "")
+    head = "".join(f"<th{tooltip(c)}>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = "".join(f"<tr>{''.join(cell(c, v) for c, v in zip(frame.columns, row, strict=True))}</tr>"
+                   for row in frame.itertuples(index=False))
+    return (f"<div class='{scroll_class}'><table class='{table_class}'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table></div>")
 
 
 def counted(n: int, word: str, words: str | None = None) -> str:

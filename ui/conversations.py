@@ -20,8 +20,8 @@ from narrative_eval.reports.labels import label
 from narrative_eval.studies import incremental
 from narrative_eval.studies.incremental.vocabulary import SHARDED
 from narrative_eval.study import experiment_of
-from ui.common import (AppSettings, cell_runs, column, esc, failed_judge_checks, pick_sweep, run_artifact, run_table,
-                       texts)
+from ui.common import (AppSettings, cell_runs, column, esc, failed_judge_checks, filter_runs, pick_sweep, run_artifact,
+                       run_table, texts)
 
 STUDY = experiment_of(incremental.NAME)
 TABLE = "conversations.json"
@@ -34,14 +34,7 @@ def _truthy(value: Any) -> bool:
 
 
 def _runs(sweep: str | None, model: str | None, setting: str | None) -> pd.DataFrame:
-    runs = cell_runs(STUDY, sweep)
-    if runs.empty:
-        return runs
-    if model:
-        runs = runs[column(runs, "params.model_id") == model]
-    if setting:
-        runs = runs[column(runs, "params.prompt_setting") == setting]
-    return runs
+    return filter_runs(cell_runs(STUDY, sweep), model, setting)
 
 
 def _constraints(run_id: str, repo: Path) -> dict[str, list[dict[str, Any]]]:
@@ -115,7 +108,7 @@ def side_by_side(sweep: str | None, model: str | None, setting: str | None, stor
 
 def conversation(sweep, model, setting, condition, story, seed) -> list[dict[str, str]]:
     runs = _runs(sweep, model, setting)
-    runs = runs[column(runs, "params.condition") == condition] if not runs.empty else runs
+    runs = filter_runs(runs, conditions=condition)
     if runs.empty or not story:
         return []
     table = run_table(runs.iloc[0]["run_id"], TABLE)
