@@ -28,6 +28,7 @@ from narrative_eval.metrics import at_avg, at_avg_names
 from narrative_eval.records.keys import parse_judge_key
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.stats.judge_checks import FAIL, TAG_PREFIX, failed_in_tags
+from narrative_eval.studies.live import item_files
 from narrative_eval.study import STANDARD
 from narrative_eval.study import STUDIES as STUDY_REGISTRY
 from narrative_eval.study import all_studies
@@ -148,13 +149,9 @@ def model_catalog(settings: AppSettings) -> dict[str, Any]:
     return {**load_catalog(path), "path": str(path)}
 
 
-def data_files(settings: AppSettings, suffixes: tuple[str, ...] = (".csv", ".jsonl")) -> list[str]:
-    """Instance files under data/, as paths relative to the repo root."""
-    found = []
-    for path in sorted(settings.data_dir.rglob("*")):
-        if path.suffix in suffixes and path.is_file() and "passages" not in path.parts and "creative" not in path.parts:
-            found.append(str(path.relative_to(settings.repo)))
-    return found
+def data_files(settings: AppSettings, study: SingleTurnStudy) -> list[str]:
+    """The study's data files under data/ (those whose items it reads), as paths relative to the repo root."""
+    return [str(path.relative_to(settings.repo)) for path in item_files(study, settings.data_dir)]
 
 
 def config_files(settings: AppSettings) -> list[str]:

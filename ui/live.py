@@ -244,20 +244,9 @@ def _fill(app: AppSettings, form: LiveForm, values: Mapping[str, Any], model: st
         yield frame(html, answer_status(form, item, answer, "" if reference else f" · no {called}, no metrics"), reply)
 
 
-_items_lock = threading.Lock()
-_items: dict[tuple[str, str, float], dict[str, Item]] = {}
-
-
 def items_of(form: LiveForm, path: str | None, repo: Path) -> dict[str, Item]:
-    """Item id -> item of a data file as the study reads it (cached per file version); {} when it cannot be read."""
-    resolved = repo / path if path else None
-    if resolved is None or not resolved.is_file():
-        return {}
-    key = (form.study.name, str(resolved), resolved.stat().st_mtime)
-    with _items_lock:
-        if key not in _items:
-            _items[key] = {item.id: item for item in form.items_in(resolved)}
-        return _items[key]
+    """Item id -> item of a data file (relative to the repo) as the study reads it; {} when it cannot be read."""
+    return {item.id: item for item in form.items_in(repo / path)} if path else {}
 
 
 def item_choices(form: LiveForm, path: str | None, repo: Path) -> list[tuple[str, str]]:
@@ -268,7 +257,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     gr.Markdown(texts()["live"])
     forms = {name: live_form(study) for name, study in single_turn_studies().items()}
     first = next(iter(forms))
-    files = data_files(app)
+    files = data_files(app, forms[first].study)
     models = model_choices(app)
     errors = FieldErrors("live")
     # Every study's boxes are laid out once, in a group of its own shown while it is picked; a box is `live-<field>`
@@ -331,8 +320,11 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         form = forms[name]
         titled, chosen = prompt_setting_choices(form.study)
         opening = {f.name: f.value for f in form.all_fields()}
+        paths = data_files(app, form.study)
+        path = path if path in paths else paths[0] if paths else None
         return (gr.Dropdown(choices=titled, value=chosen[0] if chosen else None), gr.Button(value=form.action),
-                form.help, gr.Dropdown(choices=item_choices(form, path, app.repo), value=None),
+                form.help, gr.Dropdown(choices=paths, value=path),
+                gr.Dropdown(choices=item_choices(form, path, app.repo), value=None),
                 passage_html(form.text(opening), None), *(gr.Column(visible=n == name) for n in groups))
 
     def on_setting(name: str, setting_: str | None):
@@ -350,7 +342,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         return (*(values.get(field.name, gr.skip()) if owner == name else gr.skip() for owner, field, _ in boxes),
                 passage_html(forms[name].text(values), None))
 
-    study.change(on_study, [study, source], [setting, go, help_text, picked, view, *groups.values()])
+    study.change(on_study, [study, source], [setting, go, help_text, source, picked, view, *groups.values()])
     setting.change(on_setting, [study, setting], components)
     source.change(on_source, [study, source], [picked])
     picked.input(on_pick, [study, source, picked], [*components, view])

@@ -5,7 +5,7 @@ against the reference typed; the infilling study's form is its own (a passage wi
 from __future__ import annotations
 
 from narrative_eval.studies.live import live_form
-from ui.common import AppSettings, single_turn_studies
+from ui.common import AppSettings, data_files, single_turn_studies
 from ui.live import Refused, live_fill
 
 OPENING = "The ferry left the harbour at dawn. Gulls followed it past the lighthouse."
@@ -28,3 +28,11 @@ def test_a_plugin_study_answers_an_item_typed_in_its_template_fields():
     assert answer and answer in reply and line == f"**continuation:** {answer}"
     assert answer in view and OPENING in view  # the answer after the opening it continues
     assert "AtAvg" in list(metrics["metric"])  # scored against the reference typed
+
+
+def test_the_data_offered_for_a_study_are_the_files_whose_items_it_reads():
+    """No folder is named: the passages the builder reads, the incremental study's tasks and the published reference
+    rows hold no item of a single-turn study, so neither study is offered them."""
+    app = AppSettings()
+    for study in single_turn_studies().values():
+        assert data_files(app, study) == ["data/infilling/benchmark.csv", "data/infilling/sample.jsonl"], study.name

@@ -6,6 +6,7 @@ passage with its blank) gives its own through `Study.live_form`."""
 from __future__ import annotations
 
 import html
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,11 +168,28 @@ class LiveForm:
         return self.study.messages(cell, item)
 
     def items_in(self, path: str | Path) -> list[Item]:
-        """The study's items of a data file, as a cell reads them; none when it cannot read them."""
-        try:
-            return self.study.items(self.cell(None, data_path=path))
-        except Exception:  # a file of another kind, or malformed: nothing to pick from it
-            return []
+        """The study's items of a data file, as a cell reads them (read once per version of the file); none when it
+        cannot read them."""
+        path = Path(path)
+        key = (self.study.name, str(path.resolve()), path.stat().st_mtime if path.is_file() else None)
+        with _items_lock:
+            if key not in _items:
+                try:
+                    _items[key] = self.study.items(self.cell(None, data_path=path)) if key[2] is not None else []
+                except Exception:  # a file of another kind, or malformed: nothing to pick from it
+                    _items[key] = []
+            return _items[key]
+
+
+_items_lock = threading.Lock()
+_items: dict[tuple[str, str, float | None], list[Item]] = {}
+
+
+def item_files(study: SingleTurnStudy, folder: Path) -> list[Path]:
+    """The files under `folder` that hold items of the study (those its `items` reads for a cell), in path order: the
+    data the app offers for it."""
+    form = live_form(study)
+    return [path for path in sorted(folder.rglob("*")) if path.is_file() and form.items_in(path)]
 
 
 def live_form(study: SingleTurnStudy) -> LiveForm:
@@ -179,4 +197,4 @@ def live_form(study: SingleTurnStudy) -> LiveForm:
     return study.live_form() or LiveForm(study)
 
 
-__all__ = ["LIVE", "LiveField", "LiveForm", "live_form", "prompt_setting_choices", "shown_field"]
+__all__ = ["LIVE", "LiveField", "LiveForm", "item_files", "live_form", "prompt_setting_choices", "shown_field"]
