@@ -19,13 +19,14 @@ import pandas as pd
 from pydantic import ValidationError
 
 from narrative_eval import annotations
+from narrative_eval.annotations.items import judge_scores_of, output_source
 from narrative_eval.records import CellSpec
 from narrative_eval.studies.incremental import stories
 from narrative_eval.studies.incremental.cell_tasks import tasks_of_cell
 from narrative_eval.studies.incremental.records import WritingTask
 from narrative_eval.studies.incremental.vocabulary import QUALITY_RUBRIC
 from narrative_eval.studies.incremental.vocabulary import LEVELS, PAIRWISE_DIMENSIONS
-from ui.annotate_common import (ItemSource, build_agreement, judge_scores_of, rating_form, rubric_dimensions, save_rating,
+from ui.annotate_common import (ItemSource, build_agreement, rating_form, rubric_dimensions, save_rating,
                                 scale_descriptions, show_next, wire_submit)
 from ui.common import (REPO, AppSettings, cell_runs, counted, esc, run_artifact, run_table, sweeps, texts,
                        user_error)
@@ -123,10 +124,7 @@ def make_item(sweep: str, kind: str, group: list[Response], repo: Path = REPO) -
     if task is None:
         return None
     context = task.full_instruction + CHECKLIST + "\n".join(c.requirement for c in task.constraints)
-    sources = tuple({"run_id": r.run["run_id"], "model": r.run.get("params.model_id"),
-                     "prompt_setting": r.run.get("params.prompt_setting"), "condition": r.run.get("params.condition"),
-                     "trace_id": r.row.get("trace_id") if isinstance(r.row.get("trace_id"), str) else None,
-                     stories.RECORDS: r.records} for r in group)
+    sources = tuple({**output_source(r.run, r.row), stories.RECORDS: r.records} for r in group)
     return annotations.AnnotationItem(
         item_id=item_id_of(sweep, kind, group), kind=kind, study=STUDY, sweep=sweep, instance_id=story_id, seed=seed,
         context=context, outputs=tuple(str(r.row["reply"]) for r in group), sources=sources,

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import html
-import json
 import math
-import re
 import threading
 import time
 import urllib.request
@@ -427,19 +425,6 @@ def passage_html(problem: str, fill: str | None, css_class: str = "fill", placeh
     else:
         inserted = f'<mark class="blank">{esc(placeholder)}</mark>'
     return f'<div class="passage">{esc(before)}{inserted}{esc(after)}</div>'
-
-
-def problem_from_messages(messages: Any) -> str:
-    """Fallback passage when the data file is gone: the paragraph of the last user message that holds the blank."""
-    try:
-        items = json.loads(messages) if isinstance(messages, str) else messages
-        user = [m["content"] for m in items if m.get("role") == "user"][-1]
-    except Exception:
-        return ""
-    for paragraph in re.split(r"\n+", user):
-        if BLANK_RE.search(paragraph) and len(paragraph) > 40:
-            return paragraph.strip()
-    return user
 
 
 def at_avg_metrics() -> tuple[str, ...]:
