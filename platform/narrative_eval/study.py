@@ -405,3 +405,8 @@ class Study(ABC):
         single-turn study's declaration gives, one box per slot of the setting's user template and one for its
         reference."""
         return None
+
+    def viewers(self) -> list[Any]:
+        """Views of its runs the app shows in tabs of their own, after the generic ones (a
+        `studies.viewers.ConversationView`: the incremental study's Conversations); none by default."""
+        return []

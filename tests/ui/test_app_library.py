@@ -8,6 +8,7 @@ import math
 import pandas as pd
 import pytest
 import yaml
+from gradio.layouts import Tab
 
 from narrative_eval.backends import BACKENDS, Backend, SlowStart, backend
 from narrative_eval.config import load_config
@@ -15,6 +16,7 @@ from narrative_eval.metrics import at_avg, at_avg_names
 from narrative_eval.studies.live import live_form
 from narrative_eval.study import load_study
 from ui import launch, live
+from ui.app import build_app
 from ui.common import AppSettings, at_avg_of, study_named
 
 CATALOG = {
@@ -180,3 +182,11 @@ def test_one_rating_flow_serves_both_halves_of_annotate(tmp_path):
         assert refused.value.field == FORM
         shown = show_next(source, store, "ann", "pointwise", "no-such-sweep")
         assert shown[0] is None and source.nothing_left in shown[1] and len(shown) == 4 + source.inputs
+
+
+def test_the_tabs_are_the_generic_ones_and_each_studys_own_views():
+    """Conversations is the incremental study's own view (Study.viewers), laid out after Launch like any study's."""
+    tabs = [block.label for block in build_app().blocks.values() if isinstance(block, Tab) and block.parent.elem_id == "tabs"]
+    assert tabs == ["Runs", "Compare", "Fill live", "Launch", "Conversations", "Annotate", "Figures"]
+    assert [view.title for view in load_study("incremental-delivery").viewers()] == ["Conversations"]
+    assert all(not study.viewers() for study in (load_study("infilling"), load_study("continuation")))

@@ -17,6 +17,7 @@ from narrative_eval.reports.labels import labels
 from narrative_eval.studies.incremental.cell import DeliveryCell
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig, pairwise_names, pairwise_problems
+from narrative_eval.studies.incremental.conversations import CONVERSATIONS
 from narrative_eval.studies.incremental.controls import control_requests, sweep_controls
 from narrative_eval.studies.incremental.pairwise import count_pairs, run_pairwise_judges
 from narrative_eval.studies.incremental.report import (
@@ -28,6 +29,7 @@ from narrative_eval.studies.incremental.report_human import human_validation_fro
 from narrative_eval.studies.incremental.tracing import conversation_records
 from narrative_eval.studies.incremental.turns import CONDITIONS, DEFAULT_TURNS_FILE, conversation_turns, load_turn_templates
 from narrative_eval.studies.incremental.vocabulary import ALIASES, HEADLINES, NAME, RUBRICS
+from narrative_eval.studies.viewers import ConversationView
 from narrative_eval.study import AfterSweepRequests, CellResult, RequestCount, ReportCommand, Runtime, Study, SweepSettings, study
 from narrative_eval.tracing import CellRecords
 
@@ -165,3 +167,7 @@ class IncrementalDeliveryStudy(Study):
                           files=(("scores", "score file"), ("data", "data file"), ("pointwise", "pointwise file"),
                                  ("pairwise", "pairwise file"), ("cases", "cases file"))),
         ]
+
+    def viewers(self) -> list[ConversationView]:
+        """Its Conversations tab: each conversation's turns, and the final stories side by side with their checklists."""
+        return [CONVERSATIONS]
