@@ -11,18 +11,17 @@ from functools import partial
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
 from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
 from narrative_eval.studies import infilling
 from narrative_eval.studies.infilling import vocabulary as infilling_words
+from narrative_eval.studies.infilling.annotation import Output, fill_groups, fill_item, fill_item_id
 from narrative_eval.study import experiment_of
 from ui import annotate_stories
-from ui.annotate_common import (ItemSource, build_agreement, judge_scores_of, rating_form, rubric_dimensions, save_rating,
+from ui.annotate_common import (ItemSource, build_agreement, rating_form, rubric_dimensions, save_rating,
                                 scale_descriptions, show_next, wire_submit)
-from ui.common import (AppSettings, FieldErrors, cell_runs, esc, instances_by_id, passage_html, problem_from_messages, run_table, texts,
-                       user_error)
+from ui.common import AppSettings, FieldErrors, cell_runs, esc, instances_by_id, passage_html, run_table, texts, user_error
 
 STUDY = experiment_of(infilling.NAME)
 POINTWISE_RUBRIC = infilling_words.RUBRIC
@@ -40,52 +39,12 @@ def dimensions() -> list[tuple[str, str]]:
     return rubric_dimensions(POINTWISE_RUBRIC)
 
 
-def _answered(run_id: str) -> pd.DataFrame:
-    table = run_table(run_id)
-    if table.empty or "answer" not in table.columns:
-        return table
-    return table[table["answer"].map(lambda a: isinstance(a, str) and bool(a.strip()))]
+def _groups(sweep: str, kind: str) -> list[list[Output]]:
+    return fill_groups(cell_runs(STUDY, sweep), run_table, kind)
 
 
-def _source(run: pd.Series, row: pd.Series) -> dict[str, Any]:
-    trace_id = row.get("trace_id")
-    return {"run_id": run["run_id"], "model": run.get("params.model_id"), "prompt_setting": run.get("params.prompt_setting"),
-            "condition": run.get("params.condition"), "trace_id": trace_id if isinstance(trace_id, str) else None}
-
-
-def _groups(sweep: str, kind: str) -> list[list[tuple[pd.Series, pd.Series]]]:
-    """Every ratable output (pointwise) or pair of outputs of one blank (pairwise) of the sweep, in canonical order."""
-    runs = cell_runs(STUDY, sweep)
-    if runs.empty:
-        return []
-    by_key: dict[tuple[str, int], list[tuple[pd.Series, pd.Series]]] = {}
-    for _, run in runs.iterrows():
-        for _, row in _answered(run["run_id"]).iterrows():
-            by_key.setdefault((row["instance_id"], int(row["seed"])), []).append((run, row))
-    groups: list[list[tuple[pd.Series, pd.Series]]] = []
-    for outputs in by_key.values():
-        if kind == "pointwise":
-            groups.extend([[output] for output in outputs])
-        else:
-            groups.extend([[a, b] for i, a in enumerate(outputs) for b in outputs[i + 1:]])
-    return [sorted(group, key=lambda pair: pair[0]["run_id"]) for group in groups]  # canonical order: by run id
-
-
-def _item_id(sweep: str, kind: str, group: list[tuple[pd.Series, pd.Series]]) -> str:
-    instance_id, seed = group[0][1]["instance_id"], int(group[0][1]["seed"])
-    return annotations.item_key(kind, sweep, instance_id, seed, [run["run_id"] for run, _ in group])
-
-
-def _make_item(sweep: str, kind: str, group: list[tuple[pd.Series, pd.Series]]) -> annotations.AnnotationItem:
-    instance_id, seed = group[0][1]["instance_id"], int(group[0][1]["seed"])
-    run0, row0 = group[0]
-    instance = instances_by_id(run0.get("params.data_path") or "").get(instance_id)
-    context = instance.problem if instance is not None else problem_from_messages(row0.get("messages"))
-    return annotations.AnnotationItem(
-        item_id=_item_id(sweep, kind, group), kind=kind, study=STUDY, sweep=sweep, instance_id=instance_id, seed=seed,
-        context=context, outputs=tuple(str(row["answer"]) for _, row in group),
-        sources=tuple(_source(run, row) for run, row in group), judge_scores=tuple(judge_scores_of(row) for _, row in group),
-    )
+def _make_item(sweep: str, kind: str, group: list[Output]) -> annotations.AnnotationItem:
+    return fill_item(STUDY, sweep, kind, group, instances_by_id)
 
 
 def item_html(item: annotations.AnnotationItem, order: tuple[int, ...]) -> str:
@@ -117,7 +76,7 @@ def fill_rating(state: dict[str, Any], rater_: str, seconds: float, preference_:
 
 def fills() -> ItemSource:
     """The fills of an infilling sweep, as the shared rating flow reads them."""
-    return ItemSource(_groups, _item_id, _make_item, item_html, len(dimensions()) + 1, "Pick a sweep.",
+    return ItemSource(_groups, fill_item_id, _make_item, item_html, len(dimensions()) + 1, "Pick a sweep.",
                       "Nothing left to rate in this sweep for you.", "Press 'Next item' first.")
 
 

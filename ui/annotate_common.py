@@ -4,7 +4,6 @@ the submit-then-next wiring, and ratings as human feedback on the rated generati
 
 from __future__ import annotations
 
-import math
 import random
 import re
 import time
@@ -20,9 +19,7 @@ from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
 from narrative_eval.tracing import log_human_feedback
 from narrative_eval.reports.judge_checks import judge_warning
-from narrative_eval.records.keys import parse_judge_key
 from narrative_eval.reports.tables import readable
-from narrative_eval.stats.cell_scores import JUDGE_ROW_FIELDS
 from ui.common import FORM, FieldErrors, esc, judge_failed_checks, pick_sweep, texts, user_error
 
 FEW_ITEMS = 30
@@ -44,21 +41,6 @@ def scale_descriptions(rubric_name: str) -> dict[str, str]:
         if match:
             found[key] = match.group(1).strip()
     return found
-
-
-def judge_scores_of(row: pd.Series) -> dict[str, dict[str, float | None]]:
-    """judge id -> dimension -> score, from a logged table row's judges' columns (narrative_eval.records.keys)."""
-    scores: dict[str, dict[str, float | None]] = {}
-    for name in row.index:
-        judged = parse_judge_key(str(name))
-        if judged is not None and judged[1] not in JUDGE_ROW_FIELDS:
-            value = row[name]
-            try:
-                value = None if value is None or math.isnan(float(value)) else float(value)
-            except (TypeError, ValueError):
-                value = None
-            scores.setdefault(judged[0], {})[judged[1]] = value
-    return scores
 
 
 def checked_rater(rater: str | None) -> str:

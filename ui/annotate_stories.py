@@ -10,26 +10,24 @@ exported under a score-record id: Export writes the human-validation files (anno
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 from pathlib import Path
 
 import gradio as gr
 import pandas as pd
-from pydantic import ValidationError
 
 from narrative_eval import annotations
-from narrative_eval.records import CellSpec
+from narrative_eval.annotations.items import judge_scores_of, output_source
 from narrative_eval.studies.incremental import stories
-from narrative_eval.studies.incremental.cell_tasks import tasks_of_cell
-from narrative_eval.studies.incremental.records import WritingTask
+from narrative_eval.studies.incremental.conversations import TABLE, score_records, tasks_of_run
 from narrative_eval.studies.incremental.vocabulary import QUALITY_RUBRIC
 from narrative_eval.studies.incremental.vocabulary import LEVELS, PAIRWISE_DIMENSIONS
-from ui.annotate_common import (ItemSource, build_agreement, judge_scores_of, rating_form, rubric_dimensions, save_rating,
+from ui.annotate_common import (ItemSource, build_agreement, rating_form, rubric_dimensions, save_rating,
                                 scale_descriptions, show_next, wire_submit)
-from ui.common import (REPO, AppSettings, cell_runs, counted, esc, run_artifact, run_table, sweeps, texts,
+from ui.common import (REPO, AppSettings, cell_runs, counted, esc, run_table, sweeps, texts,
                        user_error)
-from ui.conversations import SCORES, TABLE, _truthy
+from ui.conversations import is_final
 
 STUDY = stories.STUDY
 KINDS = ("pointwise", "pairwise")
@@ -60,27 +58,6 @@ def dimensions() -> list[tuple[str, str]]:
     return rubric_dimensions(QUALITY_RUBRIC)
 
 
-_TASKS: dict[tuple[str, Path], dict[str, WritingTask]] = {}
-"""Tasks per (run, repo) once read: a run's tasks are fixed, and its task file is checked against the run's hash."""
-
-
-def tasks_of_run(run_id: str, repo: Path = REPO) -> dict[str, WritingTask]:
-    """story_id -> task (brief and checklist) the run ran; {} when its files are gone or changed since."""
-    if (run_id, repo) not in _TASKS:
-        try:
-            cell = CellSpec.model_validate(run_artifact(run_id, "cell_spec.json") or {})
-            _TASKS[(run_id, repo)] = {task.story_id: task for task in tasks_of_cell(cell, repo)}
-        except (ValidationError, ValueError):  # its stories cannot be shown with their brief
-            return {}
-    return _TASKS[(run_id, repo)]
-
-
-@lru_cache(maxsize=256)
-def _score_records(run_id: str) -> tuple[dict, ...]:
-    """A finished run's score records (they never change)."""
-    return tuple(run_artifact(run_id, SCORES) or ())
-
-
 def responses(sweep: str) -> list[Response]:
     """Every final story of the sweep's finished cells that has a score record (a judge's valid verdicts)."""
     found = []
@@ -89,8 +66,8 @@ def responses(sweep: str) -> list[Response]:
         table = run_table(run["run_id"], TABLE)
         if table.empty or "final" not in table.columns:
             continue
-        for _, row in table[table["final"].map(_truthy)].iterrows():
-            records = stories.response_record_ids(_score_records(run["run_id"]), str(row["story_id"]), int(row["seed"]))
+        for _, row in table[table["final"].map(is_final)].iterrows():
+            records = stories.response_record_ids(score_records(run["run_id"]), str(row["story_id"]), int(row["seed"]))
             if records and str(row.get("reply") or "").strip():
                 found.append(Response(run, row, records))
     return found
@@ -123,10 +100,7 @@ def make_item(sweep: str, kind: str, group: list[Response], repo: Path = REPO) -
     if task is None:
         return None
     context = task.full_instruction + CHECKLIST + "\n".join(c.requirement for c in task.constraints)
-    sources = tuple({"run_id": r.run["run_id"], "model": r.run.get("params.model_id"),
-                     "prompt_setting": r.run.get("params.prompt_setting"), "condition": r.run.get("params.condition"),
-                     "trace_id": r.row.get("trace_id") if isinstance(r.row.get("trace_id"), str) else None,
-                     stories.RECORDS: r.records} for r in group)
+    sources = tuple({**output_source(r.run, r.row), stories.RECORDS: r.records} for r in group)
     return annotations.AnnotationItem(
         item_id=item_id_of(sweep, kind, group), kind=kind, study=STUDY, sweep=sweep, instance_id=story_id, seed=seed,
         context=context, outputs=tuple(str(r.row["reply"]) for r in group), sources=sources,

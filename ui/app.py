@@ -7,19 +7,21 @@ from pathlib import Path
 import gradio as gr
 
 from narrative_eval import tracking
-from ui import annotate, compare, conversations, figures, launch, live, live_study, runs
+from narrative_eval.study import all_studies
+from ui import annotate, compare, conversations, figures, launch, live, runs
 from ui.common import AppSettings, texts
 
 CSS_PATH = Path(__file__).with_name("style.css")
 
-# (tab title, module): each module's build(settings, demo) lays out its tab and wires its events.
+# (tab title, module): each module's build(settings, demo) lays out its tab and wires its events; the studies' own
+# views (Study.viewers) come after Launch.
 TABS = (
     ("Runs", runs),
     ("Compare", compare),
     ("Fill live", live),
-    ("Answer live", live_study),
     ("Launch", launch),
-    ("Conversations", conversations),
+)
+LATER_TABS = (
     ("Annotate", annotate),
     ("Figures", figures),
 )
@@ -39,9 +41,20 @@ def build_app(settings: AppSettings | None = None) -> gr.Blocks:
         gr.Markdown(texts()["header"].format(tracking_uri=_safe_uri(tracking.tracking_uri())), elem_id="app-header")
         with gr.Tabs(elem_id="tabs"):
             for title, module in TABS:
-                with gr.Tab(title, id=module.__name__.rsplit(".", 1)[-1], elem_id=f"tab-{module.__name__.rsplit('.', 1)[-1]}"):
-                    module.build(settings, demo)
+                _module_tab(title, module, settings, demo)
+            for study in all_studies():
+                for view in study.viewers():
+                    with gr.Tab(view.title, id=view.name, elem_id=f"tab-{view.name}"):
+                        conversations.build(settings, demo, study, view)
+            for title, module in LATER_TABS:
+                _module_tab(title, module, settings, demo)
     return demo
+
+
+def _module_tab(title: str, module, settings: AppSettings, demo: gr.Blocks) -> None:
+    name = module.__name__.rsplit(".", 1)[-1]
+    with gr.Tab(title, id=name, elem_id=f"tab-{name}"):
+        module.build(settings, demo)
 
 
 def css() -> str:

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import html
-import json
 import math
-import re
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, wraps
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import gradio as gr
@@ -21,15 +18,15 @@ import pandas as pd
 import yaml
 
 from narrative_eval import tracking
-from narrative_eval.config import CATALOG_NAME, grid_of, load_catalog
+from narrative_eval.config import CATALOG_NAME, load_catalog
 from narrative_eval.data import load_instances
 from narrative_eval.data.instances import BLANK_RE
 from narrative_eval.evaluation import SingleTurnStudy
 from narrative_eval.metrics import at_avg, at_avg_names
-from narrative_eval.prompts.render import PROMPT_SETTINGS, load_prompt_file
 from narrative_eval.records.keys import parse_judge_key
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.stats.judge_checks import FAIL, TAG_PREFIX, failed_in_tags
+from narrative_eval.studies.live import item_files
 from narrative_eval.study import STANDARD
 from narrative_eval.study import STUDIES as STUDY_REGISTRY
 from narrative_eval.study import all_studies
@@ -150,13 +147,9 @@ def model_catalog(settings: AppSettings) -> dict[str, Any]:
     return {**load_catalog(path), "path": str(path)}
 
 
-def data_files(settings: AppSettings, suffixes: tuple[str, ...] = (".csv", ".jsonl")) -> list[str]:
-    """Instance files under data/, as paths relative to the repo root."""
-    found = []
-    for path in sorted(settings.data_dir.rglob("*")):
-        if path.suffix in suffixes and path.is_file() and "passages" not in path.parts and "creative" not in path.parts:
-            found.append(str(path.relative_to(settings.repo)))
-    return found
+def data_files(settings: AppSettings, study: SingleTurnStudy) -> list[str]:
+    """The study's data files under data/ (those whose items it reads), as paths relative to the repo root."""
+    return [str(path.relative_to(settings.repo)) for path in item_files(study, settings.data_dir)]
 
 
 def config_files(settings: AppSettings) -> list[str]:
@@ -255,6 +248,21 @@ def cell_runs(study: str, sweep: str | None, finished_only: bool = True) -> pd.D
 
 def column(runs: pd.DataFrame, name: str, default: Any = "") -> pd.Series:
     return runs[name] if name in runs.columns else pd.Series([default] * len(runs), index=runs.index)
+
+
+Chosen = str | Sequence[str] | None
+"""One value, several, or none (any)."""
+
+
+def filter_runs(runs: pd.DataFrame, models: Chosen = None, settings: Chosen = None,
+                conditions: Chosen = None) -> pd.DataFrame:
+    """The runs whose model, prompt setting and condition are among those chosen (any, where none are)."""
+    for chosen, name in ((models, "params.model_id"), (settings, "params.prompt_setting"),
+                         (conditions, "params.condition")):
+        values = [chosen] if isinstance(chosen, str) else list(chosen or ())
+        if values and not runs.empty:
+            runs = runs[column(runs, name).isin(values)]
+    return runs
 
 
 def run_label(row: pd.Series | dict[str, Any]) -> str:
@@ -370,6 +378,18 @@ def esc(text: Any) -> str:
     return html.escape("" if text is None else str(text))
 
 
+def html_table(frame: pd.DataFrame, table_class: str, scroll_class: str, cell: Callable[[str, Any], str],
+               titles: Mapping[str, str] | None = None) -> str:
+    """A frame as an HTML table in a scrolling box: its headers escaped (with their `titles` entry, else their own
+    name, as tooltip when `titles` is given), each cell's `<td>` as `cell(column, value)` writes it."""
+    tooltip = (lambda c: f" title='{html.escape(titles.get(c, c))}'") if titles is not None else (lambda c: "")
+    head = "".join(f"<th{tooltip(c)}>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = "".join(f"<tr>{''.join(cell(c, v) for c, v in zip(frame.columns, row, strict=True))}</tr>"
+                   for row in frame.itertuples(index=False))
+    return (f"<div class='{scroll_class}'><table class='{table_class}'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table></div>")
+
+
 def counted(n: int, word: str, words: str | None = None) -> str:
     """'1 cell', '2 cells', '1,024 cells': a count with its noun (`words`: the plural when it is not word + s)."""
     return f"{n:,} {word if n == 1 else words or word + 's'}"
@@ -407,19 +427,6 @@ def passage_html(problem: str, fill: str | None, css_class: str = "fill", placeh
     return f'<div class="passage">{esc(before)}{inserted}{esc(after)}</div>'
 
 
-def problem_from_messages(messages: Any) -> str:
-    """Fallback passage when the data file is gone: the paragraph of the last user message that holds the blank."""
-    try:
-        items = json.loads(messages) if isinstance(messages, str) else messages
-        user = [m["content"] for m in items if m.get("role") == "user"][-1]
-    except Exception:
-        return ""
-    for paragraph in re.split(r"\n+", user):
-        if BLANK_RE.search(paragraph) and len(paragraph) > 40:
-            return paragraph.strip()
-    return user
-
-
 def at_avg_metrics() -> tuple[str, ...]:
     """The automatic metrics averaged into AtAvg (from the metrics registry, plugins included)."""
     return at_avg_names()
@@ -442,24 +449,3 @@ def study_named(name: str | None) -> SingleTurnStudy:
     """The single-turn study named, else the first one registered."""
     studies = single_turn_studies()
     return studies.get(name or "") or next(iter(studies.values()))
-
-
-def study_settings(study: SingleTurnStudy) -> tuple[list[tuple[str, str]], list[str]]:
-    """(its prompt settings as (name — title, name), the default ones): those of the prompt file it declares, else
-    those its config section's grid names for a config that leaves its own keys at their defaults."""
-    if study.prompts is not None:
-        settings = load_prompt_file(study.prompts).settings
-        names = list(settings)
-    else:
-        choices = grid_of(study.name).prompt_settings
-        names = list(choices.names(SimpleNamespace(section=study.config_section())) or []) if choices.names else []
-        settings = {name: _registered_setting(name) for name in names}
-    titled = [(f"{name} — {settings[name].get('title', '')}", name) for name in names]
-    default = [name for name in grid_of(study.name).prompt_settings.default if name in names] or names[:1]
-    return titled, default
-
-
-def _registered_setting(name: str) -> dict[str, Any]:
-    """A registered prompt setting's entry in its prompt file ({} for a system prompt text)."""
-    target = PROMPT_SETTINGS.get(name)
-    return {} if isinstance(target, str) else target.settings[name]

@@ -9,24 +9,21 @@ import statistics
 import gradio as gr
 import pandas as pd
 
+from narrative_eval.annotations.items import problem_from_messages
 from narrative_eval.records.keys import judge_key, parse_judge_key
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.reports.labels import label as metric_label
 from narrative_eval.stats.cell_scores import JUDGE_ROW_FIELDS, row_scores
-from narrative_eval.evaluation import ANSWER, SingleTurnStudy
+from narrative_eval.evaluation import SingleTurnStudy
+from narrative_eval.studies.live import shown_field
 from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, failed_judge_checks, instances_by_id,
-                       judge_ids_of, mlflow_ui_available, number, passage_html, pick_sweep, problem_from_messages,
+                       judge_ids_of, mlflow_ui_available, number, passage_html, pick_sweep,
                        run_choices, run_label, run_table, single_turn_studies, study_named, sweeps, texts,
                        trace_link)
 
 MAX_DEFAULT_RUNS = 4
 HIGH_PCT = "high_pct"
 """A judge's share of fills rated above 4, per row 100 or 0."""
-
-
-def shown_field(study: SingleTurnStudy) -> str:
-    """The item field a judge reads beside the answer: the text every run answered, shown once above the runs."""
-    return next(field for field in study.judge_sees.values() if field != ANSWER)
 
 
 def judged_high(table: pd.DataFrame) -> list[bool]:

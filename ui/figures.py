@@ -15,7 +15,7 @@ import pandas as pd
 from narrative_eval.reports.catalog import FoundTable, latex_table, report_tables, shown_table
 from narrative_eval.reports.judge_checks import failing_in_report, judge_warning, report_notes
 from narrative_eval.reports.tables import file_slug
-from ui.common import AppSettings, texts
+from ui.common import AppSettings, html_table, texts
 from ui.downloads import download_file
 
 LONG_TEXT = 60
@@ -50,17 +50,12 @@ def figure_files(folder: Path) -> list[tuple[str, str]]:
 
 def table_html(shown: pd.DataFrame) -> str:
     """The table as HTML inside a horizontally scrolling box: numbers on one line, long texts wrapped."""
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
-    rows = []
-    for values in shown.itertuples(index=False):
-        cells = []
-        for value in values:
-            text = "" if value is None else str(value)
-            kind = " class='long'" if len(text) > LONG_TEXT else ""
-            cells.append(f"<td{kind}>{html.escape(text)}</td>")
-        rows.append(f"<tr>{''.join(cells)}</tr>")
-    return (f"<div class='report-table-scroll'><table class='report-table'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div>")
+    def cell(_: str, value: object) -> str:
+        text = "" if value is None else str(value)
+        kind = " class='long'" if len(text) > LONG_TEXT else ""
+        return f"<td{kind}>{html.escape(text)}</td>"
+
+    return html_table(shown, "report-table", "report-table-scroll", cell)
 
 
 def latex_file(table: FoundTable, shown: pd.DataFrame) -> str:

@@ -17,10 +17,11 @@ import yaml
 from narrative_eval import tracking
 from narrative_eval.config import SweepConfig, load_config, resolve_judge, resolve_model
 from narrative_eval.errors import UserError
+from narrative_eval.studies.live import prompt_setting_choices
 from narrative_eval.sweep import cannot_run_here, checked_grid, describe_grid, estimate_lines, progress_plan
 from ui import job_progress, jobs
 from ui.common import (FORM, AppSettings, FieldErrors, FormError, config_files, counted, data_files, esc, model_catalog,
-                       single_turn_studies, study_named, study_settings, texts, user_error)
+                       single_turn_studies, study_named, texts, user_error)
 
 FROM_CONFIG = "a config file"
 FROM_FORM = "a grid built here"
@@ -296,7 +297,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     gr.Markdown(texts()["launch"])
     catalog = model_catalog(app)
     models_ = list(catalog["models"])
-    files = data_files(app)
+    files = data_files(app, study_named(None))
     configs = config_files(app)
 
     errors = FieldErrors("launch")
@@ -320,7 +321,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
                                      elem_id="launch-models")
                 errors.box("models")
             with gr.Column():
-                settings, default = study_settings(study_named(None))
+                settings, default = prompt_setting_choices(study_named(None))
                 levels = gr.Dropdown(settings, value=default, multiselect=True, label="Prompt settings",
                                      elem_id="launch-levels")
                 errors.box("levels")
@@ -364,9 +365,11 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     mode.change(lambda m: (gr.Group(visible=m == FROM_CONFIG), gr.Group(visible=m == FROM_FORM)), [mode],
                 [config_group, form_group])
 
-    def on_study(name: str | None):
-        choices, value = study_settings(study_named(name))
-        return gr.Dropdown(choices=choices, value=value)
+    def on_study(name: str | None, path: str | None):
+        choices, value = prompt_setting_choices(study_named(name))
+        paths = data_files(app, study_named(name))
+        return (gr.Dropdown(choices=choices, value=value),
+                gr.Dropdown(choices=paths, value=path if path in paths else paths[0] if paths else None))
 
     def on_launch(*values):
         resumed = bool(name_note(values[2]))
@@ -403,6 +406,6 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     estimate_button.click(errors.beside_the_fields(partial(estimate, app), 1), inputs, [estimate_text, *errors.outputs])
     timer.tick(on_tick, [job_state], [table, cancel_id, log, progress_bars, message, job_state], show_progress="hidden")
     sweep.change(name_note, [sweep], [note])
-    study.change(on_study, [study], [levels])
+    study.change(on_study, [study, data], [levels, data])
     cancel.click(errors.beside_the_fields(on_cancel, 2), [cancel_id], [message, job_state, *errors.outputs])
     return {"sweep": sweep, "start": start, "table": table}

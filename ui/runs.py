@@ -23,8 +23,8 @@ from narrative_eval.reports.tables import interval_text
 from narrative_eval.stats.judge_checks import TAG_PREFIX
 from narrative_eval.stats.reference import load_reference, reference_wide
 from narrative_eval.study import study_of_experiment
-from ui.common import (STUDIES, AppSettings, cell_runs, column, failed_judge_checks, judge_check_note, judge_ids_of,
-                       mlflow_ui_available, pick_sweep, run_label, run_link, texts)
+from ui.common import (STUDIES, AppSettings, cell_runs, column, failed_judge_checks, filter_runs, html_table,
+                       judge_check_note, judge_ids_of, mlflow_ui_available, pick_sweep, run_label, run_link, texts)
 from ui.downloads import content_version, download_file
 
 MEAN = "mean over seeds"
@@ -167,12 +167,7 @@ def runs_html(table: pd.DataFrame) -> str:
         message = html.escape(str(table.iloc[0, 0]))
         message = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", re.sub(r"`(.+?)`", r"<code>\1</code>", message))
         return f"<div class='empty'>{message}</div>"
-    names = table.attrs.get("names", {})
-    head = "".join(f"<th title='{html.escape(names.get(c, c))}'>{html.escape(str(c))}</th>" for c in table.columns)
-    body = "".join(f"<tr>{''.join(_cell(c, v) for c, v in zip(table.columns, row, strict=True))}</tr>"
-                   for row in table.itertuples(index=False))
-    return (f"<div class='runs-scroll'><table class='runs'><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
-            "</table></div>")
+    return html_table(table, "runs", "runs-scroll", _cell, table.attrs.get("names", {}))
 
 
 def _cell(column_name: str, value: object) -> str:
@@ -207,11 +202,7 @@ def published_rows(table: pd.DataFrame, reference: tuple[str, str]) -> tuple[pd.
 
 
 def filtered_runs(study: str, sweep: str | None, models: list[str], settings_: list[str], conditions: list[str]) -> pd.DataFrame:
-    runs = cell_runs(study, sweep, finished_only=False)
-    for values, name in ((models, "params.model_id"), (settings_, "params.prompt_setting"), (conditions, "params.condition")):
-        if values and not runs.empty:
-            runs = runs[column(runs, name).isin(values)]
-    return runs
+    return filter_runs(cell_runs(study, sweep, finished_only=False), models, settings_, conditions)
 
 
 def _drop_quiet(table: pd.DataFrame) -> pd.DataFrame:

@@ -397,3 +397,16 @@ class Study(ABC):
             add_arguments=lambda parser: sweep_arguments(parser, self.name),
             run=lambda args, data_sha256: self.summarise(args.sweep, Path(args.out), data_sha256=data_sha256),
             files=(("data", "data file"),))]
+
+    # ------------------------------------------------------------------ the app
+
+    def live_form(self) -> Any:
+        """The form the app's Fill live tab shows for it (a `studies.live.LiveForm`); None (the default): the form a
+        single-turn study's declaration gives, one box per slot of the setting's user template and one for its
+        reference."""
+        return None
+
+    def viewers(self) -> list[Any]:
+        """Views of its runs the app shows in tabs of their own, after the generic ones (a
+        `studies.viewers.ConversationView`: the incremental study's Conversations); none by default."""
+        return []

@@ -8,11 +8,15 @@ import math
 import pandas as pd
 import pytest
 import yaml
+from gradio.layouts import Tab
 
 from narrative_eval.backends import BACKENDS, Backend, SlowStart, backend
 from narrative_eval.config import load_config
 from narrative_eval.metrics import at_avg, at_avg_names
+from narrative_eval.studies.live import live_form
+from narrative_eval.study import load_study
 from ui import launch, live
+from ui.app import build_app
 from ui.common import AppSettings, at_avg_of, study_named
 
 CATALOG = {
@@ -70,10 +74,11 @@ def test_the_live_model_list_says_what_each_backend_declares(app):
     assert labels["slow-plugin"] == "slow-plugin — demo: two minutes to start"
     assert labels["tiny-vllm"].startswith("tiny-vllm — vLLM")  # vLLM's own estimate, CPU or GPU build
     assert list(labels)[-1] == "keyed"  # what cannot run here comes last
-    spec = live.check_inputs(app, "A ______ b.", "tiny", "L2")
+    form = live_form(load_study("infilling"))
+    spec = live.check_inputs(app, form, {"passage": "A ______ b."}, "tiny", "L2")
     assert (spec.id, spec.quantization) == ("tiny", "gguf-q4_1")
     with pytest.raises(live.Refused, match="needs APP_TEST_KEY"):
-        live.check_inputs(app, "A ______ b.", "keyed", "L2")
+        live.check_inputs(app, form, {"passage": "A ______ b."}, "keyed", "L2")
 
 
 def test_loading_status_counts_against_the_backends_estimate(app):
@@ -177,3 +182,11 @@ def test_one_rating_flow_serves_both_halves_of_annotate(tmp_path):
         assert refused.value.field == FORM
         shown = show_next(source, store, "ann", "pointwise", "no-such-sweep")
         assert shown[0] is None and source.nothing_left in shown[1] and len(shown) == 4 + source.inputs
+
+
+def test_the_tabs_are_the_generic_ones_and_each_studys_own_views():
+    """Conversations is the incremental study's own view (Study.viewers), laid out after Launch like any study's."""
+    tabs = [block.label for block in build_app().blocks.values() if isinstance(block, Tab) and block.parent.elem_id == "tabs"]
+    assert tabs == ["Runs", "Compare", "Fill live", "Launch", "Conversations", "Annotate", "Figures"]
+    assert [view.title for view in load_study("incremental-delivery").viewers()] == ["Conversations"]
+    assert all(not study.viewers() for study in (load_study("infilling"), load_study("continuation")))

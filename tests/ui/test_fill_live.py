@@ -1,7 +1,8 @@
 """Fill live in headless Chromium with the embedded SmolLM2: an input error is said next to the inputs and
 clears the outputs (no red badges, no traceback in the app's log), the status gives the prompt's token count
-while the model reads it, a passage over the context window or the length limit is not read silently, and
-catalog models that cannot run here are marked in the model list."""
+while the model reads it, a passage over the context window or the length limit is not read silently,
+catalog models that cannot run here are marked in the model list, and a plugin study (the continuation example)
+gets its own fields and answer in the same tab."""
 
 from __future__ import annotations
 
@@ -187,25 +188,39 @@ def test_models_that_cannot_run_here_are_marked_and_refused_inline(page, ui_path
     assert "Traceback" not in log and key not in log, log[-3000:]
 
 
-def test_answer_live_takes_a_plugin_studys_fields_and_shows_its_answer(page, screenshot):
-    """Answer live reads the study: the continuation plugin's 'guided' setting asks for its two template slots, and
-    the reply comes back with the answer the study's own step takes from it."""
+def test_fill_live_takes_a_plugin_studys_fields_and_shows_its_answer(page, screenshot):
+    """Fill live reads the study picked: the continuation plugin's 'guided' setting asks for its two template slots
+    and its reference, and the reply comes back with the answer the study's own step takes from it, after the opening
+    and scored against the reference."""
     from playwright.sync_api import expect
 
-    open_tab(page, "Answer live")
+    open_tab(page, "Fill live")
     choose(page, "live-study", "continuation")
-    choose(page, "live-study-setting", "guided")
-    fields = [page.locator(f"#live-study-field-{i}") for i in range(3)]
-    expect(fields[0]).to_contain_text("domain")
-    expect(fields[1]).to_contain_text("opening")
-    expect(fields[2]).to_be_hidden()
-    choose(page, "live-study-model", "smollm2")
+    expect(page.locator("#live-passage")).to_be_hidden()  # the infilling study's form is put away
+    expect(page.locator("#live-go")).to_have_text("Answer")
+    choose(page, "live-setting", "plain — The opening alone")
+    expect(page.locator("#live-domain")).to_be_hidden()  # 'plain' asks for the opening alone
+    choose(page, "live-setting", "guided — The opening, its kind of text and what a good next sentence does")
+    fields = [page.locator(f"#live-{name}") for name in ("domain", "opening", "next_sentence")]
+    for field, label in zip(fields, ("domain", "opening", "next_sentence (optional)"), strict=True):
+        expect(field).to_be_visible()
+        expect(field).to_contain_text(label)
+    choose(page, "live-model", "smollm2")
+    page.locator("#live-max-tokens input[type='number']").fill("24")
+    page.locator("#live-max-tokens input[type='number']").blur()
+    page.locator("#live-go").click()
+    expect(page.locator("#live-domain-error")).to_contain_text("Fill in domain, opening")
     fields[0].locator("textarea").fill("story")
-    fields[1].locator("textarea").fill("The ferry left the harbour at dawn. Gulls followed it past the lighthouse.")
-    page.locator("#live-study-go").click()
-    expect(page.locator("#live-study-status")).to_contain_text("continuation:", timeout=60_000)
-    reply = page.locator("#live-study-reply textarea").input_value()
-    shown = page.locator("#live-study-status").inner_text().split("continuation:", 1)[1].strip()
+    opening = "The ferry left the harbour at dawn. Gulls followed it past the lighthouse."
+    fields[1].locator("textarea").fill(opening)
+    fields[2].locator("textarea").fill("The captain counted the passengers twice.")
+    page.locator("#live-go").click()
+    expect(page.locator("#live-status")).to_contain_text("continuation:", timeout=60_000)
+    expect(page.locator("#live-metrics")).to_contain_text("AtAvg", timeout=180_000)
+    reply = page.locator("#live-raw textarea").input_value()
+    shown = page.locator("#live-status").inner_text().split("continuation:", 1)[1].strip()
     assert reply.strip() and shown and shown in reply, (reply, shown)
-    expect(page.locator("#live-study-fields-error")).to_have_text("")
-    screenshot(page, "answer-live-continuation")
+    expect(page.locator("#live-view")).to_contain_text(opening)
+    expect(page.locator("#live-view mark.live-fill.done")).to_have_text(shown)
+    expect(page.locator("#live-domain-error")).to_have_text("")
+    screenshot(page, "fill-live-continuation")

@@ -19,6 +19,7 @@ from narrative_eval.reports.labels import labels
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig, pairwise_names, pairwise_problems
 from narrative_eval.studies.incremental.controls import control_requests, sweep_controls
+from narrative_eval.studies.incremental.conversations import CONVERSATIONS
 from narrative_eval.studies.incremental.judged import record_scores, score_record
 from narrative_eval.studies.incremental.pairwise import count_pairs, run_pairwise_judges
 from narrative_eval.studies.incremental.records import ScoreRecord
@@ -48,6 +49,7 @@ from narrative_eval.studies.incremental.vocabulary import (
     SCORE_DIMENSIONS,
     SCORERS,
 )
+from narrative_eval.studies.viewers import ConversationView
 from narrative_eval.study import AfterSweepRequests, CellResult, RequestCount, ReportCommand, SweepSettings, study
 from narrative_eval.tracing import CellRecords
 
@@ -218,3 +220,7 @@ class IncrementalDeliveryStudy(MultiTurnStudy):
                           files=(("scores", "score file"), ("data", "data file"), ("pointwise", "pointwise file"),
                                  ("pairwise", "pairwise file"), ("cases", "cases file"))),
         ]
+
+    def viewers(self) -> list[ConversationView]:
+        """Its Conversations tab: each conversation's turns, and the final stories side by side with their checklists."""
+        return [CONVERSATIONS]

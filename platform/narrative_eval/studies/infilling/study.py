@@ -19,6 +19,7 @@ from narrative_eval.studies.infilling.cell import select_instances
 from narrative_eval.studies.infilling.config import InfillingConfig
 from narrative_eval.studies.infilling.controls import sweep_controls
 from narrative_eval.studies.infilling.extraction import extract_answer
+from narrative_eval.studies.infilling.live import InfillingLiveForm
 from narrative_eval.studies.infilling.positions import blank_position
 from narrative_eval.studies.infilling.prompts import prompt_file_for, render_infilling
 from narrative_eval.studies.infilling.report import write_infilling_report
@@ -94,3 +95,7 @@ class InfillingStudy(SingleTurnStudy):
     def report_commands(self) -> list[ReportCommand]:
         return [ReportCommand(NAME, f"tables and figures of an {NAME} sweep, from MLflow", report_arguments, run_report,
                               files=(("ratings", "ratings file"), ("data", "data file")))]
+
+    def live_form(self) -> InfillingLiveForm:
+        """A passage with one blank, its gold text and n, instead of the template's slots."""
+        return InfillingLiveForm(self)

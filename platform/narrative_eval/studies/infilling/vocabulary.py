@@ -32,8 +32,21 @@ EXTRACTED: tuple[str, ...] = ("tag", "echo")
 STATUSES: tuple[str, ...] = (*EXTRACTED, "fallback", "none")
 """Every extraction status, each logged as `extraction_<status>_rate`."""
 
+STATUS_WORDS: dict[str, str] = {
+    "tag": "the fill is what the model put between the `<ANSWER>` tags the prompt asks for.",
+    "echo": "the model wrote the passage out again with the blank filled; the fill was cut out of that copy.",
+    "fallback": ("the reply had no `<ANSWER>` tags and no copy of the passage to cut the fill from, so the whole reply "
+                 "is taken as the fill (a sweep counts it as an extraction failure)."),
+    "none": "nothing in the reply could be taken as a fill.",
+}
+"""Each extraction status in words, as the app's Fill live tab says how a fill was taken from the reply."""
+REPEATS_PASSAGE = ("⚠ **This fill repeats the passage**: it contains the text next to the blank, so the model echoed "
+                   "the passage instead of only filling the blank. Metrics against the gold text are lowered by the "
+                   "repeated text.")
+"""The warning under a live fill that repeats the passage's own text next to its blank."""
+
 PUBLISHED_SOURCE = "published, Table 3"
 """The rows of the published reference (data/reference/) the Runs tab can show beside a sweep."""
 
-__all__ = ["AT_AVG", "CONDITION", "DIMENSIONS", "EXTRACTED", "JUDGE_HEADLINES", "NAME", "PUBLISHED_SOURCE", "RUBRIC",
-           "STATUSES", "TABLE"]
+__all__ = ["AT_AVG", "CONDITION", "DIMENSIONS", "EXTRACTED", "JUDGE_HEADLINES", "NAME", "PUBLISHED_SOURCE",
+           "REPEATS_PASSAGE", "RUBRIC", "STATUSES", "STATUS_WORDS", "TABLE"]
