@@ -17,11 +17,12 @@ from narrative_eval.judges import load_rubric
 from narrative_eval.studies import infilling
 from narrative_eval.studies.infilling import vocabulary as infilling_words
 from narrative_eval.studies.infilling.annotation import Output, fill_groups, fill_item, fill_item_id
-from narrative_eval.study import experiment_of
+from narrative_eval.studies.live import live_form
+from narrative_eval.study import experiment_of, load_study
 from ui import annotate_stories
 from ui.annotate_common import (ItemSource, build_agreement, rating_form, rubric_dimensions, save_rating,
                                 scale_descriptions, show_next, wire_submit)
-from ui.common import AppSettings, FieldErrors, cell_runs, esc, instances_by_id, passage_html, run_table, texts, user_error
+from ui.common import REPO, AppSettings, FieldErrors, cell_runs, esc, passage_html, run_table, texts, user_error
 
 STUDY = experiment_of(infilling.NAME)
 POINTWISE_RUBRIC = infilling_words.RUBRIC
@@ -44,7 +45,8 @@ def _groups(sweep: str, kind: str) -> list[list[Output]]:
 
 
 def _make_item(sweep: str, kind: str, group: list[Output]) -> annotations.AnnotationItem:
-    return fill_item(STUDY, sweep, kind, group, instances_by_id)
+    form = live_form(load_study(infilling.NAME))
+    return fill_item(STUDY, sweep, kind, group, lambda path: {item.id: item.record for item in form.items_in(REPO / path)})
 
 
 def item_html(item: annotations.AnnotationItem, order: tuple[int, ...]) -> str:

@@ -19,7 +19,6 @@ import yaml
 
 from narrative_eval import tracking
 from narrative_eval.config import CATALOG_NAME, load_catalog
-from narrative_eval.data import load_instances
 from narrative_eval.data.instances import BLANK_RE
 from narrative_eval.evaluation import SingleTurnStudy
 from narrative_eval.metrics import at_avg, at_avg_names
@@ -155,28 +154,6 @@ def data_files(settings: AppSettings, study: SingleTurnStudy) -> list[str]:
 def config_files(settings: AppSettings) -> list[str]:
     return [str(p.relative_to(settings.repo)) for p in sorted(settings.configs_dir.glob("*.yaml"))
             if p.name != CATALOG_NAME]
-
-
-_instances_lock = threading.Lock()
-_instances_cache: dict[tuple[str, float], dict[str, Any]] = {}
-
-
-def instances_by_id(path: str | Path, repo: Path = REPO) -> dict[str, Any]:
-    """instance_id -> InfillingInstance of a data file (cached per file version); {} when it cannot be read."""
-
-    resolved = Path(path)
-    if not resolved.is_absolute():
-        resolved = repo / resolved
-    if not resolved.exists():
-        return {}
-    key = (str(resolved), resolved.stat().st_mtime)
-    with _instances_lock:
-        if key not in _instances_cache:
-            try:
-                _instances_cache[key] = {inst.instance_id: inst for inst in load_instances(resolved)}
-            except Exception:  # a malformed file just means no passages to show
-                _instances_cache[key] = {}
-        return _instances_cache[key]
 
 
 # --------------------------------------------------------------------------- MLflow

@@ -15,8 +15,8 @@ from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.reports.labels import label as metric_label
 from narrative_eval.stats.cell_scores import JUDGE_ROW_FIELDS, row_scores
 from narrative_eval.evaluation import SingleTurnStudy
-from narrative_eval.studies.live import shown_field
-from ui.common import (AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, failed_judge_checks, instances_by_id,
+from narrative_eval.studies.live import live_form, shown_field
+from ui.common import (REPO, AppSettings, at_avg_metrics, at_avg_of, cell_runs, esc, failed_judge_checks,
                        judge_ids_of, mlflow_ui_available, number, passage_html, pick_sweep,
                        run_choices, run_label, run_table, single_turn_studies, study_named, sweeps, texts,
                        trace_link)
@@ -140,7 +140,7 @@ def render(study: SingleTurnStudy, sweep: str | None, run_ids: list[str], seed: 
             continue
         row = rows.iloc[0]
         if not shown:
-            shown, reference = _shown_text(row, field, run, instance_id), row.get(study.reference) or ""
+            shown, reference = _shown_text(study, row, field, run, instance_id), row.get(study.reference) or ""
             meta = " · ".join([*(f"{esc(column)} {esc(row.get(column))}" for column in _item_columns(study, row)
                                  if column != field), f"<code>{esc(instance_id)}</code>"])
         answer = row.get(study.answer_column)
@@ -173,13 +173,14 @@ def _item_columns(study: SingleTurnStudy, row: pd.Series) -> list[str]:
     return names[names.index(study.id_column) + 1: names.index("seed")] if "seed" in names else []
 
 
-def _shown_text(row: pd.Series, field: str, run: pd.Series, item_id: str) -> str:
-    """The item's shown text: its row's column, else the data file's record (a study whose rows leave it out), else
-    the prompt sent."""
+def _shown_text(study: SingleTurnStudy, row: pd.Series, field: str, run: pd.Series, item_id: str) -> str:
+    """The item's shown text: its row's column, else the item as the study reads it from the run's data file (a study
+    whose rows leave it out), else the prompt sent."""
     if isinstance(row.get(field), str):
         return row[field]
-    record = instances_by_id(run.get("params.data_path") or "").get(item_id)
-    return getattr(record, field, None) or problem_from_messages(row.get("messages"))
+    path = run.get("params.data_path")
+    items = {item.id: item for item in live_form(study).items_in(REPO / path)} if isinstance(path, str) and path else {}
+    return (items[item_id].fields.get(field) if item_id in items else None) or problem_from_messages(row.get("messages"))
 
 
 def _checks_line(run: pd.Series) -> str:

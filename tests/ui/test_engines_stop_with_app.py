@@ -39,7 +39,11 @@ def fill_statuses(url: str) -> list[str]:
     from gradio_client import Client
 
     client = Client(url, verbose=False)
-    job = client.submit(PASSAGE, "", 1, MODEL, "L2", 0.0, 8, api_name="/on_fill")
+    # Fill live's inputs: the study, its setting, the model, temperature, max tokens, then every study's boxes (by label).
+    boxes = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/on_fill"]["parameters"][5:]
+    typed = {"Passage with one blank (______)": PASSAGE, "Missing sentences (n)": 1}
+    job = client.submit("infilling", "L2", MODEL, 0.0, 8, *(typed.get(box["label"], "") for box in boxes),
+                        api_name="/on_fill")
     job.result(timeout=600)
     return [value for output in job.outputs() for value in output if isinstance(value, str)]
 
