@@ -1,7 +1,7 @@
 """Human ratings behind the app's Annotate tab: blinded items and ratings in SQLite, their agreement with an
 LLM judge and between raters, and ratings as rows for a sweep's report or export.
 
-Three modules (store, agreement, ratings); import them from here.
+Modules: store, agreement, ratings (import them from here) and items (what a study's rating items share).
 """
 
 from narrative_eval.annotations.agreement import (
