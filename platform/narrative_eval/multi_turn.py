@@ -17,7 +17,7 @@ import hashlib
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -25,6 +25,7 @@ from narrative_eval.backends import in_batches
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.evaluation import Item, aggregate_seeds, judge_stage, mean_or_nan, shown_to_judge
 from narrative_eval.judges import judge_many, rubric_hash
+from narrative_eval.judges.judge import GeneratingBackend
 from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, JudgeSpec, Message, Reply, Turn, derived_seed
 from narrative_eval.records.keys import judge_key
 from narrative_eval.study import CellResult, ProgressFactory, Runtime, Study
@@ -37,12 +38,6 @@ JUDGMENTS = "judgments.json"
 """Every verdict of a cell: one entry per item, seed and judge, with each scorer's verdict."""
 DEFAULT_MAX_REGENERATIONS = 1
 """Fresh attempts given to a truncated conversation before it is left unscored."""
-
-
-class GeneratesReplies(Protocol):
-    """Anything with the backend call signature (a Backend or a CachedBackend)."""
-
-    def generate(self, conversations: Sequence[Sequence[Message]], params: Any) -> list[Reply]: ...
 
 
 @dataclass
@@ -155,7 +150,7 @@ class MultiTurnStudy(Study):
 # --------------------------------------------------------------------------- delivery
 
 
-def generate_grouped(backend: GeneratesReplies, conversations: Sequence[Sequence[Message]],
+def generate_grouped(backend: GeneratingBackend, conversations: Sequence[Sequence[Message]],
                      params: Sequence[GenerationParams]) -> list[Reply]:
     """Replies with per-request params in as few backend calls as the backend allows: the cached backend (and any
     engine with `per_request_params`) takes the whole list in one call, a bare engine one call per distinct params.
@@ -184,7 +179,7 @@ def _turn(index: int, user: str, reply: Reply, final: bool) -> Turn:
                 finish_reason="error" if reply.error and reply.finish_reason == "stop" else reply.finish_reason)
 
 
-def deliver(backend: GeneratesReplies, items: Sequence[Item], turn_texts: Sequence[Sequence[str]], condition: str,
+def deliver(backend: GeneratingBackend, items: Sequence[Item], turn_texts: Sequence[Sequence[str]], condition: str,
             system_prompt: str, params: GenerationParams, seed: int, *, attempt: int = 0,
             progress: ProgressFactory | None = None, observe: Callable[[str, int, Reply], None] | None = None,
             continue_after_length: bool = False) -> list[Conversation]:
@@ -330,7 +325,7 @@ def run_multi_turn(study: MultiTurnStudy, cell: CellSpec, runtime: Runtime) -> C
                       generated=sum(b.generated - generated_before[key] for key, b in backends.items()))
 
 
-def _deliver_with_regeneration(study: MultiTurnStudy, cell: CellSpec, runtime: Runtime, generator: GeneratesReplies,
+def _deliver_with_regeneration(study: MultiTurnStudy, cell: CellSpec, runtime: Runtime, generator: GeneratingBackend,
                                items: list[Item], turn_texts: Mapping[str, list[str]], system_prompt: str, seed: int,
                                observe: _Seconds) -> tuple[list[Conversation], list[tuple[Conversation, bool]]]:
     """Every item delivered; truncated conversations regenerated with fresh seeds. Returns the kept conversations
