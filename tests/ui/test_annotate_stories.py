@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ from browser_helpers import VIEWPORT, choose, open_tab, runs_match_report, settl
 
 from tests import shared_sweeps
 from tests.servers import start_app, stop
-from ui.common import CACHE_SECONDS
 
 # One worker with tests/studies/test_incremental.py: the sweep below asks what its tiny sweep asked (tests/shared_sweeps.py).
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow, pytest.mark.xdist_group(shared_sweeps.CREATIVE_GROUP)]
@@ -248,8 +246,6 @@ def test_a_failing_judge_is_warned_in_conversations_and_annotate_agreement(brows
     tag = f"judge_check/{JUDGE}"
     for run in runs:
         client.set_tag(run.info.run_id, tag, "fail: other_task_story")
-    # The app keeps a sweep's run listing for CACHE_SECONDS, and the previous test may have read it a moment ago.
-    time.sleep(CACHE_SECONDS + 0.5)
     try:
         page = browser.new_context(viewport=VIEWPORT).new_page()
         page.set_default_timeout(60_000)
