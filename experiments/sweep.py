@@ -16,7 +16,7 @@ from typing import Any
 from experiments.progress import Stopped, plain_progress, request_stop, tqdm_progress
 from narrative_eval import tracking
 from narrative_eval.backends.registry import BACKENDS
-from narrative_eval.config import SweepConfig, load_config
+from narrative_eval.config import SweepConfig, default_grid_names, load_config
 from narrative_eval.errors import ServiceUnavailable, UserError, add_debug_flag, cli_main, require_file
 from narrative_eval.executors import EXECUTORS
 from narrative_eval.judges.rubric import RUBRICS
@@ -79,6 +79,12 @@ def listing() -> str:
         for entry in registry.entries():
             aliases = f" (also: {', '.join(entry.aliases)})" if entry.aliases else ""
             lines.append(f"  {entry.name}{aliases}  [{entry.origin}]")
+    lines.append("grids (each study's prompt settings and conditions; * marks a default):")
+    for study in STUDIES.names():
+        for key, (names, default) in default_grid_names(study).items():
+            shown = "any name (the study checks them)" if names is None else \
+                " ".join(f"{name}*" if name in default else name for name in names)
+            lines.append(f"  {study} {key}: {shown}")
     return "\n".join(lines)
 
 

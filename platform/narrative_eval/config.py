@@ -254,6 +254,16 @@ REPORT_KEY_FILE = ".data-key"
 """Marker in a report folder: the data key of the sweep that writes there."""
 
 
+def default_grid_names(study: str) -> dict[str, tuple[list[str] | None, tuple[str, ...]]]:
+    """Grid key -> (the names a config of `study` that keeps every default may give it, its default): what
+    `experiments.sweep --list` shows of each study. None where the study takes any name (it checks them itself)."""
+    grid = grid_of(study)
+    config = SweepConfig.model_construct(study=study, extra={}, prompt_settings=list(grid.prompt_settings.default),
+                                         conditions=list(grid.conditions.default), section=_section_model(study)())
+    return {key: (None if choices.names is None else list(choices.names(config) or []), choices.default)
+            for key, choices in grid.keys().items()}
+
+
 def claim_report_dir(base: Path, key: str) -> Path:
     """The report folder for a sweep's data: base when free or already its own, else base-<key>; marked as claimed."""
     chosen = base

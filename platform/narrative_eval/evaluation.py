@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pandas as pd
-
 from narrative_eval.backends import in_batches
 from narrative_eval.judges import judge_many, load_rubric, qavg, summarize
 from narrative_eval.judges.checks import ControlItem, ControlSet, pick_other, sample_ids
+from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import METRICS, at_avg, at_avg_names, get_metric, metric_names
 from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
 from narrative_eval.records import CellSpec, JudgeResult, JudgeSpec, Message, Reply, derived_seed, finite_number
@@ -36,6 +35,8 @@ from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_ke
 from narrative_eval.stats.cell_scores import cell_intervals
 from narrative_eval.study import CellResult, Choices, Grid, Runtime, Study, SweepSettings
 from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, generation_attributes
+
+pd = lazy_module("pandas")
 
 TABLE = "generations.json"
 """A single-turn cell's table: one row per item and seed."""

@@ -8,8 +8,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from narrative_eval import tracking
 from narrative_eval.backends.accounting import Prices, usd
 from narrative_eval.backends.batch import batch_enabled, collect_open
@@ -21,6 +19,7 @@ from narrative_eval.data.files import file_sha256
 from narrative_eval.errors import UserError, require_file
 from narrative_eval.executors import EXECUTORS
 from narrative_eval.judges.checks import judge_controls
+from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import metric_names
 from narrative_eval.records import CellSpec, ModelSpec
 from narrative_eval.stats.judge_checks import (
@@ -32,6 +31,10 @@ from narrative_eval.stats.judge_checks import (
     verdict_tags,
 )
 from narrative_eval.study import ProgressFactory, Study, load_study, no_progress
+
+pd = lazy_module("pandas")
+
+entities = lazy_module("mlflow.entities")
 
 PROMPT_TOKENS_ESTIMATE = 400
 """Prompt tokens assumed per request when a dry run prices a grid before anything is rendered."""
@@ -206,7 +209,7 @@ def log_judge_checks(outcome: SweepOutcome, judgments: list[dict[str, Any]], dat
     c.log_dict(outcome.parent_run_id, {"data_sha256": data_sha256, "rows": [asdict(row) for row in rows]}, ROWS_ARTIFACT)
     c.log_dict(outcome.parent_run_id, judgments, JUDGMENTS_ARTIFACT)
     tracking.log_sweep_outputs(outcome.parent_run_id, {}, [], metrics=check_metrics(rows))
-    tags = [tracking.RunTag(key, value) for key, value in verdict_tags(rows).items()]
+    tags = [entities.RunTag(key, value) for key, value in verdict_tags(rows).items()]
     for run_id in [outcome.parent_run_id, *(cell.run_id for cell in outcome.cells if cell.run_id is not None)]:
         c.log_batch(run_id, tags=tags)
 

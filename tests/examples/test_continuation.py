@@ -64,6 +64,10 @@ def test_the_plugin_is_installed_and_listed_after_the_project_studies():
     assert code == 0
     assert "  continuation  [plugin narrative-eval-continuation: narrative_eval_continuation.study]" in listed
     assert "  continuation_quality  [plugin narrative-eval-continuation: " in listed
+    # Its own prompt settings and its one condition, beside the project's studies' grids, defaults starred.
+    assert "  continuation prompt_settings: plain* guided" in listed
+    assert "  continuation conditions: standard*" in listed
+    assert "  incremental-delivery conditions: full* sharded* recap snowball" in listed
     assert STUDIES[0] == "infilling" and "continuation" in STUDIES  # the Runs tab's default study is unchanged
 
 

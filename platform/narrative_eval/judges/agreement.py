@@ -14,9 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import krippendorff
 import numpy as np
-from scipy import stats
+
+from narrative_eval.lazy import lazy_module
+
+krippendorff = lazy_module("krippendorff")
+stats = lazy_module("scipy.stats")
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 

@@ -9,12 +9,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import interval_keys
 from narrative_eval.reports.labels import humanize, platform_presentation
 from narrative_eval.reports.tables import fold_intervals, readable
 from narrative_eval.study import ReportTable, Study, all_studies
+
+pd = lazy_module("pandas")
 
 JUDGE_SLOT = "{judge}"
 """Where a table's file stem and title name a judge id."""

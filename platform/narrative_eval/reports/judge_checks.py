@@ -8,9 +8,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import pandas as pd
-
 from narrative_eval import tracking
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_prefix
 from narrative_eval.reports.labels import label
 from narrative_eval.reports.tables import write_table
@@ -21,6 +20,8 @@ from narrative_eval.stats.judge_checks import (
     judge_checks_table,
     rows_from_records,
 )
+
+pd = lazy_module("pandas")
 
 JUDGE_CHECKS_NAME = "judge_checks"
 """The file stem of the table (columns: stats.judge_checks.COLUMNS, docs/formats.md)."""

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import pandas as pd
-
 from narrative_eval import tracking
 from narrative_eval.evaluation import TABLE, SingleTurnStudy
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judges_logging
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import write_table
+
+pd = lazy_module("pandas")
 
 
 def write_single_turn_report(study: SingleTurnStudy, sweep: str, out_dir: str | Path, data_sha256: str | None,

@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pandas as pd
-
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records import finite_number
 from narrative_eval.records.keys import interval_keys, with_interval
 from narrative_eval.reports.labels import label, labelled_values, labels
+
+pd = lazy_module("pandas")
 
 FLOAT_DIGITS = 6
 """Decimals kept in the CSV files."""

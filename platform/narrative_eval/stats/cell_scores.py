@@ -13,12 +13,14 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
+from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records.keys import interval_keys, judge_key, parse_judge_key
 from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
+
+pd = lazy_module("pandas")
 
 CELL_N_BOOT = 1000
 """Resamples behind a cell's interval (modest: a sweep logs one interval per metric per cell)."""

@@ -24,7 +24,6 @@ from typing import Any
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import pandas as pd
 
 from narrative_eval.judges.checks import (
     PAIRWISE_RELATIONS,
@@ -33,8 +32,11 @@ from narrative_eval.judges.checks import (
     ControlJudgment,
     load_thresholds,
 )
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import with_interval
 from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
+
+pd = lazy_module("pandas")
 
 POSITION_BIAS_CHECK = "position_bias"
 """The check name of the row every pairwise rubric gets from all its control pairs."""

@@ -13,7 +13,10 @@ import math
 from statistics import NormalDist
 
 import numpy as np
-import pandas as pd
+
+from narrative_eval.lazy import lazy_module
+
+pd = lazy_module("pandas")
 
 POWER = 0.80
 """Power the minimum detectable effect is computed for."""

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
-import pandas as pd
 
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key
 from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
 from narrative_eval.stats.cell_scores import passage_of, row_judges, row_scores
+
+pd = lazy_module("pandas")
 
 MIN_SHARED = 10
 """Fewest shared instances a paired test runs on."""

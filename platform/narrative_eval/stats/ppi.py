@@ -36,9 +36,11 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
-import pandas as pd
 
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import with_interval
+
+pd = lazy_module("pandas")
 
 DEFAULT_LEVEL = 0.95
 """Coverage of every interval."""

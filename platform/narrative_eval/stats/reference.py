@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from narrative_eval.errors import UserError
+from narrative_eval.lazy import lazy_module
+
+pd = lazy_module("pandas")
 
 REFERENCE_DIR = Path(__file__).resolve().parents[3] / "data" / "reference"
 """Where named reference files live: `<name>_infilling.csv`."""

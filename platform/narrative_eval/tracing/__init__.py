@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-from mlflow import MlflowClient
-
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records import CellSpec, finite_number
 from narrative_eval.tracing.base import CellEvaluation, CellRecords, generation_attributes
 from narrative_eval.tracing.datasets import register_evaluation_dataset
@@ -31,9 +29,13 @@ from narrative_eval.tracing.traces import (
     write_traces,
 )
 
+pd = lazy_module("pandas")
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
 DESCRIPTION_TAG = "mlflow.note.content"
 """The run tag MLflow shows as a run's description."""
-
 
 
 def log_cell_records(client: MlflowClient, run_id: str, cell: CellSpec, result: Any,

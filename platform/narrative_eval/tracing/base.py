@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records import CellSpec
 from narrative_eval.tracing.records import TraceRecord
+
+pd = lazy_module("pandas")
 
 
 @dataclass
@@ -20,7 +21,7 @@ class CellRecords:
     """The cell table whose rows get their trace ids (e.g. 'generations.json')."""
     traces: list[TraceRecord] = field(default_factory=list)
     """One per generation."""
-    dataset: pd.DataFrame = field(default_factory=pd.DataFrame)
+    dataset: pd.DataFrame = field(default_factory=lambda: pd.DataFrame())
     """The inputs the cell used, one row per instance or task (logged as the run's dataset)."""
     expectations: tuple[str, ...] = ()
     """Columns of `dataset` that hold an expected output (a gold text): the evaluation dataset's expectations."""

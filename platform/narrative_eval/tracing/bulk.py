@@ -29,9 +29,11 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlflow.tracing.client import TracingClient
+if TYPE_CHECKING:
+    from mlflow.tracing.client import TracingClient
+
 
 log = logging.getLogger(__name__)
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
-
-from mlflow import MlflowClient
+from typing import TYPE_CHECKING, Any
 
 from narrative_eval.records import CellSpec, stable_hash
 from narrative_eval.tracing.base import CellRecords
 from narrative_eval.tracing.bulk import merge_dataset_records
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
 
 SWEEPS_TAG = "narrative_eval.sweeps"
 """Dataset tag: the sweeps whose cells ran on it, comma-separated."""

@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlflow import MlflowClient
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
 
 
 SHA_TAG = "narrative_eval.sha256"

@@ -8,13 +8,16 @@ import os
 import secrets
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mlflow
-from mlflow import MlflowClient
-
+from narrative_eval.lazy import lazy_module
 from narrative_eval.tracing.bulk import write_traces_batch
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+mlflow = lazy_module("mlflow")
 
 log = logging.getLogger(__name__)
 

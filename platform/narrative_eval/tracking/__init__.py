@@ -19,10 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-from mlflow.entities import Metric, Param, Run, RunStatus, RunTag
-from mlflow.tracking import MlflowClient
-
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records import CellSpec, finite_number
 from narrative_eval.tracing import DESCRIPTION_TAG, CellEvaluation, describe_sweep, log_cell_records
 from narrative_eval.tracing.traces import warn_once
@@ -51,6 +48,11 @@ from narrative_eval.tracking.store import (
     unreachable,
 )
 
+pd = lazy_module("pandas")
+
+mlflow = lazy_module("mlflow")
+entities = lazy_module("mlflow.entities")
+
 SECRET_WORDS = re.compile(r"(^|[_-])(api[_-]?key|key|token|secret|password|authorization)($|[_-])", re.IGNORECASE)
 """A secret-looking key names a secret as one of its words (api_key, access_token, Authorization); a count
 such as max_new_tokens is not one, and must survive so a logged spec can be rerun."""
@@ -60,7 +62,7 @@ MAX_PARAM_LENGTH = 6000
 _created_runs: set[str] = set()
 """Cell runs this process created and has not logged traces into yet: no earlier attempt left any there."""
 
-_open_runs: dict[str, list[Param]] = {}
+_open_runs: dict[str, list[entities.Param]] = {}
 """Runs this process started or resumed and has not ended yet, with the params they must still carry (a stop
 between creating a run and logging its params still leaves a run that says what it is; ended KILLED/FAILED)."""
 
@@ -156,7 +158,7 @@ def start_cell_run(experiment: str, cell: CellSpec, parent_run_id: str,
     if existing is _LOOK_UP:
         existing = find_cell_run(experiment, cell)
     c = client()
-    params = [Param(k, v) for k, v in cell_params(cell).items()]
+    params = [entities.Param(k, v) for k, v in cell_params(cell).items()]
     if existing is not None:
         run_id, _ = existing
         _open_runs[run_id] = params
@@ -186,7 +188,7 @@ def take_over(run_id: str, fresh: bool) -> None:
         _created_runs.add(run_id)
 
 
-def _log_missing_params(c: MlflowClient, run_id: str, logged: dict[str, str] | None = None) -> None:
+def _log_missing_params(c: mlflow.MlflowClient, run_id: str, logged: dict[str, str] | None = None) -> None:
     """Log the params an open run still lacks (MLflow refuses to log a param twice; `logged`: those it holds,
     when known: none in a run just created)."""
     logged = c.get_run(run_id).data.params if logged is None else logged
@@ -197,7 +199,8 @@ def _log_missing_params(c: MlflowClient, run_id: str, logged: dict[str, str] | N
         _open_runs[run_id] = []
 
 
-def _create_cell_run(c: MlflowClient, experiment: str, cell: CellSpec, parent_run_id: str, params: list[Param]) -> str:
+def _create_cell_run(c: mlflow.MlflowClient, experiment: str, cell: CellSpec, parent_run_id: str,
+                     params: list[entities.Param]) -> str:
     run = c.create_run(
         experiment_id(experiment),
         run_name=cell.run_name,
@@ -256,8 +259,8 @@ def log_cell(run_id: str, cell: CellSpec, result: Any, evaluation: Callable[[], 
     existing = run.data.params
     now = int(time.time() * 1000)
     # A resumed run may already carry some params from an attempt killed while logging; params are immutable.
-    new_params = [Param(k, v) for k, v in params.items() if k not in existing]
-    metrics = [Metric(k, float(v), now, 0) for k, v in result.metrics.items() if finite_number(v) is not None]
+    new_params = [entities.Param(k, v) for k, v in params.items() if k not in existing]
+    metrics = [entities.Metric(k, float(v), now, 0) for k, v in result.metrics.items() if finite_number(v) is not None]
     # MLflow caps a batch at 100 params and 1000 metrics.
     for start in range(0, len(new_params), 100):
         c.log_batch(run_id, params=new_params[start : start + 100])
@@ -278,7 +281,7 @@ def log_cell(run_id: str, cell: CellSpec, result: Any, evaluation: Callable[[], 
     _open_runs.pop(run_id, None)
 
 
-def _log_evaluation_records(c: MlflowClient, run: Run, cell: CellSpec, result: Any,
+def _log_evaluation_records(c: mlflow.MlflowClient, run: entities.Run, cell: CellSpec, result: Any,
                             evaluation: Callable[[], CellEvaluation] | None) -> None:
     """Dataset, traces with assessments, prompt versions, description (narrative_eval.tracing); a failure there
     is a warning, never a failed cell."""
@@ -348,7 +351,7 @@ def log_sweep_outputs(run_id: str, tables: dict[str, str], files: Iterable[Path]
         c.log_artifact(run_id, str(path), artifact_path="report")
     if metrics:
         now = int(time.time() * 1000)
-        c.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if finite_number(v) is not None])
+        c.log_batch(run_id, metrics=[entities.Metric(k, float(v), now, 0) for k, v in metrics.items() if finite_number(v) is not None])
 
 
 def _slug(text: str) -> str:
@@ -358,8 +361,6 @@ def _slug(text: str) -> str:
 __all__ = [
     "DEFAULT_TRACKING_URI",
     "CellWriter",
-    "RunStatus",
-    "RunTag",
     "cell_params",
     "client",
     "end_open_runs",

@@ -8,11 +8,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import mlflow
-import pandas as pd
-from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-
 from narrative_eval.errors import UserError
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records import CellSpec
 from narrative_eval.tracking.store import (
     TAG_KIND,
@@ -22,6 +19,11 @@ from narrative_eval.tracking.store import (
     find_runs,
     tracking_uri,
 )
+
+pd = lazy_module("pandas")
+
+mlflow = lazy_module("mlflow")
+artifact_repositories = lazy_module("mlflow.store.artifact.artifact_repository_registry")
 
 
 def find_sweep_run(experiment: str, sweep: str) -> str | None:
@@ -103,7 +105,8 @@ def load_table(run_id: str, name: str) -> pd.DataFrame:
 
 def load_json_artifact(run_id: str, name: str) -> Any:
     with tempfile.TemporaryDirectory() as tmp:
-        path = get_artifact_repository(_artifact_uri(tracking_uri(), run_id)).download_artifacts(name, tmp)
+        repository = artifact_repositories.get_artifact_repository(_artifact_uri(tracking_uri(), run_id))
+        path = repository.download_artifacts(name, tmp)
         return json.loads(Path(path).read_text())
 
 

@@ -10,8 +10,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-import mlflow
-from mlflow.tracking import MlflowClient
+from narrative_eval.lazy import lazy_module
+
+mlflow = lazy_module("mlflow")
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 TAG_KIND = "narrative_eval.kind"
@@ -46,7 +47,7 @@ def prepare_store(uri: str) -> None:
             with open(lock_path, "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 try:
-                    MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+                    mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
                 finally:
                     fcntl.flock(lock, fcntl.LOCK_UN)
         _prepared.add(uri)
@@ -70,11 +71,11 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
-def client() -> MlflowClient:
+def client() -> mlflow.MlflowClient:
     uri = tracking_uri()
     prepare_store(uri)
     mlflow.set_tracking_uri(uri)
-    return MlflowClient(tracking_uri=uri)
+    return mlflow.MlflowClient(tracking_uri=uri)
 
 
 def experiment_id(name: str) -> str:

@@ -22,13 +22,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import with_interval
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
 from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.incremental.vocabulary import COMPARISON, REFERENCE
+
+pd = lazy_module("pandas")
 
 QUALITY_DIMENSIONS: tuple[str, ...] = QUALITY_FIELDS
 """The five 1-5 writing-quality dimensions."""

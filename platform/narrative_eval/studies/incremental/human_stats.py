@@ -26,9 +26,9 @@ import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
 from narrative_eval.judges.agreement import cohen_kappa, krippendorff_alpha, spearman
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import interval_keys
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
 from narrative_eval.stats.ppi import human_anchored_table, human_rating, judge_score
@@ -37,6 +37,8 @@ from narrative_eval.studies.incremental.human_records import PAIRWISE_DIMENSIONS
 from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.incremental.vocabulary import COMPARISON, PRIMARY, REVERSED
+
+pd = lazy_module("pandas")
 
 AGGREGATIONS: tuple[str, ...] = ("mean", "median", "centered")
 """How the raters of one response are combined."""

@@ -32,9 +32,9 @@ from pathlib import Path
 import re
 
 import numpy as np
-import pandas as pd
 
 from narrative_eval import tracking
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key, judges_logging, metric_column, with_interval
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import file_slug, markdown_table, write_csv, write_table
@@ -68,6 +68,8 @@ from narrative_eval.studies.incremental.score_records import load_score_records,
 from narrative_eval.studies.incremental.turns import replanning_conditions
 from narrative_eval.studies.incremental.vocabulary import COMPARISON, NAME, REFERENCE
 from narrative_eval.study import experiment_of
+
+pd = lazy_module("pandas")
 
 DIAGNOSTIC_TITLES: dict[str, str] = {
     "task_composition": "Tasks, constraints, shards and evaluation scale per genre",

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from narrative_eval import tracking
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records import CellSpec
 from narrative_eval.studies.incremental.cell_tasks import tasks_of_cell
 from narrative_eval.studies.incremental.records import ScoreRecord, WritingTask
@@ -29,6 +29,8 @@ from narrative_eval.studies.incremental.tasks import GENRES
 from narrative_eval.studies.incremental.turns import CONDITIONS
 from narrative_eval.studies.incremental.vocabulary import FULL, NAME, REFERENCE, SHARDED
 from narrative_eval.study import experiment_of
+
+pd = lazy_module("pandas")
 
 COMPOSITION_COLUMNS: tuple[str, ...] = (
     "genre", "n_tasks", "n_constraints", "constraints_per_task", "shards_mean", "shards_min", "shards_max",

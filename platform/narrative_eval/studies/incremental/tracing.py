@@ -6,13 +6,14 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
-import pandas as pd
-
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records import CellSpec
 from narrative_eval.records.keys import seeded
 from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.tracing import CellRecords, generation_attributes
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord, TurnRecord
+
+pd = lazy_module("pandas")
 
 TABLE = "conversations.json"
 """A cell's table: one row per task, seed and turn."""

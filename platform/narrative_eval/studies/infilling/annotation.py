@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import pandas as pd
-
 from narrative_eval.annotations import AnnotationItem, Kind, item_key
 from narrative_eval.annotations.items import judge_scores_of, output_source, problem_from_messages
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records import InfillingInstance
+
+pd = lazy_module("pandas")
 
 Output = tuple[pd.Series, pd.Series]
 """One fill: (its cell run, its generations row)."""

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key
 from narrative_eval.stats.cell_scores import passage_of, row_scores
 from narrative_eval.stats.ppi import human_anchored_table, human_rating, judge_score
+
+pd = lazy_module("pandas")
 
 
 def ppi_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, dimensions: Sequence[str]) -> pd.DataFrame:

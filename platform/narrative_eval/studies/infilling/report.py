@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from narrative_eval import annotations, tracking
 from narrative_eval.judges import load_rubric
 from narrative_eval.judges.agreement import cohen_kappa, spearman
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
+from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records import finite_number
 from narrative_eval.records.keys import (interval_keys, is_spread, judge_key, judge_prefix, judges_logging,
@@ -32,6 +32,8 @@ from narrative_eval.studies.infilling.ppi import ppi_table
 from narrative_eval.studies.infilling.report_samples import high_quality_tables
 from narrative_eval.studies.infilling.vocabulary import NAME
 from narrative_eval.study import experiment_of
+
+pd = lazy_module("pandas")
 
 HUMAN_RUBRIC = "infilling_narrative"
 """The rubric whose dimensions human raters score (the app's Annotate tab uses the same one)."""

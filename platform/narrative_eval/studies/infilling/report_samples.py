@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pandas as pd
-
 from narrative_eval.data.instances import load_instances
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD as HIGH
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key
+
+pd = lazy_module("pandas")
 
 COLUMNS = ["model", "setting", "instance_id", "seed", "domain", "qavg", "passage", "gold", "fill"]
 
