@@ -32,9 +32,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 EPSILON = 0.2
 """The cost margin by default: the paper's value for expert raters (0.15 skilled, 0.1 crowd workers)."""
+
+EPSILON_HELP = (f"the alternative annotator test's cost margin (default {EPSILON}: expert raters; the paper suggests "
+                "0.15 for skilled raters, 0.1 for crowd workers)")
+"""What a report command's --alt-test-epsilon says."""
 
 FDR_LEVEL = 0.05
 """q of the Benjamini-Yekutieli correction over the raters' tests (the paper's)."""
@@ -204,5 +209,29 @@ def alt_test_row(result: AltTestResult) -> dict:
             "passed": bool(result.passed) if result.n_raters else None, "reason": result.reason}
 
 
-__all__ = ["ALT_TEST_COLUMNS", "EPSILON", "FDR_LEVEL", "MIN_OUTPUTS", "MIN_RATERS", "AltTestResult", "alt_test_row",
+def alt_test_table(ratings: pd.DataFrame, judge: pd.DataFrame, output: str, dimensions: Sequence[str],
+                   epsilon: float = EPSILON, min_outputs: int = MIN_OUTPUTS) -> pd.DataFrame:
+    """A report's `alt_test_<judge>`: one row per dimension (dimension, then ALT_TEST_COLUMNS).
+
+    `ratings` has one row per rater and output (`rater`, the `output` column, one column per dimension, NaN: not
+    rated); `judge` one row per output (`output`, one column per dimension: the judge's score). The test runs where
+    MIN_RATERS raters or more rated some output; otherwise the row says so and its numbers are empty."""
+    rows = []
+    for dimension in dimensions:
+        rated = ratings.dropna(subset=[dimension]) if dimension in ratings else ratings.iloc[0:0]
+        most = int(rated.groupby(output)["rater"].nunique().max()) if not rated.empty else 0
+        if most < MIN_RATERS:
+            rows.append({"dimension": dimension, "epsilon": epsilon, "n_raters": 0, "n_outputs": 0,
+                         "winning_rate": math.nan, "advantage_probability": math.nan, "passed": None,
+                         "reason": f"no output rated by {MIN_RATERS} raters or more (at most {most})"})
+            continue
+        matrix = rated.pivot_table(index="rater", columns=output, values=dimension, aggfunc="mean")
+        scores = judge.drop_duplicates(output).set_index(output)[dimension].reindex(matrix.columns)
+        result = alternative_annotator_test(matrix.to_numpy(dtype=float), scores.to_numpy(dtype=float),
+                                            [str(r) for r in matrix.index], epsilon, min_outputs=min_outputs)
+        rows.append({"dimension": dimension, **alt_test_row(result)})
+    return pd.DataFrame(rows, columns=["dimension", *ALT_TEST_COLUMNS])
+
+
+__all__ = ["ALT_TEST_COLUMNS", "EPSILON", "EPSILON_HELP", "FDR_LEVEL", "MIN_OUTPUTS", "MIN_RATERS", "AltTestResult", "alt_test_row", "alt_test_table",
            "alternative_annotator_test", "benjamini_yekutieli", "one_sided_p_value", "student_t_cdf"]

@@ -30,6 +30,7 @@ import pandas as pd
 
 from narrative_eval.judges.agreement import cohen_kappa, krippendorff_alpha, spearman
 from narrative_eval.records.keys import interval_keys
+from narrative_eval.stats.alt_test import EPSILON, MIN_OUTPUTS, alt_test_table
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
 from narrative_eval.stats.ppi import human_anchored_table, human_rating, judge_score
 from narrative_eval.studies.incremental.effects import pair_frame, responses_frame
@@ -345,3 +346,18 @@ def pointwise_ppi_table(ratings: Sequence[PointwiseRating], records: Sequence[Sc
     })
     outputs = outputs.merge(human, on="response", how="left")
     return human_anchored_table(outputs, ["model", "condition"], list(QUALITY_FIELDS), "story_id")
+
+
+def pointwise_alt_test_table(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str,
+                             epsilon: float = EPSILON, min_outputs: int = MIN_OUTPUTS) -> pd.DataFrame:
+    """The human-validation report's `alt_test_<judge>`: per quality dimension, the alternative annotator test
+    (stats.alt_test) of the judge's score records against the raters of the same responses (N/A left out), whichever
+    judge's record id a rating names."""
+    response_by_id = {r.record_id: response_of(r) for r in records}
+    human = ratings_frame(ratings)
+    human["response"] = human["record_id"].map(response_by_id)
+    judged = pd.DataFrame({"response": [response_of(r) for r in records if r.judge == judge],
+                           **{d: [np.nan if r.quality.get(d) is None else float(r.quality[d])
+                                  for r in records if r.judge == judge] for d in QUALITY_FIELDS}})
+    return alt_test_table(human.dropna(subset=["response"]), judged, "response", list(QUALITY_FIELDS), epsilon,
+                          min_outputs)

@@ -15,6 +15,7 @@ from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.records.keys import judge_key
 from narrative_eval.registry import Registry
+from narrative_eval.stats.alt_test import EPSILON, EPSILON_HELP
 from narrative_eval.reports.labels import labels
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig, pairwise_names, pairwise_problems
@@ -90,11 +91,14 @@ def human_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    parser.add_argument("--alt-test-epsilon", type=float, default=EPSILON, metavar="EPSILON",
+                        help=EPSILON_HELP)
 
 
 def human_report(args: argparse.Namespace, data_sha256: str | None) -> dict[str, str]:
     options = {"pointwise": args.pointwise, "pairwise": args.pairwise, "cases": args.cases,
-               "reference": args.reference_rater, "n_boot": args.resamples, "seed": args.seed}
+               "reference": args.reference_rater, "n_boot": args.resamples, "seed": args.seed,
+               "alt_test_epsilon": args.alt_test_epsilon}
     if args.sweep:
         return human_validation_from_sweep(args.sweep, args.out, data_sha256=data_sha256, **options)
     return write_human_validation_report(args.out, scores=args.scores, **options)

@@ -14,6 +14,7 @@ from narrative_eval.judges.checks import ControlSet
 from narrative_eval.prompts.render import PromptSettings
 from narrative_eval.records import CellSpec, JudgeSpec, Message
 from narrative_eval.reports.labels import labels
+from narrative_eval.stats.alt_test import EPSILON, EPSILON_HELP
 from narrative_eval.stats.cell_scores import passage_of
 from narrative_eval.studies.infilling.cell import select_instances
 from narrative_eval.studies.infilling.config import InfillingConfig
@@ -38,11 +39,14 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
     humans.add_argument("--ratings", help="human ratings CSV (rater, model, prompt_setting, instance_id, seed, one 1-5 "
                                           "column per dimension) for the human-agreement table")
     humans.add_argument("--annotations", help="the app's annotation store (default: .cache/annotations.sqlite, if present)")
+    parser.add_argument("--alt-test-epsilon", type=float, default=EPSILON, metavar="EPSILON",
+                        help=EPSILON_HELP)
 
 
 def run_report(args: argparse.Namespace, data_sha256: str | None) -> dict[str, str]:
     return write_infilling_report(args.sweep, args.out, ratings_csv=args.ratings, annotations_path=args.annotations,
-                                  data_sha256=data_sha256, mde_target=args.mde_target, reference=args.reference)
+                                  data_sha256=data_sha256, mde_target=args.mde_target, reference=args.reference,
+                                  alt_test_epsilon=args.alt_test_epsilon)
 
 
 @study(NAME)
