@@ -200,6 +200,27 @@ def human_rating(dimension: str) -> str:
     return f"human/{dimension}"
 
 
+@dataclass(frozen=True)
+class AnchoredOutputs:
+    """A study's outputs judged by one judge and partly rated by people, in the frame human_anchored_table reads:
+    what its PPI table, rating plan and rate-next order are computed from."""
+
+    judge: str
+    """The judge id."""
+    outputs: pd.DataFrame
+    """One row per output: the cell keys, the cluster column, judge_score(d) and human_rating(d) per dimension."""
+    cell_keys: tuple[str, ...]
+    """The columns that name a cell (infilling: model, setting; incremental: model, condition)."""
+    dimensions: tuple[str, ...]
+    """The judge's dimensions."""
+    cluster: str
+    """The column of the unit outputs are resampled by (a passage, a story)."""
+
+    def table(self, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+        """Its `ppi_<judge>` table."""
+        return human_anchored_table(self.outputs, self.cell_keys, self.dimensions, self.cluster, level)
+
+
 def human_anchored_table(outputs: pd.DataFrame, cell_keys: Sequence[str], dimensions: Sequence[str],
                          cluster: str, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
     """One row per cell and dimension of the cells where people rated some output: *cell_keys, dimension, n_all,
@@ -283,5 +304,5 @@ def stratified_mean(
             reasons.append(f"stratum {stratum}: {result.reason or 'no interval'}")
     return StratifiedMean(n_all, n_rated, _interval(mean, variance, z), len(present), "; ".join(reasons))
 
-__all__ = ["DEFAULT_LEVEL", "ESTIMATES", "HumanAnchoredMean", "MeanInterval", "StratifiedMean", "human_anchored_mean",
+__all__ = ["DEFAULT_LEVEL", "ESTIMATES", "AnchoredOutputs", "HumanAnchoredMean", "MeanInterval", "StratifiedMean", "human_anchored_mean",
            "human_anchored_table", "stratified_mean"]

@@ -32,7 +32,7 @@ from narrative_eval.judges.agreement import cohen_kappa, krippendorff_alpha, spe
 from narrative_eval.records.keys import interval_keys
 from narrative_eval.stats.alt_test import EPSILON, MIN_OUTPUTS, alt_test_table
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
-from narrative_eval.stats.ppi import human_anchored_table, human_rating, judge_score
+from narrative_eval.stats.ppi import AnchoredOutputs, human_rating, judge_score
 from narrative_eval.studies.incremental.effects import pair_frame, responses_frame
 from narrative_eval.studies.incremental.human_records import PAIRWISE_DIMENSIONS, EvidenceStatus, PairwiseVerdict, PointwiseRating
 from narrative_eval.studies.incremental.records import ScoreRecord
@@ -329,10 +329,10 @@ def response_of(record: ScoreRecord) -> str:
     return record.record_id[: -len(suffix)] if record.record_id.endswith(suffix) else record.record_id
 
 
-def pointwise_ppi_table(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str) -> pd.DataFrame:
-    """The human-validation report's `ppi_<judge>`: per model, condition and quality dimension, the judge's score
-    records against the pointwise ratings (several raters of one response averaged, N/A left out), whichever
-    judge's record id a rating names. Outputs are clustered by story, like the study's bootstrap."""
+def anchored_responses(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str) -> AnchoredOutputs:
+    """The responses `judge`'s score records judged, with their mean human rating (several raters of one response
+    averaged, N/A left out) whichever judge's record id a rating names; per model and condition, clustered by story
+    like the study's bootstrap."""
     response_by_id = {r.record_id: response_of(r) for r in records}
     human = response_scores(ratings)
     human["response"] = human["record_id"].map(response_by_id)
@@ -345,7 +345,12 @@ def pointwise_ppi_table(ratings: Sequence[PointwiseRating], records: Sequence[Sc
            for d in QUALITY_FIELDS},
     })
     outputs = outputs.merge(human, on="response", how="left")
-    return human_anchored_table(outputs, ["model", "condition"], list(QUALITY_FIELDS), "story_id")
+    return AnchoredOutputs(judge, outputs, ("model", "condition"), tuple(QUALITY_FIELDS), "story_id")
+
+
+def pointwise_ppi_table(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str) -> pd.DataFrame:
+    """The human-validation report's `ppi_<judge>`: per model, condition and quality dimension (anchored_responses)."""
+    return anchored_responses(ratings, records, judge).table()
 
 
 def pointwise_alt_test_table(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str,

@@ -30,6 +30,7 @@ Every file is read and checked before anything is computed; the problems of all 
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from narrative_eval.errors import UserError
 from narrative_eval.reports.tables import file_slug, write_table
 from narrative_eval.stats.alt_test import EPSILON
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
+from narrative_eval.stats.ppi import AnchoredOutputs
 from narrative_eval.studies.incremental.human_records import (
     EvidenceStatus,
     PairCase,
@@ -57,6 +59,7 @@ from narrative_eval.studies.incremental.human_stats import (
     judges_of,
     order_consistency,
     pairwise_agreement,
+    anchored_responses,
     pointwise_alignment,
     pointwise_alt_test_table,
     pointwise_ppi_table,
@@ -285,4 +288,18 @@ def human_validation_from_sweep(sweep: str, out_dir: str | Path, *, data_sha256:
     return tables
 
 
-__all__ = ["HumanInputs", "human_validation_from_sweep", "default_reference", "load_inputs", "write_human_validation_report"]
+def anchored_sweep_responses(sweep: str, data_sha256: str | None, pointwise: str | Path | None) -> list[AnchoredOutputs]:
+    """An incremental-delivery sweep's responses per judge of its score records, with the pointwise ratings of the
+    file given (the study keeps no ratings of its own), for a rating plan."""
+    if pointwise is None:
+        raise UserError(f"a {NAME} sweep's ratings are a pointwise ratings file: give --ratings ratings.jsonl")
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            records = export_sweep_records(sweep, scratch, data_sha256)
+        except ValueError as error:  # no finished cell run
+            raise UserError(str(error)) from None
+    ratings = load_pointwise_ratings(pointwise, {r.record_id for r in records})
+    return [anchored_responses(ratings, records, judge) for judge in sorted({r.judge for r in records})]
+
+
+__all__ = ["HumanInputs", "anchored_sweep_responses", "human_validation_from_sweep", "default_reference", "load_inputs", "write_human_validation_report"]

@@ -16,6 +16,7 @@ from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.records.keys import judge_key
 from narrative_eval.registry import Registry
 from narrative_eval.stats.alt_test import EPSILON, EPSILON_HELP
+from narrative_eval.stats.ppi import AnchoredOutputs
 from narrative_eval.reports.labels import labels
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig, pairwise_names, pairwise_problems
@@ -29,7 +30,11 @@ from narrative_eval.studies.incremental.report import (
     creative_report_from_sweep,
     with_sweep_checks,
 )
-from narrative_eval.studies.incremental.report_human import human_validation_from_sweep, write_human_validation_report
+from narrative_eval.studies.incremental.report_human import (
+    anchored_sweep_responses,
+    human_validation_from_sweep,
+    write_human_validation_report,
+)
 from narrative_eval.studies.incremental.tracing import conversation_records
 from narrative_eval.studies.incremental.turns import (
     CONDITIONS,
@@ -224,6 +229,11 @@ class IncrementalDeliveryStudy(MultiTurnStudy):
                           files=(("scores", "score file"), ("data", "data file"), ("pointwise", "pointwise file"),
                                  ("pairwise", "pairwise file"), ("cases", "cases file"))),
         ]
+
+    def anchored_outputs(self, sweep: str, data_sha256: str | None = None,
+                         ratings: str | Path | None = None) -> list[AnchoredOutputs]:
+        """Its responses per judge, with the pointwise ratings file `ratings` (the human-validation format)."""
+        return anchored_sweep_responses(sweep, data_sha256, ratings)
 
     def viewers(self) -> list[ConversationView]:
         """Its Conversations tab: each conversation's turns, and the final stories side by side with their checklists."""

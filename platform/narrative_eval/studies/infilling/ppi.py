@@ -11,7 +11,7 @@ import pandas as pd
 from narrative_eval.records.keys import judge_key
 from narrative_eval.stats.alt_test import EPSILON, MIN_OUTPUTS, alt_test_table
 from narrative_eval.stats.cell_scores import passage_of, row_scores
-from narrative_eval.stats.ppi import human_anchored_table, human_rating, judge_score
+from narrative_eval.stats.ppi import AnchoredOutputs, human_rating, judge_score
 
 
 OUTPUT_KEYS = ["model", "setting", "instance_id", "seed"]
@@ -33,17 +33,23 @@ def _judged(gens: pd.DataFrame, judge: str, dimensions: Sequence[str]) -> pd.Dat
     return outputs
 
 
-def ppi_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, dimensions: Sequence[str]) -> pd.DataFrame:
-    """The report's `ppi_<judge>`: per model, setting and judge dimension, from the generations rows
-    (a failed judgment has no score) and human ratings (rater, model, prompt_setting, instance_id, seed and the
-    dimensions; several raters of one fill averaged). Outputs are clustered by passage, like the cell intervals."""
+def anchored_fills(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, dimensions: Sequence[str]) -> AnchoredOutputs:
+    """The fills of a sweep judged by `judge`, from the generations rows (a failed judgment has no score) and human
+    ratings (rater, model, prompt_setting, instance_id, seed and the dimensions; several raters of one fill
+    averaged), per model and setting, clustered by passage like the cell intervals."""
     outputs = _judged(gens, judge, dimensions)
     rated = [d for d in dimensions if d in ratings]
-    human = _rated(ratings).groupby(OUTPUT_KEYS)[rated].mean().rename(columns=human_rating).reset_index()
-    outputs = outputs.merge(human, on=OUTPUT_KEYS, how="left")
-    for dimension in set(dimensions) - set(rated):
+    if not ratings.empty and rated:
+        human = _rated(ratings).groupby(OUTPUT_KEYS)[rated].mean().rename(columns=human_rating).reset_index()
+        outputs = outputs.merge(human, on=OUTPUT_KEYS, how="left")
+    for dimension in set(dimensions) - set(rated if not ratings.empty else []):
         outputs[human_rating(dimension)] = np.nan
-    return human_anchored_table(outputs, ["model", "setting"], dimensions, "passage")
+    return AnchoredOutputs(judge, outputs, ("model", "setting"), tuple(dimensions), "passage")
+
+
+def ppi_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, dimensions: Sequence[str]) -> pd.DataFrame:
+    """The report's `ppi_<judge>`: per model, setting and judge dimension (anchored_fills)."""
+    return anchored_fills(ratings, gens, judge, dimensions).table()
 
 
 def alt_test_infilling(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, dimensions: Sequence[str],
@@ -59,4 +65,4 @@ def alt_test_infilling(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, di
     return alt_test_table(rated.assign(output=output_id(rated)), judged, "output", dimensions, epsilon, min_outputs)
 
 
-__all__ = ["alt_test_infilling", "ppi_table"]
+__all__ = ["alt_test_infilling", "anchored_fills", "ppi_table"]

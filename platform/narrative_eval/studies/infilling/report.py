@@ -28,8 +28,9 @@ from narrative_eval.stats.alt_test import EPSILON
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
 from narrative_eval.stats.paired import model_groups, paired_judges, paired_models, paired_settings
+from narrative_eval.stats.ppi import AnchoredOutputs
 from narrative_eval.stats.reference import beside_reference, load_reference
-from narrative_eval.studies.infilling.ppi import alt_test_infilling, ppi_table
+from narrative_eval.studies.infilling.ppi import alt_test_infilling, anchored_fills, ppi_table
 from narrative_eval.studies.infilling.report_samples import high_quality_tables
 from narrative_eval.studies.infilling.vocabulary import NAME
 from narrative_eval.study import experiment_of
@@ -262,6 +263,14 @@ def human_ratings(sweep: str, ratings_csv: str | Path | None, annotations_path: 
         path = Path(annotations_path) if annotations_path is not None else annotations.default_path()
         rows = annotations.sweep_ratings(annotations.AnnotationStore(path), sweep) if path.exists() else []
     return pd.DataFrame(rows)
+
+
+def anchored_sweep(sweep: str, data_sha256: str | None = None, ratings_csv: str | Path | None = None,
+                   annotations_path: str | Path | None = None) -> list[AnchoredOutputs]:
+    """The sweep's fills per judge with people's ratings so far (human_ratings), for a rating plan."""
+    runs = tracking.report_cell_runs(experiment_of(NAME), sweep, data_sha256)
+    gens, ratings = generations(runs), human_ratings(sweep, ratings_csv, annotations_path)
+    return [anchored_fills(ratings, gens, judge, _dimensions(runs, judge)) for judge in _judges(runs)]
 
 
 def _save_plot(draw, ylabel: str, title: str, path: Path) -> Path:
