@@ -107,7 +107,7 @@ def _judge_mean(group: list[Output], judge: str) -> float:
     return float(np.mean(scores)) if scores else math.nan
 
 
-INTERVAL_COLUMNS = ["model", "setting", "rated", "outputs", "mean", "lo", "hi", "width"]
+INTERVAL_COLUMNS = ["model", "setting", "rated", "outputs", "mean", "lo", "hi", "width", "reason"]
 
 
 def interval_table(store: annotations.AnnotationStore, sweep: str | None, judge: str | None) -> pd.DataFrame:
@@ -127,7 +127,7 @@ def interval_table(store: annotations.AnnotationStore, sweep: str | None, judge:
                            [_judge_mean(g, judge) for g in groups], human)
     rows = [{"model": cell[0], "setting": cell[1], "rated": result.n_rated, "outputs": result.n_all,
              "mean": result.estimate.mean, "lo": result.estimate.lo, "hi": result.estimate.hi,
-             "width": result.estimate.hi - result.estimate.lo} for cell, result in found]
+             "width": result.estimate.hi - result.estimate.lo, "reason": result.reason} for cell, result in found]
     return pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3)
 
 

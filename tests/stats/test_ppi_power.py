@@ -84,11 +84,11 @@ def test_the_rate_next_design_and_the_stratified_estimate_by_hand():
     order = rate_next_order(uncertainty, budget=4, seed=1)
     assert sorted(order["position"]) == list(range(9))  # every output, each once
     # Shares of N_h (u_h + u), u = 0.6: stratum 0 4 x 0.75, stratum 1 2 x 1.5, stratum 2 3 x 1.7; 4 ratings
-    # rounded: 1, 1, 2 (each at least one).
+    # rounded: 1, 1, 2, each raised to two (a stratum's interval needs two ratings).
     planned = order.drop_duplicates("stratum").set_index("stratum")
-    assert planned["planned"].to_dict() == {0: 1, 1: 1, 2: 2}
-    assert planned["probability"].to_dict() == {0: 1 / 4, 1: 1 / 2, 2: 2 / 3}
-    assert sorted(order["stratum"][:4]) == [0, 1, 2, 2]  # the budget's first four ratings follow the plan
+    assert planned["planned"].to_dict() == {0: 2, 1: 2, 2: 2}
+    assert planned["probability"].to_dict() == {0: 2 / 4, 1: 2 / 2, 2: 2 / 3}
+    assert sorted(order["stratum"][:6]) == [0, 0, 1, 1, 2, 2]  # the first six ratings follow the plan
     # Two strata of four outputs, every output rated in the second: its human mean, weighted by 4/8.
     f = np.array([1.0, 2.0, 3.0, 4.0, 2.0, 2.0, 3.0, 5.0])
     y = np.array([2.0, 3.0, math.nan, math.nan, 1.0, 2.0, 4.0, 5.0])

@@ -3,7 +3,7 @@
 A cell's outputs are cut into strata at the quantiles of the judge's uncertainty about each (its spread across
 repeated judging where the sweep has it, else the disagreement between judges, else how far its score sits from the
 middle of its own score distribution: whoever computes it, a larger number means less certain). A rating budget is
-shared between the strata in proportion to N_h (u_h + u), u_h the stratum's mean uncertainty and u the cell's (the
+shared between the strata in proportion to N_h (u_h + u) (two at least, so each has an interval), u_h the stratum's mean uncertainty and u the cell's (the
 Neyman allocation with the judge's uncertainty for the spread of people's disagreement with it, half of it kept
 even where the judge is sure, since people disagree with each other there too). Each stratum's outputs come in a
 random order, and the strata are interleaved so that any prefix of the order is shared as the budget is: a rater
@@ -36,14 +36,15 @@ def uncertainty_strata(uncertainty: Sequence[float] | np.ndarray, strata: int = 
 
 
 def allocation(uncertainty: np.ndarray, labels: np.ndarray, budget: int) -> dict[int, int]:
-    """Ratings per stratum for a budget: proportional to N_h (u_h + u), at least one per stratum, at most N_h."""
+    """Ratings per stratum for a budget: proportional to N_h (u_h + u), at least two per stratum (a stratum's interval
+    needs two), at most N_h."""
     present = np.unique(labels)
     overall = float(np.nanmean(uncertainty)) if np.isfinite(uncertainty).any() else 1.0
     sizes = np.array([(labels == h).sum() for h in present], dtype=float)
     means = np.array([np.nanmean(uncertainty[labels == h]) if np.isfinite(uncertainty[labels == h]).any() else overall
                       for h in present])
     score = sizes * (means + overall + 1e-12)
-    share = np.minimum(sizes, np.maximum(1.0, np.round(budget * score / score.sum())))
+    share = np.minimum(sizes, np.maximum(2.0, np.round(budget * score / score.sum())))
     return {int(h): int(n) for h, n in zip(present, share)}
 
 
