@@ -26,8 +26,8 @@ PPI++ (Angelopoulos, Duchi and Zrnic, "PPI++: Efficient prediction-powered infer
 leans on the judge only as far as it helps: ppi(lambda) = lambda mean(f over N) + mean(y - lambda f over n), unbiased
 for every lambda. Its variance is a quadratic in lambda (the terms above with f scaled by lambda); the tuned lambda
 is its minimiser, estimated from the same data (asymptotically valid, as in the paper). lambda = 1 is plain PPI and
-lambda = 0 the human-only mean, so the tuned interval is never much wider than the better of the two; lambda is
-not clipped (a judge on a compressed scale earns lambda > 1). Its value is reported beside the estimate (`lambda`).
+lambda = 0 the human-only mean, and the tuned lambda minimises the same estimated variance, so the tuned interval is
+never wider than either of theirs; lambda is not clipped (a judge on a compressed scale earns lambda > 1). Its value is reported beside the estimate (`lambda`).
 
 Rating where it counts (active inference, Zrnic and Candes, "Active statistical inference", arXiv 2403.03208, 2024;
 stratified PPI, Fisch et al. 2024, arXiv 2406.04291): a cell's outputs fall into strata by how uncertain the judge
