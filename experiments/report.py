@@ -6,6 +6,7 @@
   python -m experiments.report human-validation [--scores records.jsonl | --sweep NAME [--data FILE]]
       [--pointwise ratings.jsonl] [--pairwise verdicts.jsonl [--cases cases.jsonl]] [--reference RATER] --out DIR
   python -m experiments.report STUDY --sweep NAME --out DIR [--data FILE]     (a study with no report of its own)
+  python -m experiments.report rating-plan --sweep NAME --target-width W [--ratings FILE] [--out DIR]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 from narrative_eval import tracking
 from narrative_eval.data.files import file_sha256
 from narrative_eval.errors import UserError, add_debug_flag, cli_main, require_file
+from narrative_eval.reports import rating_plan
 from narrative_eval.stats.reference import load_reference
 from narrative_eval.study import ReportCommand, all_studies
 
@@ -25,16 +27,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     sub = parser.add_subparsers(dest="kind", required=True)
     add_debug_flag(parser)
     taken: set[str] = set()
-    for study in all_studies():
-        for command in study.report_commands():
-            names = [name for name in (command.name, *command.aliases) if name not in taken]
-            if not names or names[0] != command.name:
-                continue  # a name another study's report already has: the first registered keeps it
-            taken.update(names)
-            child = sub.add_parser(command.name, aliases=names[1:], help=command.help)
-            command.add_arguments(child)
-            child.set_defaults(command=command)
-            add_debug_flag(child)
+    commands = [command for study in all_studies() for command in study.report_commands()]
+    for command in [*commands, rating_plan.COMMAND]:  # the rating plan serves every study: after theirs
+        names = [name for name in (command.name, *command.aliases) if name not in taken]
+        if not names or names[0] != command.name:
+            continue  # a name another study's report already has: the first registered keeps it
+        taken.update(names)
+        child = sub.add_parser(command.name, aliases=names[1:], help=command.help)
+        command.add_arguments(child)
+        child.set_defaults(command=command)
+        add_debug_flag(child)
     return parser.parse_args(argv)
 
 

@@ -53,11 +53,13 @@ def checked_rater(rater: str | None) -> str:
 
 def first_unrated(store: annotations.AnnotationStore, rater: str, groups: list, item_id_of: Callable[[Any], str],
                   make_item: Callable[[Any], annotations.AnnotationItem | None],
-                  rng: random.Random) -> annotations.AnnotationItem | None:
-    """A random group's item this rater has not rated yet, stored before it is shown (None when none is left)."""
+                  rng: random.Random | None) -> annotations.AnnotationItem | None:
+    """A random group's item this rater has not rated yet (the first in the given order when `rng` is None), stored
+    before it is shown (None when none is left)."""
     done = store.rated_item_ids(rater)
     candidates = list(groups)
-    rng.shuffle(candidates)
+    if rng is not None:
+        rng.shuffle(candidates)
     for group in candidates:
         if item_id_of(group) in done:
             continue
@@ -89,6 +91,9 @@ class ItemSource:
     """Shown when the rater has rated every item of the sweep."""
     press_next: str
     """Said when Submit is pressed before any item is shown."""
+    rate_next: Callable[[str, list], list[tuple[Any, dict[str, Any]]]] | None = None
+    """(sweep, pointwise groups) -> the groups in the order to rate them, each with its sampling design
+    (annotations.rate_next); None: pointwise items come in a random order."""
 
 
 def show_next(source: ItemSource, store: annotations.AnnotationStore, rater_: str, kind_: str,
@@ -100,14 +105,21 @@ def show_next(source: ItemSource, store: annotations.AnnotationStore, rater_: st
         raise user_error(source.pick_sweep, "sweep")
     rng = random.Random()
     found = source.groups(sweep_, kind_)
-    item = first_unrated(store, rater_, found, partial(source.item_id_of, sweep_, kind_),
-                         partial(source.make_item, sweep_, kind_), rng)
+    designs: dict[str, dict[str, Any]] = {}
+    ordered = found
+    if source.rate_next is not None and kind_ == "pointwise":
+        planned = source.rate_next(sweep_, found)
+        ordered = [group for group, _ in planned]
+        designs = {source.item_id_of(sweep_, kind_, group): design for group, design in planned}
+    item = first_unrated(store, rater_, ordered, partial(source.item_id_of, sweep_, kind_),
+                         partial(source.make_item, sweep_, kind_), None if designs else rng)
     resets = [gr.Radio(value=None) for _ in range(source.inputs)]
     count = progress_line(store, {source.item_id_of(sweep_, kind_, group) for group in found}, kind_, rater_)
     if item is None:
         return [None, f"<div class='empty'>{source.nothing_left}</div>", "", count, *resets]
     order = (0,) if item.kind == "pointwise" else tuple(rng.sample([0, 1], 2))
-    state = {"item_id": item.item_id, "order": order, "shown_at": time.time(), "kind": item.kind}
+    state = {"item_id": item.item_id, "order": order, "shown_at": time.time(), "kind": item.kind,
+             "design": designs.get(item.item_id, {})}
     return [state, source.item_html(item, order), "", count, *resets]
 
 
@@ -195,11 +207,11 @@ def build_agreement(store: annotations.AnnotationStore, keys: Sequence[str], stu
 
 
 def wire_submit(submit: gr.Button, save: Callable, save_inputs: list, show: Callable, show_inputs: list,
-                next_outputs: list, auto: gr.Checkbox, after: tuple, errors: FieldErrors) -> None:
+                next_outputs: list, auto: gr.Checkbox, after: tuple | list[tuple], errors: FieldErrors) -> None:
     """Submit saves the rating (outputs: the state, cleared, and the message; a mistake is said under its field, and
     the item stays); then, with `auto` checked, the next item is shown with the 'Saved' message kept above
-    it; then `after` (fn, inputs, outputs) runs. `next_outputs` starts with the state, the item view and the message,
-    as `show` returns them."""
+    it; then `after` (fn, inputs, outputs; or a list of them) runs. `next_outputs` starts with the state, the item
+    view and the message, as `show` returns them."""
     current, message = next_outputs[0], next_outputs[2]
 
     def advance(auto_, state, message_, *args):
@@ -209,8 +221,10 @@ def wire_submit(submit: gr.Button, save: Callable, save_inputs: list, show: Call
         shown[2] = message_
         return shown
 
-    submit.click(errors.beside_the_fields(save, 2), save_inputs, [current, message, *errors.outputs]).success(
-        advance, [auto, current, message, *show_inputs], next_outputs).then(*after)
+    event = submit.click(errors.beside_the_fields(save, 2), save_inputs, [current, message, *errors.outputs]).success(
+        advance, [auto, current, message, *show_inputs], next_outputs)
+    for step in after if isinstance(after, list) else [after]:
+        event = event.then(*step)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from narrative_eval.judges.checks import ControlSet
 from narrative_eval.judges.rubric import load_rubric
 from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.registry import Registry
+from narrative_eval.stats.ppi import AnchoredOutputs
 from narrative_eval.tracing import CellEvaluation, CellRecords
 
 ProgressFactory = Callable[[Iterable[Any], str, int | None], Iterable[Any]]
@@ -397,6 +398,13 @@ class Study(ABC):
             add_arguments=lambda parser: sweep_arguments(parser, self.name),
             run=lambda args, data_sha256: self.summarise(args.sweep, Path(args.out), data_sha256=data_sha256),
             files=(("data", "data file"),))]
+
+    def anchored_outputs(self, sweep: str, data_sha256: str | None = None,
+                         ratings: str | Path | None = None) -> list[AnchoredOutputs] | None:
+        """A sweep's outputs with each judge's scores and people's ratings so far (`ratings`: a file of them in the
+        study's own format; else where the study keeps them), one per judge: what `python -m experiments.report
+        rating-plan` plans from. None (the default): the study's outputs are not rated by people."""
+        return None
 
     # ------------------------------------------------------------------ the app
 

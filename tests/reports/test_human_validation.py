@@ -226,7 +226,8 @@ def test_sweep_score_records_and_the_tables_on_its_parent_run(tmp_path, smollm2_
     effects = {r["dimension"]: r for r in rows(out / "human_paired_effects.csv")}
     assert float(effects["craft"]["automated_delta"]) == pytest.approx(0.5)
     attached = {Path(f.path).name for f in tracking.client().list_artifacts(parent, "report/human_validation")}
-    # Beside the tables of the files, the human-anchored means of the score records' judge (RECORDS: "auto").
-    assert {f"{name}.{ext}" for name in (*FROM_FILES, "ppi_auto") for ext in ("csv", "md", "tex")} == attached
+    # Beside the tables of the files, the human-anchored means and the alternative annotator test of the score
+    # records' judge (RECORDS: "auto").
+    assert {f"{name}.{ext}" for name in (*FROM_FILES, "ppi_auto", "alt_test_auto") for ext in ("csv", "md", "tex")} == attached
     assert cli_main(report_main, ["human-validation", "--sweep", "no-such-sweep", "--pointwise", str(files["pointwise"]),
                                   "--out", str(tmp_path / "none")]) == 2

@@ -19,7 +19,7 @@ from narrative_eval.studies.infilling.vocabulary import NAME as EXPERIMENT
 from narrative_eval.tracking.store import TAG_KIND, TAG_SWEEP
 
 COLUMNS = ["dimension", "n_all", "n_rated", "judge", "judge_lo", "judge_hi", "human", "human_lo", "human_hi",
-           "ppi", "ppi_lo", "ppi_hi", "reason"]
+           "ppi", "ppi_lo", "ppi_hi", "ppi_tuned", "ppi_tuned_lo", "ppi_tuned_hi", "lambda", "reason"]
 PASSAGES, SEEDS = 8, (0, 1)
 RATED_PASSAGES = 5
 """Infilling: people rated seed 0 of the first five passages' fills, in setting L2 only."""

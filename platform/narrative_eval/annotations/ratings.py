@@ -24,6 +24,7 @@ def ratings_frame_rows(store: AnnotationStore, rater: str | None = None) -> list
                                "preference": rating.preference, "label": rating.label,
                                "created_at": rating.created_at}
         row.update({f"score/{k}": v for k, v in rating.scores.items()})
+        row.update({f"design/{k}": v for k, v in rating.design.items()})
         if item is not None:
             row.update({"sweep": item.sweep, "instance_id": item.instance_id, "seed": item.seed})
             for index, source in enumerate(item.sources):

@@ -8,7 +8,8 @@ stored both as the rater saw them (A/B) and in the item's canonical order, where
 
 Storage is one SQLite file (default `.cache/annotations.sqlite`, or NARRATIVE_EVAL_ANNOTATIONS);
 every rating is committed as soon as it is saved. One rater rates an item once: rating it again
-replaces the earlier rating.
+replaces the earlier rating. A rating served by the rate-next order keeps that order's sampling design
+(annotations.rate_next): its stratum, the probability the output had of being rated and its inverse, the weight.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ create table if not exists ratings (
     label text not null default '',
     seconds real,
     created_at real not null,
+    design text not null default '{}',
     primary key (item_id, rater)
 );
 create index if not exists ratings_by_rater on ratings(rater);
@@ -121,6 +123,9 @@ class Rating:
     """Time the rater spent on the item, when known."""
     created_at: float = 0.0
     """Unix time the rating was saved."""
+    design: dict[str, Any] = field(default_factory=dict)
+    """How the item came to be rated, when an order with known probabilities served it (annotations.rate_next): the
+    cell, the stratum, its probability of being rated within the budget and the weight (its inverse)."""
 
 
 def canonical_preference(shown_preference: int, shown_order: Sequence[int]) -> int:
@@ -137,6 +142,8 @@ class AnnotationStore:
         self._lock = threading.Lock()
         with self._connect() as db:
             db.executescript(_SCHEMA)
+            if "design" not in {row["name"] for row in db.execute("pragma table_info(ratings)")}:
+                db.execute("alter table ratings add column design text not null default '{}'")  # a store made before
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30)
@@ -182,9 +189,10 @@ class AnnotationStore:
             raise ValueError("a pointwise rating needs scores")
         self.item(rating.item_id)  # the item must exist, so every rating can be traced to its outputs
         self._write(
-            "insert or replace into ratings values (?,?,?,?,?,?,?,?,?)",
+            "insert or replace into ratings (item_id, rater, kind, shown_order, scores, preference, label, seconds, "
+            "created_at, design) values (?,?,?,?,?,?,?,?,?,?)",
             (rating.item_id, rating.rater, rating.kind, json.dumps(list(rating.shown_order)), json.dumps(rating.scores),
-             rating.preference, rating.label, rating.seconds, rating.created_at or time.time()),
+             rating.preference, rating.label, rating.seconds, rating.created_at or time.time(), json.dumps(rating.design)),
         )
 
     def ratings(self, rater: str | None = None, kind: Kind | None = None) -> list[Rating]:
@@ -225,5 +233,5 @@ def _rating_from_row(row: sqlite3.Row) -> Rating:
     return Rating(
         item_id=row["item_id"], rater=row["rater"], kind=row["kind"], shown_order=tuple(json.loads(row["shown_order"])),
         scores=json.loads(row["scores"]), preference=row["preference"], label=row["label"], seconds=row["seconds"],
-        created_at=row["created_at"],
+        created_at=row["created_at"], design=json.loads(row["design"]),
     )

@@ -30,8 +30,9 @@ import numpy as np
 from narrative_eval.judges.agreement import cohen_kappa, krippendorff_alpha, spearman
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import interval_keys
+from narrative_eval.stats.alt_test import EPSILON, MIN_OUTPUTS, alt_test_table
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
-from narrative_eval.stats.ppi import human_anchored_table, human_rating, judge_score
+from narrative_eval.stats.ppi import AnchoredOutputs, human_rating, judge_score
 from narrative_eval.studies.incremental.effects import pair_frame, responses_frame
 from narrative_eval.studies.incremental.human_records import PAIRWISE_DIMENSIONS, EvidenceStatus, PairwiseVerdict, PointwiseRating
 from narrative_eval.studies.incremental.records import ScoreRecord
@@ -330,10 +331,10 @@ def response_of(record: ScoreRecord) -> str:
     return record.record_id[: -len(suffix)] if record.record_id.endswith(suffix) else record.record_id
 
 
-def pointwise_ppi_table(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str) -> pd.DataFrame:
-    """The human-validation report's `ppi_<judge>`: per model, condition and quality dimension, the judge's score
-    records against the pointwise ratings (several raters of one response averaged, N/A left out), whichever
-    judge's record id a rating names. Outputs are clustered by story, like the study's bootstrap."""
+def anchored_responses(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str) -> AnchoredOutputs:
+    """The responses `judge`'s score records judged, with their mean human rating (several raters of one response
+    averaged, N/A left out) whichever judge's record id a rating names; per model and condition, clustered by story
+    like the study's bootstrap."""
     response_by_id = {r.record_id: response_of(r) for r in records}
     human = response_scores(ratings)
     human["response"] = human["record_id"].map(response_by_id)
@@ -346,4 +347,24 @@ def pointwise_ppi_table(ratings: Sequence[PointwiseRating], records: Sequence[Sc
            for d in QUALITY_FIELDS},
     })
     outputs = outputs.merge(human, on="response", how="left")
-    return human_anchored_table(outputs, ["model", "condition"], list(QUALITY_FIELDS), "story_id")
+    return AnchoredOutputs(judge, outputs, ("model", "condition"), tuple(QUALITY_FIELDS), "story_id")
+
+
+def pointwise_ppi_table(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str) -> pd.DataFrame:
+    """The human-validation report's `ppi_<judge>`: per model, condition and quality dimension (anchored_responses)."""
+    return anchored_responses(ratings, records, judge).table()
+
+
+def pointwise_alt_test_table(ratings: Sequence[PointwiseRating], records: Sequence[ScoreRecord], judge: str,
+                             epsilon: float = EPSILON, min_outputs: int = MIN_OUTPUTS) -> pd.DataFrame:
+    """The human-validation report's `alt_test_<judge>`: per quality dimension, the alternative annotator test
+    (stats.alt_test) of the judge's score records against the raters of the same responses (N/A left out), whichever
+    judge's record id a rating names."""
+    response_by_id = {r.record_id: response_of(r) for r in records}
+    human = ratings_frame(ratings)
+    human["response"] = human["record_id"].map(response_by_id)
+    judged = pd.DataFrame({"response": [response_of(r) for r in records if r.judge == judge],
+                           **{d: [np.nan if r.quality.get(d) is None else float(r.quality[d])
+                                  for r in records if r.judge == judge] for d in QUALITY_FIELDS}})
+    return alt_test_table(human.dropna(subset=["response"]), judged, "response", list(QUALITY_FIELDS), epsilon,
+                          min_outputs)

@@ -15,6 +15,7 @@ Files (CSV + markdown + LaTeX each, columns in docs/formats.md), for what was gi
 | pointwise_reliability | --pointwise | Table 6 |
 | pointwise_alignment | --pointwise --scores | Table 7 |
 | ppi_<judge> | --pointwise --scores | judge-only, human-only and prediction-powered means |
+| alt_test_<judge> | --pointwise --scores, 3+ raters of a response | the alternative annotator test (--alt-test-epsilon) |
 | human_paired_effects | --pointwise --scores | Tables 5 and 8 |
 | human_aggregation | --pointwise --scores | Table 9 |
 | pairwise_agreement | --pairwise (two raters) | Table 11 |
@@ -29,6 +30,7 @@ Every file is read and checked before anything is computed; the problems of all 
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +39,9 @@ from typing import Any
 from narrative_eval import tracking
 from narrative_eval.errors import UserError
 from narrative_eval.reports.tables import file_slug, write_table
+from narrative_eval.stats.alt_test import EPSILON
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
+from narrative_eval.stats.ppi import AnchoredOutputs
 from narrative_eval.studies.incremental.human_records import (
     EvidenceStatus,
     PairCase,
@@ -55,7 +59,9 @@ from narrative_eval.studies.incremental.human_stats import (
     judges_of,
     order_consistency,
     pairwise_agreement,
+    anchored_responses,
     pointwise_alignment,
+    pointwise_alt_test_table,
     pointwise_ppi_table,
     pointwise_reliability,
     status_stability,
@@ -74,6 +80,9 @@ REPORT_FILES: tuple[str, ...] = ("pointwise_reliability", "pointwise_alignment",
 
 PPI_PREFIX = "ppi_"
 """Stem of the per-judge tables of human-anchored means (ppi_<judge>.csv, .md, .tex), beside REPORT_FILES."""
+
+ALT_TEST_PREFIX = "alt_test_"
+"""Stem of the per-judge tables of the alternative annotator test (alt_test_<judge>.csv, .md, .tex)."""
 
 
 @dataclass
@@ -158,7 +167,8 @@ def default_reference(verdicts: list[PairwiseVerdict], records: list[ScoreRecord
     return people[0]
 
 
-def _pointwise_tables(inputs: HumanInputs, out_dir: Path, comparison: str, n_boot: int, seed: int) -> dict[str, str]:
+def _pointwise_tables(inputs: HumanInputs, out_dir: Path, comparison: str, n_boot: int, seed: int,
+                      epsilon: float) -> dict[str, str]:
     tables = {"Pointwise inter-rater reliability (Table 6)":
               write_table(pointwise_reliability(inputs.ratings), out_dir, "pointwise_reliability")}
     if inputs.records is None:
@@ -175,6 +185,9 @@ def _pointwise_tables(inputs: HumanInputs, out_dir: Path, comparison: str, n_boo
     for judge in sorted({r.judge for r in inputs.records}):
         tables[f"Judge-only, human-only and prediction-powered means [{judge}]"] = write_table(
             pointwise_ppi_table(inputs.ratings, inputs.records, judge), out_dir, f"{PPI_PREFIX}{file_slug(judge)}")
+        tables[f"Alternative annotator test, epsilon {epsilon:g} [{judge}]"] = write_table(
+            pointwise_alt_test_table(inputs.ratings, inputs.records, judge, epsilon), out_dir,
+            f"{ALT_TEST_PREFIX}{file_slug(judge)}")
     return tables
 
 
@@ -231,16 +244,18 @@ def write_human_validation_report(
     comparison: str = COMPARISON,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
+    alt_test_epsilon: float = EPSILON,
 ) -> dict[str, str]:
     """Write the tables the given files allow to out_dir; return title -> markdown table. `pairwise`, `cases` and
-    `evidence` (an evidence-first judge's requirement statuses) may each be several files, read together."""
+    `evidence` (an evidence-first judge's requirement statuses) may each be several files, read together;
+    `alt_test_epsilon` is the alternative annotator test's cost margin."""
     check_usage(pointwise, pairwise, cases)
     inputs = load_inputs(scores, pointwise, pairwise, cases, evidence)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tables: dict[str, str] = {}
     if inputs.ratings is not None:
-        tables.update(_pointwise_tables(inputs, out_dir, comparison, n_boot, seed))
+        tables.update(_pointwise_tables(inputs, out_dir, comparison, n_boot, seed, alt_test_epsilon))
     if inputs.verdicts is not None:
         tables.update(_pairwise_tables(inputs, out_dir, reference))
     return tables
@@ -266,10 +281,25 @@ def human_validation_from_sweep(sweep: str, out_dir: str | Path, *, data_sha256:
     parent = tracking.find_sweep_run(experiment_of(NAME), sweep)
     if parent is not None:
         written = {f"{stem}.{ext}" for stem in REPORT_FILES for ext in ("csv", "md", "tex")}
-        anchored = {p for p in out_dir.glob(f"{PPI_PREFIX}*") if p.suffix in (".csv", ".md", ".tex")}
+        anchored = {p for prefix in (PPI_PREFIX, ALT_TEST_PREFIX) for p in out_dir.glob(f"{prefix}*")
+                    if p.suffix in (".csv", ".md", ".tex")}
         for path in sorted(p for p in out_dir.iterdir() if p.name in written or p in anchored):
             tracking.client().log_artifact(parent, str(path), artifact_path="report/human_validation")
     return tables
 
 
-__all__ = ["HumanInputs", "human_validation_from_sweep", "default_reference", "load_inputs", "write_human_validation_report"]
+def anchored_sweep_responses(sweep: str, data_sha256: str | None, pointwise: str | Path | None) -> list[AnchoredOutputs]:
+    """An incremental-delivery sweep's responses per judge of its score records, with the pointwise ratings of the
+    file given (the study keeps no ratings of its own), for a rating plan."""
+    if pointwise is None:
+        raise UserError(f"a {NAME} sweep's ratings are a pointwise ratings file: give --ratings ratings.jsonl")
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            records = export_sweep_records(sweep, scratch, data_sha256)
+        except ValueError as error:  # no finished cell run
+            raise UserError(str(error)) from None
+    ratings = load_pointwise_ratings(pointwise, {r.record_id for r in records})
+    return [anchored_responses(ratings, records, judge) for judge in sorted({r.judge for r in records})]
+
+
+__all__ = ["HumanInputs", "anchored_sweep_responses", "human_validation_from_sweep", "default_reference", "load_inputs", "write_human_validation_report"]

@@ -15,6 +15,8 @@ from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.records.keys import judge_key
 from narrative_eval.registry import Registry
+from narrative_eval.stats.alt_test import EPSILON, EPSILON_HELP
+from narrative_eval.stats.ppi import AnchoredOutputs
 from narrative_eval.reports.labels import labels
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig, pairwise_names, pairwise_problems
@@ -28,7 +30,11 @@ from narrative_eval.studies.incremental.report import (
     creative_report_from_sweep,
     with_sweep_checks,
 )
-from narrative_eval.studies.incremental.report_human import human_validation_from_sweep, write_human_validation_report
+from narrative_eval.studies.incremental.report_human import (
+    anchored_sweep_responses,
+    human_validation_from_sweep,
+    write_human_validation_report,
+)
 from narrative_eval.studies.incremental.tracing import conversation_records
 from narrative_eval.studies.incremental.turns import (
     CONDITIONS,
@@ -90,11 +96,14 @@ def human_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    parser.add_argument("--alt-test-epsilon", type=float, default=EPSILON, metavar="EPSILON",
+                        help=EPSILON_HELP)
 
 
 def human_report(args: argparse.Namespace, data_sha256: str | None) -> dict[str, str]:
     options = {"pointwise": args.pointwise, "pairwise": args.pairwise, "cases": args.cases,
-               "reference": args.reference_rater, "n_boot": args.resamples, "seed": args.seed}
+               "reference": args.reference_rater, "n_boot": args.resamples, "seed": args.seed,
+               "alt_test_epsilon": args.alt_test_epsilon}
     if args.sweep:
         return human_validation_from_sweep(args.sweep, args.out, data_sha256=data_sha256, **options)
     return write_human_validation_report(args.out, scores=args.scores, **options)
@@ -220,6 +229,11 @@ class IncrementalDeliveryStudy(MultiTurnStudy):
                           files=(("scores", "score file"), ("data", "data file"), ("pointwise", "pointwise file"),
                                  ("pairwise", "pairwise file"), ("cases", "cases file"))),
         ]
+
+    def anchored_outputs(self, sweep: str, data_sha256: str | None = None,
+                         ratings: str | Path | None = None) -> list[AnchoredOutputs]:
+        """Its responses per judge, with the pointwise ratings file `ratings` (the human-validation format)."""
+        return anchored_sweep_responses(sweep, data_sha256, ratings)
 
     def viewers(self) -> list[ConversationView]:
         """Its Conversations tab: each conversation's turns, and the final stories side by side with their checklists."""

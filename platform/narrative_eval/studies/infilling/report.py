@@ -24,11 +24,13 @@ from narrative_eval.records.keys import (interval_keys, is_spread, judge_key, ju
                                          metric_column, with_interval)
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import fold_intervals, latex_text
+from narrative_eval.stats.alt_test import EPSILON
 from narrative_eval.stats.cell_scores import group_intervals, row_judges
 from narrative_eval.stats.mde import mde_table
 from narrative_eval.stats.paired import model_groups, paired_judges, paired_models, paired_settings
+from narrative_eval.stats.ppi import AnchoredOutputs
 from narrative_eval.stats.reference import beside_reference, load_reference
-from narrative_eval.studies.infilling.ppi import ppi_table
+from narrative_eval.studies.infilling.ppi import alt_test_infilling, anchored_fills, ppi_table
 from narrative_eval.studies.infilling.report_samples import high_quality_tables
 from narrative_eval.studies.infilling.vocabulary import NAME
 from narrative_eval.study import experiment_of
@@ -265,6 +267,14 @@ def human_ratings(sweep: str, ratings_csv: str | Path | None, annotations_path: 
     return pd.DataFrame(rows)
 
 
+def anchored_sweep(sweep: str, data_sha256: str | None = None, ratings_csv: str | Path | None = None,
+                   annotations_path: str | Path | None = None) -> list[AnchoredOutputs]:
+    """The sweep's fills per judge with people's ratings so far (human_ratings), for a rating plan."""
+    runs = tracking.report_cell_runs(experiment_of(NAME), sweep, data_sha256)
+    gens, ratings = generations(runs), human_ratings(sweep, ratings_csv, annotations_path)
+    return [anchored_fills(ratings, gens, judge, _dimensions(runs, judge)) for judge in _judges(runs)]
+
+
 def _save_plot(draw, ylabel: str, title: str, path: Path) -> Path:
     """Draw one figure with `draw(ax)`, label it and save it as PNG."""
     import matplotlib
@@ -326,6 +336,7 @@ def comparison_tables(gens: pd.DataFrame, out_dir: Path, mde_target: float | Non
 def write_infilling_report(
     sweep: str, out_dir: str | Path, *, ratings_csv: str | Path | None = None, annotations_path: str | Path | None = None,
     data_sha256: str | None = None, mde_target: float | None = None, reference: str | None = None,
+    alt_test_epsilon: float = EPSILON,
 ) -> dict[str, str]:
     """Write every table kind the sweep supports into out_dir; return title -> markdown.
 
@@ -333,7 +344,8 @@ def write_infilling_report(
     `reference` (data/reference/<name>, e.g. `published`, or a CSV) adds main_reference (published rows beside
     the main table); `mde_target` (a ΔAtAvg or ΔQAvg) adds to mde.csv the instances needed to detect it.
     Human ratings come from `ratings_csv` when given, else from the annotation store at `annotations_path`
-    (default: the app's store); with none, the human-agreement table is left out.
+    (default: the app's store); with none, the human-agreement table is left out. `alt_test_epsilon` is the
+    alternative annotator test's cost margin (alt_test_<judge>).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -377,6 +389,9 @@ def write_infilling_report(
             tables[f"Human-human (kappa) and human-judge (Spearman rho) agreement [{judge}]"] = _write(table, out_dir, f"human_agreement_{judge}")
             anchored = ppi_table(ratings, gens, judge, _dimensions(runs, judge))
             tables[f"Judge-only, human-only and prediction-powered means [{judge}]"] = _write(anchored, out_dir, f"ppi_{judge}")
+            alt_test = alt_test_infilling(ratings, gens, judge, _dimensions(runs, judge), alt_test_epsilon)
+            tables[f"Alternative annotator test, epsilon {alt_test_epsilon:g} [{judge}]"] = _write(
+                alt_test, out_dir, f"alt_test_{judge}")
     figures(main, judges, out_dir)
     tables = with_judge_checks(tables, logged_rows(experiment_of(NAME), sweep, data_sha256), out_dir)
     (out_dir / "tables.json").write_text(json.dumps(tables, indent=1, ensure_ascii=False))

@@ -14,7 +14,9 @@ from narrative_eval.judges.checks import ControlSet
 from narrative_eval.prompts.render import PromptSettings
 from narrative_eval.records import CellSpec, JudgeSpec, Message
 from narrative_eval.reports.labels import labels
+from narrative_eval.stats.alt_test import EPSILON, EPSILON_HELP
 from narrative_eval.stats.cell_scores import passage_of
+from narrative_eval.stats.ppi import AnchoredOutputs
 from narrative_eval.studies.infilling.cell import select_instances
 from narrative_eval.studies.infilling.config import InfillingConfig
 from narrative_eval.studies.infilling.controls import sweep_controls
@@ -22,7 +24,7 @@ from narrative_eval.studies.infilling.extraction import extract_answer
 from narrative_eval.studies.infilling.live import InfillingLiveForm
 from narrative_eval.studies.infilling.positions import blank_position
 from narrative_eval.studies.infilling.prompts import prompt_file_for, render_infilling
-from narrative_eval.studies.infilling.report import write_infilling_report
+from narrative_eval.studies.infilling.report import anchored_sweep, write_infilling_report
 from narrative_eval.studies.infilling.vocabulary import EXTRACTED, NAME, PUBLISHED_SOURCE, RUBRIC, STATUSES
 from narrative_eval.study import ReportCommand, SweepSettings, study, sweep_arguments
 
@@ -38,11 +40,14 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
     humans.add_argument("--ratings", help="human ratings CSV (rater, model, prompt_setting, instance_id, seed, one 1-5 "
                                           "column per dimension) for the human-agreement table")
     humans.add_argument("--annotations", help="the app's annotation store (default: .cache/annotations.sqlite, if present)")
+    parser.add_argument("--alt-test-epsilon", type=float, default=EPSILON, metavar="EPSILON",
+                        help=EPSILON_HELP)
 
 
 def run_report(args: argparse.Namespace, data_sha256: str | None) -> dict[str, str]:
     return write_infilling_report(args.sweep, args.out, ratings_csv=args.ratings, annotations_path=args.annotations,
-                                  data_sha256=data_sha256, mde_target=args.mde_target, reference=args.reference)
+                                  data_sha256=data_sha256, mde_target=args.mde_target, reference=args.reference,
+                                  alt_test_epsilon=args.alt_test_epsilon)
 
 
 @study(NAME)
@@ -95,6 +100,11 @@ class InfillingStudy(SingleTurnStudy):
     def report_commands(self) -> list[ReportCommand]:
         return [ReportCommand(NAME, f"tables and figures of an {NAME} sweep, from MLflow", report_arguments, run_report,
                               files=(("ratings", "ratings file"), ("data", "data file")))]
+
+    def anchored_outputs(self, sweep: str, data_sha256: str | None = None,
+                         ratings: str | Path | None = None) -> list[AnchoredOutputs]:
+        """Its fills, with the ratings of a CSV (`ratings`) or else of the app's annotation store."""
+        return anchored_sweep(sweep, data_sha256, ratings)
 
     def live_form(self) -> InfillingLiveForm:
         """A passage with one blank, its gold text and n, instead of the template's slots."""
