@@ -17,11 +17,13 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from narrative_eval.lazy import lazy_module
 from narrative_eval.records import stable_hash
 from narrative_eval.stats.ppi import StratifiedMean, stratified_mean
 from narrative_eval.stats.rate_next import STRATA, rate_next_order, uncertainty_strata
+
+pd = lazy_module("pandas")
 
 BUDGET_SHARE = 0.25
 """The share of a cell's outputs the design plans ratings for (at least one per stratum)."""

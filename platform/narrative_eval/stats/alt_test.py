@@ -32,7 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
+
+from narrative_eval.lazy import lazy_module
+
+pd = lazy_module("pandas")
 
 EPSILON = 0.2
 """The cost margin by default: the paper's value for expert raters (0.15 skilled, 0.1 crowd workers)."""

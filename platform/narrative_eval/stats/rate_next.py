@@ -17,7 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
+
+from narrative_eval.lazy import lazy_module
+
+pd = lazy_module("pandas")
 
 STRATA = 3
 """Strata per cell by default (the judge's uncertainty cut at its terciles)."""

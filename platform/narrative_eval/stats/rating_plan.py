@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
-import pandas as pd
 
+from narrative_eval.lazy import lazy_module
 from narrative_eval.stats.ppi import DEFAULT_LEVEL, human_anchored_mean, human_rating, judge_score
+
+pd = lazy_module("pandas")
 
 
 @dataclass(frozen=True)
