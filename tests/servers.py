@@ -45,6 +45,9 @@ def start_app(arguments: list[str], log: Path, env: dict[str, str] | None = None
     in /) once the page answers."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
+    # Unbuffered, so whatever the app prints while it handles an event is in the log once the page shows the event's
+    # outcome: a test reads the log then, instead of waiting a while for a buffer to be flushed.
+    env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
     process = _start([sys.executable, "-m", "ui", "--port", str(port), *arguments], answers_http(url), log, env, REPO,
                      timeout, "the app")
     return process, url
