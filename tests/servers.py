@@ -53,7 +53,7 @@ def start_app(arguments: list[str], log: Path, env: dict[str, str] | None = None
     return process, url
 
 
-def start_ray_head(root: Path, cpus: int, timeout: float = 120) -> tuple[subprocess.Popen, str]:
+def start_ray_head(root: Path, cpus: int, timeout: float = 300) -> tuple[subprocess.Popen, str]:
     """`ray start --head --block` with `cpus` CPUs, its temporary files and head.log in `root`; returns the process and
     the address a sweep joins (host:port) once its port accepts connections. `--block` keeps the head's processes
     in its group, so they stop with it."""
