@@ -45,12 +45,15 @@ def start_app(arguments: list[str], log: Path, env: dict[str, str] | None = None
     in /) once the page answers."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
+    # Unbuffered, so whatever the app prints while it handles an event is in the log once the page shows the event's
+    # outcome: a test reads the log then, instead of waiting a while for a buffer to be flushed.
+    env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
     process = _start([sys.executable, "-m", "ui", "--port", str(port), *arguments], answers_http(url), log, env, REPO,
                      timeout, "the app")
     return process, url
 
 
-def start_ray_head(root: Path, cpus: int, timeout: float = 120) -> tuple[subprocess.Popen, str]:
+def start_ray_head(root: Path, cpus: int, timeout: float = 300) -> tuple[subprocess.Popen, str]:
     """`ray start --head --block` with `cpus` CPUs, its temporary files and head.log in `root`; returns the process and
     the address a sweep joins (host:port) once its port accepts connections. `--block` keeps the head's processes
     in its group, so they stop with it."""

@@ -115,6 +115,7 @@ def test_mlflow_draws_no_artifact_download_bar(tmp_path, monkeypatch, capfd):
     (tmp_path / "table.json").write_text("{}")
     run_id = tracking.start_sweep_run("quiet-bars", "bars", {})
     tracking.client().log_artifact(run_id, str(tmp_path / "table.json"))
+    tracking.end_run(run_id)  # not left open for a later test's end_open_runs in this process
 
     def download() -> str:
         capfd.readouterr()

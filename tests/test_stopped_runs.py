@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from narrative_eval import tracking
 from narrative_eval.config import load_config
 from narrative_eval.sweep import expand_grid
@@ -12,6 +14,15 @@ from narrative_eval.sweep import expand_grid
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+
+@pytest.fixture(autouse=True)
+def no_run_left_open():
+    """Each test starts with no run this process left open, so `end_open_runs` answers with the test's own runs only.
+    A run another module left open in this pytest process would count here: which modules run before this one in a
+    process changes with pytest-xdist's scheduling, and so with the machine's load."""
+    tracking.end_open_runs("KILLED")
+    yield
 
 
 def cells_of(sweep: str):

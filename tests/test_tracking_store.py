@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.waiting import PATIENCE_S
+
 REPO = Path(__file__).resolve().parents[1]
 # Each process imports everything first, says "ready", then waits for the go file: their first
 # connections to the store then start within milliseconds of each other.
@@ -38,7 +40,7 @@ def test_concurrent_first_use_of_a_new_store_does_not_crash(tmp_path):
             assert process.stdout.readline().strip() == "ready"
         go.touch()
         for process in processes:
-            out, err = process.communicate(timeout=120)
+            out, err = process.communicate(timeout=PATIENCE_S)
             if process.returncode != 0 or "ok" not in out:
                 errors = [line for line in err.splitlines() if "Error" in line or "duplicate" in line]
                 failures.append(errors[-1] if errors else f"exit {process.returncode}")

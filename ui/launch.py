@@ -283,13 +283,15 @@ def cells_column(job: jobs.Job) -> str:
     return f"{done}/{job.total_cells}{job_progress.failed_note(failed)}"
 
 
-def announce(app: AppSettings, job_id: str | None) -> tuple[Any, str | None]:
-    """(the message, the job still followed): what the followed job did once it ended, else no change."""
+def announce(app: AppSettings, job_id: str | None) -> tuple[Any, Any]:
+    """(the message, the job followed): what the followed job did once it ended, and no job followed from then on;
+    else no change to either. A tick that began before a Stop or a launch chose the job to follow ends after it on a
+    busy machine: had it written back the job it started with (none), the Stop's message would never come."""
     if not job_id:
-        return gr.skip(), None
+        return gr.skip(), gr.skip()
     job = next((j for j in jobs.list_jobs(app.jobs_dir) if j.job_id == job_id), None)
     if job is not None and job.status in jobs.ACTIVE:
-        return gr.skip(), job_id
+        return gr.skip(), gr.skip()
     return job_progress.ended_message(job), None
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 
 import psutil
@@ -21,9 +20,20 @@ from narrative_eval.config import load_config
 from narrative_eval.executors.ray import cell_resources
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
 from narrative_eval.sweep import expand_grid
+from tests.waiting import wait_until
 
 KEY = "CAPABILITY_DEMO_KEY"
-SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
+SLEEPER = [sys.executable, "-c", "import threading; threading.Event().wait()"]
+"""A process that runs until it is stopped."""
+SIGNAL_RECORDER = """
+import pathlib, signal, sys, threading
+record = pathlib.Path(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda *_: (record.write_text("SIGTERM"), sys.exit(0)))
+record.write_text("ready")
+threading.Event().wait()
+"""
+"""A process that runs until it is stopped and writes to the file it is given 'ready' once it handles SIGTERM, then
+'SIGTERM' when that came (a SIGKILL leaves 'ready')."""
 
 
 class EchoBackend(Backend):
@@ -59,7 +69,8 @@ class EngineProcess(EchoBackend):
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
-        self.server = subprocess.Popen(SLEEPER)
+        record = spec.options.get("signal_record")
+        self.server = subprocess.Popen([sys.executable, "-c", SIGNAL_RECORDER, record] if record else SLEEPER)
         if spec.options.get("fail"):
             raise RuntimeError("the engine did not start")
 
@@ -120,14 +131,15 @@ def test_a_registered_backend_says_what_it_needs_and_how_slow_it_starts(register
     assert missing(spec("no_such_backend")) == "needs the no_such_backend backend"
 
 
-def test_engine_processes_stop_when_the_model_is_released(registered):
-    loaded = spec("demo_process")
+def test_engine_processes_stop_when_the_model_is_released(registered, tmp_path):
+    record = tmp_path / "signal"
+    loaded = spec("demo_process", signal_record=str(record))
     server = psutil.Process(get_backend(loaded).server.pid)
     assert server.is_running() and server.status() != psutil.STATUS_ZOMBIE
-    started = time.monotonic()
+    wait_until(lambda: record.exists() and record.read_text() == "ready", "the engine to handle SIGTERM")
     release(loaded)  # the backend's close() leaves it running; the registry stops what the load started
     assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
-    assert time.monotonic() - started < 5  # SIGTERM was enough
+    assert record.read_text() == "SIGTERM"  # SIGTERM was enough: it ended on it, before any SIGKILL
 
 
 def test_a_failed_load_leaves_no_engine_process(registered):

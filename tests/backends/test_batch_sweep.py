@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +22,7 @@ from narrative_eval.backends.cache import RequestCache
 from narrative_eval.config import load_config
 from narrative_eval.errors import cli_main
 from narrative_eval.sweep import run_sweep
+from tests.waiting import wait_until
 
 pytest.importorskip("openai")
 
@@ -124,14 +124,14 @@ def test_a_sweep_killed_while_its_batch_runs_resumes_that_batch(server, tmp_path
                               "--catalog", str(repo_root / "experiments/configs/models.yaml")],
                              cwd=REPO, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 300
         # Killed once the batch is in the cache and on the cell run: the sweep records it in that order, and a kill
         # between the two would leave the resumed run untagged (the tag shows the same run resumed).
-        while not (cache_path.exists() and RequestCache(cache_path).open_batches()
-                   and _batch_tagged(sweep_name(tmp_path, "killed"))):
+        def submitted_and_tagged() -> bool:
             assert sweep.poll() is None, sweep.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "the sweep never submitted its batch"
-            time.sleep(0.5)
+            return bool(cache_path.exists() and RequestCache(cache_path).open_batches()
+                        and _batch_tagged(sweep_name(tmp_path, "killed")))
+
+        wait_until(submitted_and_tagged, "the sweep to submit its batch and tag its cell run with it", interval=0.5)
     finally:
         sweep.send_signal(signal.SIGKILL)
         sweep.wait()

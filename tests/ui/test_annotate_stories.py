@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser_helpers import VIEWPORT, choose, open_tab, runs_match_report, settle
+from browser_helpers import BROWSER_PATIENCE_MS, VIEWPORT, choose, open_tab, runs_match_report, settle
 
 from tests import shared_sweeps
 from tests.servers import start_app, stop
@@ -113,7 +113,7 @@ def test_stories_are_rated_blind_exported_and_read_by_the_human_validation_repor
     assert set(finals) == {"full", "sharded"} and _words(finals["full"]) != _words(finals["sharded"])
     task = load_tasks(REPO / "data/creative/tasks.json")[0]
     page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    page.set_default_timeout(60_000)
+    page.set_default_timeout(BROWSER_PATIENCE_MS)
     page.goto(stories_app)
     page.wait_for_selector("#tabs")
     settle(page)
@@ -206,7 +206,7 @@ def test_runs_shows_the_reports_per_cell_numbers_with_their_definition(browser, 
     from playwright.sync_api import expect
 
     page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.set_default_timeout(60_000)
+    page.set_default_timeout(BROWSER_PATIENCE_MS)
     page.goto(stories_app)
     page.wait_for_selector("#tabs")
     settle(page)
@@ -248,7 +248,7 @@ def test_a_failing_judge_is_warned_in_conversations_and_annotate_agreement(brows
         client.set_tag(run.info.run_id, tag, "fail: other_task_story")
     try:
         page = browser.new_context(viewport=VIEWPORT).new_page()
-        page.set_default_timeout(60_000)
+        page.set_default_timeout(BROWSER_PATIENCE_MS)
         page.goto(stories_app)
         page.wait_for_selector("#tabs")
         settle(page)

@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.waiting import PATIENCE_S
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -28,7 +30,7 @@ def test_a_download_is_written_once_per_version_and_its_folder_goes_with_the_pro
         assert first.read_text() == "model,at_avg\\nsmollm2,0.3\\n" and len(made) == 2, made
         print(first.parent.parent)
     """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=PATIENCE_S)
     assert done.returncode == 0, done.stderr[-3000:]
     folder = Path(done.stdout.strip().splitlines()[-1])
     assert folder.name.startswith("narrative-eval-downloads-") and not folder.exists(), folder

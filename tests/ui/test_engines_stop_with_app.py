@@ -13,6 +13,7 @@ import pytest
 
 from tests.made_models import converted_models
 from tests.servers import start_app, stop
+from tests.waiting import PATIENCE_S, wait_until
 
 # find_spec, not importorskip: importing vllm costs seconds at collection, also where these tests are deselected.
 pytestmark = [pytest.mark.server, pytest.mark.vllm,
@@ -63,10 +64,10 @@ def test_sigterm_stops_the_apps_vllm_engine(ui_paths, app_env, tmp_path):
         assert any("EngineCore" in " ".join(process.cmdline()) for process in engines), [p.cmdline() for p in engines]
 
         os.kill(app.pid, signal.SIGTERM)  # the app alone: its engines must be stopped by the app itself
-        assert app.wait(timeout=120) == 0, log.read_text(errors="replace")[-3000:]
-        psutil.wait_procs(engines, timeout=30)  # multiprocessing's resource tracker ends once the app is gone
-        left = [(process.pid, process.cmdline()) for process in running(engines)]
-        assert not left, left
+        assert app.wait(timeout=PATIENCE_S) == 0, log.read_text(errors="replace")[-3000:]
+        # multiprocessing's resource tracker ends once the app is gone
+        wait_until(lambda: not running(engines), "the app's engine processes to end",
+                   details=lambda: str([(process.pid, process.cmdline()) for process in running(engines)]))
     finally:
         for process in running(engines):
             process.kill()

@@ -10,7 +10,9 @@ import os
 import re
 
 import pytest
-from browser_helpers import choose, open_tab
+from browser_helpers import choose, open_tab, settle
+
+from tests.waiting import PATIENCE_MS
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
@@ -84,8 +86,8 @@ def test_an_input_error_is_said_by_the_inputs_and_clears_the_outputs(page, ui_pa
     open_live(page)
     page.locator("#live-gold textarea").fill("He lit the lamp.")
     fill(page, passage_of(300, "errors"))
-    expect(page.locator("#live-view mark.live-fill.done")).to_have_count(1, timeout=180_000)
-    expect(page.locator("#live-metrics")).to_contain_text("AtAvg", timeout=180_000)
+    expect(page.locator("#live-view mark.live-fill.done")).to_have_count(1)
+    expect(page.locator("#live-metrics")).to_contain_text("AtAvg")
     screenshot(page, "fill-live-before-an-error")
     offset = log_size(ui_paths)
     message = page.locator("#live-passage-error")  # under the passage it is about
@@ -99,7 +101,7 @@ def test_an_input_error_is_said_by_the_inputs_and_clears_the_outputs(page, ui_pa
         expect(message).to_contain_text(said)
         expect_cleared(page, passage.split("______")[0], stale="Log errors.")
         screenshot(page, f"fill-live-error-{name}")
-    page.wait_for_timeout(1000)
+    settle(page)  # the events have ended: what the app printed while handling them is in its (unbuffered) log
     log = log_since(ui_paths, offset)
     assert "Traceback" not in log and "blank" not in log, log[-3000:]
 
@@ -111,9 +113,9 @@ def test_the_status_gives_the_prompt_token_count_while_the_model_reads_it(page, 
     passage = passage_of(5000, "reading")
     fill(page, passage)
     status = page.locator("#live-status")
-    expect(status).to_contain_text("reading the prompt", timeout=180_000)
+    expect(status).to_contain_text("reading the prompt")
     screenshot(page, "fill-live-reading-the-prompt")
-    expect(page.locator("#live-view mark.live-fill.done")).to_have_count(1, timeout=300_000)
+    expect(page.locator("#live-view mark.live-fill.done")).to_have_count(1, timeout=PATIENCE_MS)
     seen = statuses(page)
     reading = [s for s in seen if s.startswith("reading the prompt")]
     assert reading, seen
@@ -130,7 +132,7 @@ def test_a_passage_over_the_context_window_is_refused_before_generating(page, ui
     open_live(page)
     offset = log_size(ui_paths)
     fill(page, passage_of(20_000, "context"))
-    expect(page.locator("#live-passage-error")).to_contain_text("context window of 4,096 tokens", timeout=180_000)
+    expect(page.locator("#live-passage-error")).to_contain_text("context window of 4,096 tokens")
     expect_cleared(page, "Log context.")
     assert_not_read(page)
     screenshot(page, "fill-live-over-the-context-window")
@@ -144,13 +146,13 @@ def test_a_long_passage_is_read_only_once_confirmed(page, screenshot):
     passage = passage_of(7000, "long")
     fill(page, passage)
     message = page.locator("#live-passage-error")
-    expect(message).to_contain_text(f"{len(passage):,} characters, over the 6,000", timeout=180_000)
+    expect(message).to_contain_text(f"{len(passage):,} characters, over the 6,000")
     expect(message).to_contain_text("again to fill it anyway")
     expect_cleared(page, "Log long.")
     assert_not_read(page)
     screenshot(page, "fill-live-long-passage-warning")
     page.locator("#live-go").click()  # the same passage again: go ahead
-    expect(page.locator("#live-view mark.live-fill.done")).to_have_count(1, timeout=300_000)
+    expect(page.locator("#live-view mark.live-fill.done")).to_have_count(1, timeout=PATIENCE_MS)
     expect(message).to_have_text("")
     assert any(s.startswith("reading the prompt") for s in statuses(page)), statuses(page)
     screenshot(page, "fill-live-long-passage-filled")
@@ -171,7 +173,8 @@ def test_models_that_cannot_run_here_are_marked_and_refused_inline(page, ui_path
         assert f"{model} — needs {key}" in options, options
     assert "llama-3.1-8b — needs a download" in options, options
     assert options.index("gemma3") < options.index("llama-3.1-8b — needs a download")  # the ready ones first
-    page.wait_for_timeout(500)  # the list fades in
+    # The list fades in: the screenshot waits for its animations to finish.
+    page.get_by_role("listbox").evaluate("list => Promise.all(list.getAnimations({subtree: true}).map(a => a.finished))")
     screenshot(page, "fill-live-model-marks")
 
     model, key = next(iter(unset.items()))
@@ -183,7 +186,7 @@ def test_models_that_cannot_run_here_are_marked_and_refused_inline(page, ui_path
     expect(page.locator("#live-passage-error")).to_have_text("")
     expect(page.locator(ERROR_BADGES)).to_have_count(0)
     screenshot(page, "fill-live-model-needs-a-key")
-    page.wait_for_timeout(1000)
+    settle(page)  # the event has ended: what the app printed while handling it is in its (unbuffered) log
     log = log_since(ui_paths, offset)
     assert "Traceback" not in log and key not in log, log[-3000:]
 
@@ -215,8 +218,8 @@ def test_fill_live_takes_a_plugin_studys_fields_and_shows_its_answer(page, scree
     fields[1].locator("textarea").fill(opening)
     fields[2].locator("textarea").fill("The captain counted the passengers twice.")
     page.locator("#live-go").click()
-    expect(page.locator("#live-status")).to_contain_text("continuation:", timeout=60_000)
-    expect(page.locator("#live-metrics")).to_contain_text("AtAvg", timeout=180_000)
+    expect(page.locator("#live-status")).to_contain_text("continuation:")
+    expect(page.locator("#live-metrics")).to_contain_text("AtAvg")
     reply = page.locator("#live-raw textarea").input_value()
     shown = page.locator("#live-status").inner_text().split("continuation:", 1)[1].strip()
     assert reply.strip() and shown and shown in reply, (reply, shown)

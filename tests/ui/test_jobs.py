@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from job_helpers import wait_until_ended
+from job_helpers import HOLD_FOREVER, wait_until_ended, wait_until_running
 
+from tests.waiting import wait_until
 from ui import jobs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -32,17 +32,14 @@ def test_a_failing_command_is_marked_failed(tmp_path):
 
 def test_one_sweep_at_a_time_and_cancel(tmp_path):
     slow = jobs.start_job(tmp_path, study="infilling", sweep="slow", total_cells=1, cwd=REPO_ROOT,
-                          command=[sys.executable, "-c", "import time; time.sleep(60)"])
+                          command=[sys.executable, "-c", HOLD_FOREVER])
     with pytest.raises(jobs.JobLimitReached):
         jobs.start_job(tmp_path, study="infilling", sweep="second", total_cells=1, cwd=REPO_ROOT,
                        command=[sys.executable, "-c", "pass"])
     # Wait for the runner to record itself, then stop it.
-    deadline = time.time() + 20
-    while next(j for j in jobs.list_jobs(tmp_path) if j.job_id == slow.job_id).status != "running":
-        assert time.time() < deadline
-        time.sleep(0.1)
+    wait_until_running(tmp_path, slow.job_id)
     jobs.cancel_job(slow)
-    ended = wait_until_ended(tmp_path, slow.job_id, timeout=30)
+    ended = wait_until_ended(tmp_path, slow.job_id)
     assert ended.status == "cancelled"
     assert not jobs.active_jobs(tmp_path)
 
@@ -54,13 +51,6 @@ def test_progress_bar_carriage_returns_collapse_in_the_log_tail(tmp_path):
     assert jobs.log_tail(ended).splitlines() == ["cells 2/2", "done"]
 
 
-def _announced_running(folder, job_id: str, timeout: float = 30.0) -> None:
-    deadline = time.time() + timeout
-    while next(j for j in jobs.list_jobs(folder) if j.job_id == job_id).status != "running":
-        assert time.time() < deadline
-        time.sleep(0.1)
-
-
 def test_a_refused_launch_leaves_no_config_behind(tmp_path):
     """Bug 5: a launch refused by the job limit used to leave its <id>.yaml in the jobs folder."""
     import gradio as gr
@@ -70,8 +60,8 @@ def test_a_refused_launch_leaves_no_config_behind(tmp_path):
 
     app = AppSettings(jobs_dir=tmp_path / "jobs", reports_dir=tmp_path / "reports", max_jobs=1)
     busy = jobs.start_job(app.jobs_dir, study="infilling", sweep="busy", total_cells=1, cwd=REPO_ROOT,
-                          command=[sys.executable, "-c", "import time; time.sleep(60)"])
-    _announced_running(app.jobs_dir, busy.job_id)
+                          command=[sys.executable, "-c", HOLD_FOREVER])
+    wait_until_running(app.jobs_dir, busy.job_id)
     try:
         with pytest.raises(gr.Error, match="limit is 1"):
             launch(app, FROM_FORM, "", "refused", "infilling", ["smollm2"], ["L2"], "data/infilling/sample.jsonl", 2,
@@ -79,7 +69,7 @@ def test_a_refused_launch_leaves_no_config_behind(tmp_path):
         assert sorted(p.suffix for p in app.jobs_dir.iterdir()) == [".json", ".log"]  # the busy job's files only
     finally:
         jobs.cancel_job(busy)
-        wait_until_ended(app.jobs_dir, busy.job_id, timeout=30)
+        wait_until_ended(app.jobs_dir, busy.job_id)
 
 
 @pytest.mark.slow
@@ -93,13 +83,11 @@ def test_a_stopped_sweep_ends_its_runs_killed_with_their_params(tmp_path, repo_r
                "--set", "judges=[]", "--set", "metrics.names=[chrf]", "--set", f"report_dir={tmp_path}/{{sweep}}",
                "--no-progress"]
     job = jobs.start_job(tmp_path / "jobs", study="infilling", sweep=sweep, total_cells=1, cwd=repo_root, command=command)
-    _announced_running(tmp_path / "jobs", job.job_id)
-    deadline = time.time() + 240
-    while tracking.run_status_counts("infilling", sweep).get("RUNNING", 0) == 0:
-        assert time.time() < deadline, jobs.log_tail(job)
-        time.sleep(0.5)
+    wait_until_running(tmp_path / "jobs", job.job_id)
+    wait_until(lambda: tracking.run_status_counts("infilling", sweep).get("RUNNING", 0) > 0,
+               "the sweep's cell run to be RUNNING", details=lambda: jobs.log_tail(job))
     jobs.cancel_job(job)
-    ended = wait_until_ended(tmp_path / "jobs", job.job_id, timeout=120)
+    ended = wait_until_ended(tmp_path / "jobs", job.job_id)
     assert ended.status == "cancelled", jobs.log_tail(ended)
     runs = tracking.sweep_cell_runs("infilling", sweep, finished_only=False)
     assert list(runs["status"]) == ["KILLED"]
@@ -175,19 +163,16 @@ def test_the_log_tail_keeps_the_jobs_own_whole_lines(tmp_path):
 def test_a_stop_the_sweep_answers_with_its_own_exit_status_still_reads_as_stopped(tmp_path):
     """A sweep stopped after its cells (while it printed its tables) exits 130 as Ctrl-C does, not by the signal: the
     job read 'failed' although it was stopped."""
-    code = ("import signal, sys, time\n"
+    code = ("import signal, sys, threading\n"
             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))\n"
             "print('ready', flush=True)\n"
-            "time.sleep(60)\n")
+            "threading.Event().wait()\n")
     job = jobs.start_job(tmp_path, study="infilling", sweep="stopped-late", total_cells=1, cwd=REPO_ROOT,
                          command=[sys.executable, "-c", code])
-    _announced_running(tmp_path, job.job_id)
-    deadline = time.time() + 30
-    while "ready" not in jobs.log_tail(job):
-        assert time.time() < deadline
-        time.sleep(0.1)
+    wait_until_running(tmp_path, job.job_id)
+    wait_until(lambda: "ready" in jobs.log_tail(job), "the job's command to set its SIGTERM handler")
     jobs.cancel_job(job)
-    ended = wait_until_ended(tmp_path, job.job_id, timeout=30)
+    ended = wait_until_ended(tmp_path, job.job_id)
     assert (ended.status, ended.returncode) == ("cancelled", 130)
 
 

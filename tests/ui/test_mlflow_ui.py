@@ -6,17 +6,13 @@ and stopped by PID; screenshots go to tests/ui/screenshots/."""
 from __future__ import annotations
 
 import pytest
-from browser_helpers import VIEWPORT
+from browser_helpers import BROWSER_PATIENCE_MS, VIEWPORT
 
 from narrative_eval.tracing.datasets import SWEEPS_TAG
 
 from tests.servers import start_mlflow, stop
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
-
-WAIT_MS = 180_000
-"""MLflow's pages query the store after they load; on a busy 2-core machine that can take a while."""
-
 
 @pytest.fixture(scope="module")
 def mlflow_ui(app_env, e2e_sweep, ui_paths):
@@ -32,7 +28,7 @@ def mlflow_ui(app_env, e2e_sweep, ui_paths):
 def mlflow_page(browser):
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
-    page.set_default_timeout(WAIT_MS)
+    page.set_default_timeout(BROWSER_PATIENCE_MS)
     yield page
     context.close()
 
@@ -63,7 +59,7 @@ def test_a_cells_traces_in_mlflow_ui(mlflow_page, mlflow_ui, app_env, e2e_sweep,
         mlflow_page.get_by_text(passage[:40]).first.wait_for()
         # The assessment columns come after the rows: gold (an expectation) and the metrics (feedback from
         # code), each with its average over the cell's traces; the first few are shown until more are picked.
-        mlflow_page.wait_for_function("() => document.body.innerText.includes('bertscore')", timeout=WAIT_MS)
+        mlflow_page.wait_for_function("() => document.body.innerText.includes('bertscore')")
     finally:
         screenshot(mlflow_page, "mlflow-cell-traces")
     body = mlflow_page.inner_text("body")

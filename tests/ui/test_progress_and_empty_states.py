@@ -14,6 +14,7 @@ from narrative_eval.backends import RequestCache, get_backend, request_key
 from narrative_eval.records import GenerationParams, InfillingInstance, Reply
 from narrative_eval.studies.infilling.prompts import render_infilling
 from narrative_eval.sweep import AFTER_CELLS, REPORT_STEP
+from tests.waiting import PATIENCE_MS
 from ui import jobs
 from ui.common import AppSettings, model_catalog
 from ui.live import catalog_spec
@@ -35,15 +36,16 @@ ONE_LINE_HEADERS = """els => els.map(th => {
 })"""
 """Each header's text and the number of lines it takes on screen."""
 REPORT_STAND_IN = f"""
-import time
+import threading
 
 from experiments.progress import plain_progress
 for _ in plain_progress([None], "cells", 1):
     pass
 for _ in plain_progress([None], "{AFTER_CELLS}: {REPORT_STEP}", 1):
-    time.sleep(300)
+    threading.Event().wait()
 """
-"""A sweep's last moments as its progress file tells them: its one cell done, its report being written."""
+"""A sweep's last moments as its progress file tells them: its one cell done, its report being written until it is
+stopped (a report that ended by itself first, on a machine slow to reach the stop, would say something else)."""
 
 
 @pytest.fixture()
@@ -95,7 +97,7 @@ def test_launch_names_the_stages_and_says_what_a_stop_kept(wide, ui_paths, scree
     expect(overlay).to_have_count(0)
     job_id = next(j.job_id for j in jobs.list_jobs(ui_paths["jobs"]) if j.sweep == STAGES_SWEEP)
     bars = page.locator("#launch-progress")
-    expect(bars).to_contain_text("cells 1/3", timeout=600_000)  # the first cell done, the second under way
+    expect(bars).to_contain_text("cells 1/3", timeout=PATIENCE_MS)  # the first cell done, the second under way
     for stage in ("generate", "score", "judge smollm2-judge", "report", "save to MLflow"):
         expect(bars).to_contain_text(stage)
     expect(bars).to_contain_text(re.compile(r"generate \d+/\d+"))
@@ -113,8 +115,7 @@ def test_launch_names_the_stages_and_says_what_a_stop_kept(wide, ui_paths, scree
 
     choose(page, "launch-cancel-id", job_id)
     page.locator("#launch-cancel").click()
-    expect(message).to_contain_text(re.compile(r"stopped after [12] of 3 cells; the finished cells are kept"),
-                                    timeout=180_000)
+    expect(message).to_contain_text(re.compile(r"stopped after [12] of 3 cells; the finished cells are kept"))
     expect(message).not_to_contain_text("exit status")
     expect(page.locator("#jobs-table")).to_contain_text("stopped")
     screenshot(page, "launch-stopped")
@@ -131,15 +132,14 @@ def test_a_stop_while_the_report_is_written_says_the_sweep_had_finished(wide, ui
                          stages=(["generate"], [REPORT_STEP, "save to MLflow"]))
     open_tab(page, "Launch")
     bars = page.locator("#launch-progress")
-    expect(bars).to_contain_text("✓ cells 1/1", timeout=60_000)
+    expect(bars).to_contain_text("✓ cells 1/1")
     expect(bars).to_contain_text("▸ report 0/1")
     assert "100%" not in bars.inner_text()
     screenshot(page, "launch-report-stage")
     choose(page, "launch-cancel-id", job.job_id)
     page.locator("#launch-cancel").click()
     message = page.locator("#launch-message")
-    expect(message).to_contain_text("the sweep had finished; its report was interrupted — rerun to write it",
-                                    timeout=60_000)
+    expect(message).to_contain_text("the sweep had finished; its report was interrupted — rerun to write it")
     screenshot(page, "launch-report-interrupted")
 
 
@@ -184,7 +184,7 @@ def test_figures_clears_the_previous_report_for_an_unknown_sweep(wide, e2e_sweep
     choose(page, "figures-sweep", e2e_sweep)
     tab = page.locator("#tab-figures")
     main_table = re.compile(r"main\s?\.csv")  # the report's main table, to download
-    expect(tab).to_contain_text(main_table, timeout=60_000)
+    expect(tab).to_contain_text(main_table)
     type_custom(page, "figures-sweep", "no-such-sweep")
     expect(tab).to_contain_text("No report folder no-such-sweep/")
     expect(tab).not_to_contain_text(main_table)
@@ -230,11 +230,11 @@ def test_fill_live_labels_metrics_explains_extraction_and_flags_an_echo(wide, ui
     page.locator("#live-gold textarea").fill(gold)
     page.locator("#live-go").click()
     status = page.locator("#live-status")
-    expect(status).to_contain_text("This fill repeats the passage", timeout=300_000)
+    expect(status).to_contain_text("This fill repeats the passage", timeout=PATIENCE_MS)
     expect(status).to_contain_text("extraction: fallback — the reply had no <ANSWER> tags")
     metrics = page.locator("#live-metrics")
     for shown in ("AtAvg", "BERTScore", "ROUGE-1", "METEOR", "chrF", "Sem-F1"):
-        expect(metrics).to_contain_text(shown, timeout=300_000)
+        expect(metrics).to_contain_text(shown, timeout=PATIENCE_MS)
     for raw in ("at_avg", "bertscore", "rouge1"):
         expect(metrics).not_to_contain_text(raw)
     screenshot(page, "fill-live-echo-flagged")

@@ -48,7 +48,7 @@ def test_compare_shows_a_plugin_studys_item_once_and_its_runs_answers_side_by_si
     choose(page, "compare-sweep", CONTINUATION_SWEEP)
     view = page.locator("#compare-view")
     cards = view.locator(".compare-columns .run-card")
-    expect(cards).to_have_count(len(CONTINUATION["prompt_settings"]), timeout=60_000)
+    expect(cards).to_have_count(len(CONTINUATION["prompt_settings"]))
     item = page.locator("#compare-instance input").first.input_value()
     # What each run logged for that item, read from the app's store as the tab reads it.
     for key in ("MLFLOW_TRACKING_URI", "NARRATIVE_EVAL_ARTIFACT_ROOT"):
@@ -91,7 +91,7 @@ def test_launch_runs_exactly_the_typed_config_and_counts_its_failed_cells(page, 
     assert job.command[job.command.index("--config") + 1] == path
     wait_until_ended(ui_paths["jobs"], job.job_id, timeout=600)
     table = page.locator("#jobs-table")
-    expect(table).to_contain_text("2/4 · 2 failed", timeout=30_000)
+    expect(table).to_contain_text("2/4 · 2 failed")
     expect(table).to_contain_text("failed: 2 of 4 cells finished, 2 failed")
     expect(page.locator("#launch-message")).to_contain_text("2 cells failed")
     log = page.locator("#launch-log textarea")

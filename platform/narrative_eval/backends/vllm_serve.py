@@ -6,7 +6,9 @@ vllm`. This runs the same command line, `vllm serve` and every option of it, wit
 answered by whichever build is installed. With the CUDA wheel it is plain `vllm serve`.
 
 The server's IPC sockets and temporary files go to a folder of its own, removed when it stops
-(`vllm_backend.scratch_folder`).
+(`vllm_backend.scratch_folder`). On CPUs its engine gets the vllm backend's limit on one engine step (an hour,
+unless the environment sets `VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`): with vLLM's own 300 s, a batch of requests on a
+busy 2-core machine ended the engine, and every request after it failed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import shutil
 import sys
 
-from narrative_eval.backends.vllm_backend import scratch_environment, scratch_folder
+from narrative_eval.backends.vllm_backend import engine_environment, on_cpu, scratch_environment, scratch_folder
 
 
 def installed_version(name: str, lookup=importlib.metadata.version) -> str:
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
 
     sys.argv = ["vllm", "serve", *(sys.argv[1:] if argv is None else argv)]
     scratch = scratch_folder()
-    os.environ.update(scratch_environment(scratch))
+    os.environ.update({**engine_environment(None, cpu=on_cpu()), **scratch_environment(scratch)})
     try:
         vllm_main()
     finally:
