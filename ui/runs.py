@@ -350,15 +350,25 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         return gr.Checkbox(visible=reference is not None, value=False,
                            label=f"With the study's published rows ({reference[1]})" if reference else "")
 
+    def shown_table_only(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, sets_, shown_,
+                         published_=False):
+        """The table and its note for the controls' values (what a column set or the published rows change)."""
+        shown_table, shown_note = runs_table(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [],
+                                             seed_, judge_, app, sets_ or [], bool(published_))
+        return runs_html(shown_table), shown_note
+
+    def shown_chart(study_name, sweep_name, models_, settings_, conditions_, shown_):
+        """The chart of the filtered runs' chosen number."""
+        return chart(filtered_runs(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or []), shown_)
+
     def shown_runs(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, sets_, shown_,
                    published_=False):
         """The table, its note, its CSV and the chart for the controls' values."""
-        shown_table, shown_note = runs_table(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [],
-                                             seed_, judge_, app, sets_ or [], bool(published_))
-        runs = filtered_runs(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [])
         path = csv_file(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_)
-        return (runs_html(shown_table), shown_note, gr.DownloadButton(value=path, interactive=path is not None),
-                chart(runs, shown_))
+        return (*shown_table_only(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, sets_, shown_,
+                                  published_),
+                gr.DownloadButton(value=path, interactive=path is not None),
+                shown_chart(study_name, sweep_name, models_, settings_, conditions_, shown_))
 
     def sweep_view(study_name: str, sweep_name: str | None):
         """The whole view of a sweep: its filters reset to its own choices, and its table drawn with them."""
@@ -396,6 +406,10 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     gr.on([study.input, refresh.click, demo.load], study_view, [study, sweep], [sweep, published, *sweep_outputs],
           **serial)
     sweep.input(sweep_view, [study, sweep], sweep_outputs, **serial)
-    gr.on([control.input for control in (models, setting, condition, seed, judge, sets, shown, published)],
-          shown_runs, filters, outputs, **serial)
+    # Each control redraws what depends on it: the rows' filters everything, a column set or the published rows the
+    # table (the CSV holds every set, the chart one headline), the chart's number the chart.
+    gr.on([control.input for control in (models, setting, condition, seed, judge)], shown_runs, filters, outputs,
+          **serial)
+    gr.on([sets.input, published.input], shown_table_only, filters, [table, note], **serial)
+    shown.input(shown_chart, [study, sweep, models, setting, condition, shown], [plot], **serial)
     return {"study": study, "sweep": sweep, "table": table, "refresh": refresh}
