@@ -139,7 +139,8 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         return gr.Dropdown(choices=names, value=value), (value, shown[1] + 1)
 
     def on_pick(current, shown):
-        return current, shown[1] + 1
+        # A pick sends its input event twice (Gradio's dropdown): the report already drawn is not drawn again.
+        return gr.skip() if current == shown[0] else (current, shown[1] + 1)
 
     serial = {"concurrency_limit": 1, "concurrency_id": "figures-view", "trigger_mode": "always_last"}
     gr.on([refresh.click, demo.load], on_refresh, [sweep, drawn], [sweep, drawn], **serial)
