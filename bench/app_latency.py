@@ -4,9 +4,9 @@ the result and no event is left running. Prints the median and the slowest of ea
 
 Targets: Runs and Compare react within 1.5 s, the first load within 3 s, on a 2-core machine.
 
-It reads a store that holds an infilling, an incremental-delivery and a continuation sweep (by default the repo's own
-`mlflow.db` and `reports/`, made by the quickstart sweep with `--limit 4`, the incremental embedded sweep with
-`--limit 2` and examples/continuation/continuation.yaml with `--limit 2`). `--app-dir` times another checkout's app on
+It reads a store that holds an infilling sweep at L2 and a continuation sweep (by default the repo's own `mlflow.db` and
+`reports/`, made by the quickstart sweep with `--limit 4` and examples/continuation/continuation.yaml with `--limit 2`;
+`--store` names another folder holding `mlflow.db` and `reports/`, such as the browser tests' app store). `--app-dir` times another checkout's app on
 the same store (an earlier commit, for a before-and-after on one machine).
 Usage: python bench/app_latency.py [--repeats 5] [--app-dir DIR]
 """
@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO / "tests" / "ui"))
 
 from browser_helpers import CHROMIUM_ARGS, VIEWPORT, pick, settle  # noqa: E402
 
-MARKERS = {"infilling": "L0", "incremental-delivery": "sharded", "continuation": "guided"}
-"""A text each study's Runs table shows once its sweep is drawn (a prompt setting or condition of its sweep)."""
+MARKERS = {"infilling": "L2", "continuation": "guided"}
+"""A text each study's Runs table shows once its sweep is drawn (a prompt setting its sweeps ran)."""
 LOADED = "() => !document.querySelector('#runs-table')?.innerText.includes('Loading runs')"
 
 
@@ -100,7 +100,7 @@ def measure(url: str, repeats: int, sweeps: dict[str, str]) -> dict[str, list[fl
                 figures["Runs column set"].append(timed(lambda: getattr(first, box)(), lambda: (
                     page.wait_for_function(f"() => document.querySelectorAll('#runs-table th').length !== {before}"),
                     settle(page))))
-            for study in ("incremental-delivery", "infilling"):
+            for study in ("continuation", "infilling"):
                 figures["Runs study switch"].append(timed(lambda: pick(page, "runs-study", study),
                                                           runs_shows(page, study)))
             page.get_by_role("tab", name="Compare").click()

@@ -101,7 +101,8 @@ def build(app: AppSettings, demo: gr.Blocks, study: Study, view: ConversationVie
         item = gr.Dropdown([], label=view.item_label, elem_id=f"{view.prefix}-story")
         seed = gr.Dropdown([], label="Seed")
         condition = gr.Dropdown([], label="Conversation to read", elem_id=f"{view.prefix}-condition")
-    chat = gr.Chatbot(label="Turns and replies", height=420, elem_id=f"{view.prefix}-chat")
+    chat = gr.Chatbot(label="Turns and replies", height=420, elem_id=f"{view.prefix}-chat",
+                      elem_classes=["conversation-chat"])
     finals = gr.HTML(elem_id=f"{view.prefix}-finals")
 
     def show(sweep_name, model_, setting_, condition_, item_, seed_):
