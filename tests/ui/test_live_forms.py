@@ -26,7 +26,7 @@ def test_a_plugin_study_answers_an_item_typed_in_its_template_fields():
     view, reply, metrics, line, _, refused = frames[-1]
     assert refused is None and reply.strip() and any(frame[3] == "generating…" for frame in frames)
     answer = form.study.answer(None, None, reply).text
-    assert answer and answer in reply and line == f"**continuation:** {answer} · no next sentence, no metrics"
+    assert answer and answer in reply and line == f"**Continuation:** {answer} · no next sentence, no metrics"
     assert answer in view and OPENING in view and metrics.empty  # the answer after the opening it continues
 
 
