@@ -78,7 +78,7 @@ def runs_shows(page, study: str) -> Callable[[], None]:
     return done
 
 
-def measure(url: str, repeats: int, sweeps: dict[str, str]) -> dict[str, list[float]]:
+def measure(url: str, repeats: int, sweeps: dict[str, str], switches: bool = True) -> dict[str, list[float]]:
     from playwright.sync_api import sync_playwright
 
     figures: dict[str, list[float]] = {"first load": [], "Runs column set": [], "Runs study switch": [],
@@ -100,6 +100,9 @@ def measure(url: str, repeats: int, sweeps: dict[str, str]) -> dict[str, list[fl
                 figures["Runs column set"].append(timed(lambda: getattr(first, box)(), lambda: (
                     page.wait_for_function(f"() => document.querySelectorAll('#runs-table th').length !== {before}"),
                     settle(page))))
+            if not switches:
+                context.close()
+                continue
             for study in ("continuation", "infilling"):
                 figures["Runs study switch"].append(timed(lambda: pick(page, "runs-study", study),
                                                           runs_shows(page, study)))
@@ -123,17 +126,21 @@ def main() -> None:
     parser.add_argument("--store", type=Path, default=REPO, help="folder holding mlflow.db, mlruns/ and reports/")
     parser.add_argument("--infilling-sweep", default="quickstart")
     parser.add_argument("--continuation-sweep", default="continuation-demo")
+    parser.add_argument("--no-switches", action="store_true",
+                        help="only the first load and the column sets (a store without a continuation sweep)")
     args = parser.parse_args()
     process, url = start_app(args.app_dir.resolve(), args.store.resolve())
     try:
         figures = measure(url, args.repeats, {"infilling": args.infilling_sweep,
-                                              "continuation": args.continuation_sweep})
+                                              "continuation": args.continuation_sweep}, not args.no_switches)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=60)
     print(f"app: {args.app_dir.resolve()}  load average: {' '.join(f'{v:.2f}' for v in os.getloadavg())} "
           f"({os.cpu_count()} cores)")
     for name, seconds in figures.items():
+        if not seconds:
+            continue
         print(f"{name:22s} median {statistics.median(seconds):5.2f} s   slowest {max(seconds):5.2f} s   "
               f"(n={len(seconds)})")
 
