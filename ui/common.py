@@ -330,12 +330,16 @@ def judge_check_note(runs: pd.DataFrame) -> str:
 
 
 def mlflow_ui_available(url: str) -> bool:
-    """True when an MLflow UI answers at url (probed briefly, so a missing server costs nothing noticeable)."""
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=0.4) as response:
-            return response.status == 200
-    except Exception:
-        return False
+    """True when an MLflow UI answers at url (probed briefly, so a missing server costs nothing noticeable; the answer
+    is kept as long as the run listings, so the views a page load draws probe it once)."""
+    def probe() -> bool:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=0.4) as response:
+                return response.status == 200
+        except Exception:
+            return False
+
+    return bool(_cached(("mlflow-ui", url), probe))
 
 
 def run_link(url: str, experiment_id: str, run_id: str) -> str:

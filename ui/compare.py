@@ -93,6 +93,16 @@ def _judge_line(row: pd.Series) -> str:
     return "<br>".join(parts)
 
 
+def answers_name(study: SingleTurnStudy) -> str:
+    """What the study's answers are called, plural: its declaration's `answers_name`, else its answer column's label."""
+    return study.answers_name or f"{metric_label(study.answer_column).lower()}s"
+
+
+def high_label(study: SingleTurnStudy) -> str:
+    """The filter of answers a judge rated above 4, in the study's words ('Only fills ...', 'Only continuations ...')."""
+    return f"Only {answers_name(study)} a judge rated above 4"
+
+
 def empty_message(study: SingleTurnStudy, sweep: str | None, run_ids: list[str], high_only: bool) -> str:
     """Why there is no instance to show: no sweep, an unknown name, no finished run, none picked, or no fill rated
     above 4 under 'Only fills a judge rated above 4'."""
@@ -108,9 +118,10 @@ def empty_message(study: SingleTurnStudy, sweep: str | None, run_ids: list[str],
         return words["pick_runs"]
     judges = judge_ids_of(list(runs.columns))
     if high_only and not judges:
-        return words["no_judge_high"]
+        return words["no_judge_high"].format(answers=answers_name(study), only=high_label(study))
     if high_only:
-        return words["none_rated_high"].format(judges=" or ".join(judges))
+        return words["none_rated_high"].format(judges=" or ".join(judges), answers=answers_name(study),
+                                               only=high_label(study))
     return words["no_outputs"]
 
 
@@ -141,7 +152,7 @@ def render(study: SingleTurnStudy, sweep: str | None, run_ids: list[str], seed: 
         row = rows.iloc[0]
         if not shown:
             shown, reference = _shown_text(study, row, field, run, instance_id), row.get(study.reference) or ""
-            meta = " · ".join([*(f"{esc(column)} {esc(row.get(column))}" for column in _item_columns(study, row)
+            meta = " · ".join([*(f"{esc(metric_label(column))} {esc(row.get(column))}" for column in _item_columns(study, row)
                                  if column != field), f"<code>{esc(instance_id)}</code>"])
         answer = row.get(study.answer_column)
         answer = answer if isinstance(answer, str) and answer else None
@@ -159,9 +170,9 @@ def render(study: SingleTurnStudy, sweep: str | None, run_ids: list[str], seed: 
             f"<details><summary>raw reply</summary><pre>{esc(row.get('raw_reply'))}</pre></details>"
             f"{_trace_anchor(mlflow_ui_url, run, row)}</div>"
         )
-    head = (f"<div class='card gold-card'><div class='card-title'>{esc(field.capitalize())} — {meta}</div>"
+    head = (f"<div class='card gold-card'><div class='card-title'>{esc(metric_label(field))} — {meta}</div>"
             f"{passage_html(shown, None)}"
-            f"<div class='gold'><b>Reference ({esc(study.reference)}):</b> {esc(reference)}</div></div>")
+            f"<div class='gold'><b>Reference ({esc(metric_label(study.reference))}):</b> {esc(reference)}</div></div>")
     columns = min(len(cards), MAX_COLUMNS)
     return (f"<div id='compare-cards'>{head}<div class='compare-columns' "
             f"style='grid-template-columns: repeat({columns}, minmax(0, 1fr))'>{''.join(cards)}</div></div>")
@@ -205,7 +216,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         sweep = gr.Dropdown([], label="Sweep", elem_id="compare-sweep", allow_custom_value=True)
         seed = gr.Dropdown([], label="Seed", elem_id="compare-seed")
         disagree = gr.Checkbox(label="Most disagreement first", value=False, elem_id="compare-disagree")
-        high = gr.Checkbox(label="Only fills a judge rated above 4", value=False, elem_id="compare-high")
+        high = gr.Checkbox(label=high_label(study_named(studies[0])), value=False, elem_id="compare-high")
         refresh = gr.Button("Refresh", scale=0)
     runs = gr.CheckboxGroup([], label="Runs to compare", elem_id="compare-runs")
     with gr.Row():
@@ -216,8 +227,9 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     view = gr.HTML(elem_id="compare-view")
 
     def on_refresh(study_: str | None, current: str | None):
-        names, value = pick_sweep(study_named(study_).experiment, current)
-        return gr.Dropdown(choices=names, value=value)
+        chosen = study_named(study_)
+        names, value = pick_sweep(chosen.experiment, current)
+        return gr.Dropdown(choices=names, value=value), gr.Checkbox(label=high_label(chosen))
 
     def on_sweep(study_: str | None, sweep_name: str | None):
         chosen = study_named(study_)
@@ -249,9 +261,9 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
 
     # The view is drawn once the instance list fits the runs, seed and filters (an instance of the previous list
     # would be drawn, or refused, otherwise).
-    refresh.click(on_refresh, [study, sweep], [sweep])
+    refresh.click(on_refresh, [study, sweep], [sweep, high])
     # Another study lists its own sweeps (the sweep's change event then lists its runs).
-    study.change(on_refresh, [study, sweep], [sweep])
+    study.change(on_refresh, [study, sweep], [sweep, high])
     ordering = [study, runs, seed, disagree, high, instance]
     shown = [study, sweep, runs, seed, instance, high]
     # The events that lead to the view run one at a time in the order sent (one queue, shared by the pages open on the
@@ -270,5 +282,5 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     prev_button.click(lambda t, r, s, d, h, c: step(t, r, s, d, h, c, -1), ordering, [instance], **raw)
     next_button.click(lambda t, r, s, d, h, c: step(t, r, s, d, h, c, 1), ordering, [instance], **raw)
     instance.change(show, shown, [view], **raw)
-    demo.load(on_refresh, [study, sweep], [sweep])
+    demo.load(on_refresh, [study, sweep], [sweep, high])
     return {"study": study, "sweep": sweep, "runs": runs, "instance": instance, "view": view}

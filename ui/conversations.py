@@ -100,15 +100,18 @@ def build(app: AppSettings, demo: gr.Blocks, study: Study, view: ConversationVie
     with gr.Row():
         item = gr.Dropdown([], label=view.item_label, elem_id=f"{view.prefix}-story")
         seed = gr.Dropdown([], label="Seed")
-        condition = gr.Dropdown([], label="Conversation to read")
-    chat = gr.Chatbot(label="Turns and replies", height=420, elem_id=f"{view.prefix}-chat")
+        condition = gr.Dropdown([], label="Conversation to read", elem_id=f"{view.prefix}-condition")
+    chat = gr.Chatbot(label="Turns and replies", height=420, elem_id=f"{view.prefix}-chat",
+                      elem_classes=["conversation-chat"])
     finals = gr.HTML(elem_id=f"{view.prefix}-finals")
 
-    def on_refresh(current):
-        names, value = pick_sweep(study.experiment, current)
-        return gr.Dropdown(choices=names, value=value)
+    def show(sweep_name, model_, setting_, condition_, item_, seed_):
+        return (conversation(study, view, sweep_name, model_, setting_, condition_, item_, seed_),
+                side_by_side(study, view, sweep_name, model_, setting_, item_, seed_, app))
 
-    def on_sweep(sweep_name):
+    def sweep_view(sweep_name):
+        """The whole view of a sweep: its choices, each set to its first, and the conversation and stories they
+        name, drawn from those same values."""
         runs = cell_runs(study.experiment, sweep_name)
 
         def options(name):
@@ -122,19 +125,26 @@ def build(app: AppSettings, demo: gr.Blocks, study: Study, view: ConversationVie
                 items.update(table[view.item_column].astype(str))
                 seeds.update(table["seed"].astype(str))
         first = view.default_condition if view.default_condition in conditions else (conditions[0] if conditions else None)
-        return (gr.Dropdown(choices=models, value=models[0] if models else None),
-                gr.Dropdown(choices=settings_, value=settings_[0] if settings_ else None),
-                gr.Dropdown(choices=sorted(items), value=min(items) if items else None),
-                gr.Dropdown(choices=sorted(seeds), value=min(seeds) if seeds else None),
-                gr.Dropdown(choices=conditions, value=first))
+        chosen = (models[0] if models else None, settings_[0] if settings_ else None, min(items) if items else None,
+                  min(seeds) if seeds else None, first)
+        lists = (models, settings_, sorted(items), sorted(seeds), conditions)
+        model_, setting_, item_, seed_, condition_ = chosen
+        return (*(gr.Dropdown(choices=names, value=value) for names, value in zip(lists, chosen, strict=True)),
+                *show(sweep_name, model_, setting_, condition_, item_, seed_))
 
-    def show(sweep_name, model_, setting_, condition_, item_, seed_):
-        return (conversation(study, view, sweep_name, model_, setting_, condition_, item_, seed_),
-                side_by_side(study, view, sweep_name, model_, setting_, item_, seed_, app))
+    def study_view(current):
+        """The study's sweeps (the current one if it still exists) and the chosen sweep's whole view."""
+        names, value = pick_sweep(study.experiment, current)
+        return gr.Dropdown(choices=names, value=value), *sweep_view(value)
 
-    refresh.click(on_refresh, [sweep], [sweep])
-    sweep.change(on_sweep, [sweep], [model, setting, item, seed, condition])
-    for control in (model, setting, condition, item, seed):
-        control.change(show, [sweep, model, setting, condition, item, seed], [chat, finals])
-    demo.load(on_refresh, [sweep], [sweep]).then(show, [sweep, model, setting, condition, item, seed], [chat, finals])
+    picks = [model, setting, item, seed, condition]
+    shown = [chat, finals]
+    # One event per user action, one at a time in the order sent, each drawing the view from the values it sets or
+    # reads: the page's load and a sweep's choices used to start a `show` each (the load's read the pickers before
+    # they were filled, and could finish last: the FULL conversation under "sharded"). A pick changed while the view
+    # is being drawn is drawn again once that is done (always_last); programmatic updates trigger nothing (`.input`).
+    serial = {"concurrency_limit": 1, "concurrency_id": f"{view.prefix}-view", "trigger_mode": "always_last"}
+    gr.on([refresh.click, demo.load], study_view, [sweep], [sweep, *picks, *shown], **serial)
+    sweep.input(sweep_view, [sweep], [*picks, *shown], **serial)
+    gr.on([control.input for control in picks], show, [sweep, model, setting, condition, item, seed], shown, **serial)
     return {"sweep": sweep, "chat": chat, "finals": finals}

@@ -15,7 +15,7 @@ import pandas as pd
 from narrative_eval.reports.catalog import FoundTable, latex_table, report_tables, shown_table
 from narrative_eval.reports.judge_checks import failing_in_report, judge_warning, report_notes
 from narrative_eval.reports.tables import file_slug
-from ui.common import AppSettings, html_table, texts
+from ui.common import AppSettings, counted, html_table, texts
 from ui.downloads import download_file
 
 LONG_TEXT = 60
@@ -101,18 +101,25 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     gr.Markdown(texts()["figures"])
     with gr.Row():
         sweep = gr.Dropdown([], label="Sweep", elem_id="figures-sweep", allow_custom_value=True)
-        refresh = gr.Button("Refresh", scale=0)
+        refresh = gr.Button("Refresh", scale=0, elem_id="figures-refresh")
 
-    @gr.render(inputs=[sweep], triggers=[sweep.change, refresh.click, demo.load])
-    def report(sweep_name: str | None) -> None:
-        folder, message = report_folder(app, sweep_name)
+    # What is drawn: (sweep, how many times drawn). Every user action sets it once, and only its change draws the
+    # report, so a switch draws one report whole; the count makes Refresh draw the same sweep again. (The report drawn
+    # from the sweep's change, from the Refresh click and from the page load at once interleaved: the status of one
+    # sweep over the tables of another, and a dropdown that no longer opened.)
+    drawn = gr.State((None, 0))
+
+    @gr.render(inputs=[drawn], triggers=[drawn.change], concurrency_limit=1, concurrency_id="figures-view",
+               trigger_mode="always_last")
+    def report(shown: tuple[str | None, int]) -> None:
+        folder, message = report_folder(app, shown[0])
         if folder is None:
             gr.Markdown(message, elem_id="figures-status")
             return
         tables = report_tables(folder)
         images = figure_files(folder)
-        gr.Markdown(f"{len(tables)} tables and {len(images)} figures in `{folder.name}/`; the main table first, "
-                    "the others folded: open one to read it.", elem_id="figures-status")
+        gr.Markdown(f"{counted(len(tables), 'table')} and {counted(len(images), 'figure')} in `{folder.name}/`; the "
+                    "main table first, the others folded: open one to read it.", elem_id="figures-status")
         warnings = [judge_warning(judge, checks) for judge, checks in failing_in_report(folder).items()]
         # Always there (empty without a warning): a block that comes and goes between two reports made Gradio drop
         # the last table of the next one.
@@ -126,10 +133,16 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         if not tables and images:
             _gallery(images)
 
-    def on_refresh(current):
+    def on_refresh(current, shown):
         names = report_sweeps(app)
-        return gr.Dropdown(choices=names, value=current if current in names else (names[0] if names else None))
+        value = current if current in names else (names[0] if names else None)
+        return gr.Dropdown(choices=names, value=value), (value, shown[1] + 1)
 
-    refresh.click(on_refresh, [sweep], [sweep])
-    demo.load(on_refresh, [sweep], [sweep])
+    def on_pick(current, shown):
+        # A pick sends its input event twice (Gradio's dropdown): the report already drawn is not drawn again.
+        return gr.skip() if current == shown[0] else (current, shown[1] + 1)
+
+    serial = {"concurrency_limit": 1, "concurrency_id": "figures-view", "trigger_mode": "always_last"}
+    gr.on([refresh.click, demo.load], on_refresh, [sweep, drawn], [sweep, drawn], **serial)
+    sweep.input(on_pick, [sweep, drawn], [drawn], **serial)
     return {"sweep": sweep}

@@ -18,7 +18,7 @@ import pandas as pd
 
 from narrative_eval.records import finite_number
 from narrative_eval.records.keys import bounded_name, interval_keys, parse_judge_key, parse_seed_key, seed_key
-from narrative_eval.reports.labels import column_set_names, column_set_of, label, labels
+from narrative_eval.reports.labels import column_set_names, column_set_of, is_count, label, labels
 from narrative_eval.reports.tables import interval_text
 from narrative_eval.stats.judge_checks import TAG_PREFIX
 from narrative_eval.stats.reference import load_reference, reference_wide
@@ -93,9 +93,11 @@ def available_sets(runs: pd.DataFrame, study: str) -> list[str]:
 
 
 def digits_for(metric: str, values: pd.Series) -> int:
-    """Decimals a column shows: one for a percentage, none for counts in the hundreds and more, two for scores
-    on a 1-5 scale, three for scores in [0, 1]."""
+    """Decimals a column shows: none for a count (the label map's `is_count`) or numbers in the hundreds and more,
+    one for a percentage, two for scores on a 1-5 scale, three for scores in [0, 1]."""
     largest = values.abs().max() if values.notna().any() else 0.0
+    if is_count(metric):
+        return 0
     if metric.endswith("_pct"):
         return 1
     return 0 if largest >= 100 else 2 if largest >= 1.5 else 3
@@ -256,6 +258,13 @@ def csv_file(study: str, sweep: str | None, models, settings_, conditions, seed:
     return str(download_file(name, content_version(text), lambda: text))
 
 
+def setting_label(study: str) -> str:
+    """The prompt-setting filter's label in the words of the study of MLflow experiment `study` (its grid's)."""
+    owner = study_of_experiment(study)
+    what = owner.config_section.grid.prompt_settings.what if owner is not None else "prompt setting"
+    return f"{what.capitalize()}s (all when empty)"
+
+
 def chart_choices(runs: pd.DataFrame, study: str) -> list[tuple[str, str]]:
     """(label, metric) the bar chart can show: the study's headline numbers the runs logged, in its order."""
     names = headline_metrics(study, judge_ids_of(list(runs.columns)))
@@ -318,7 +327,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         refresh = gr.Button("Refresh", elem_id="runs-refresh", scale=0)
     with gr.Row():
         models = gr.Dropdown([], multiselect=True, label="Models (all when empty)")
-        setting = gr.Dropdown([], multiselect=True, label="Levels / paradigms")
+        setting = gr.Dropdown([], multiselect=True, label=setting_label(STUDIES[0]))
         condition = gr.Dropdown([], multiselect=True, label="Conditions")
         seed = gr.Dropdown([MEAN], value=MEAN, label="Seed")
         judge = gr.Dropdown([ALL_JUDGES], value=ALL_JUDGES, label="Judge")
@@ -334,49 +343,73 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         shown = gr.Dropdown([], label="Chart", elem_id="runs-chart-metric", scale=1)
     plot = gr.Plot(elem_id="runs-chart", show_label=False)
 
-    def on_study(study_name: str, current: str | None = None):
-        names, value = pick_sweep(study_name, current)
-        return gr.Dropdown(choices=names, value=value)
-
-    def on_study_rows(study_name: str):
+    def rows_box(study_name: str):
         """The published rows box only for a study that has them."""
         owner = study_of_experiment(study_name)
         reference = owner.published_reference if owner is not None else None
         return gr.Checkbox(visible=reference is not None, value=False,
                            label=f"With the study's published rows ({reference[1]})" if reference else "")
 
-    def on_sweep(study_name: str, sweep_name: str | None):
+    def shown_table_only(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, sets_, shown_,
+                         published_=False):
+        """The table and its note for the controls' values (what a column set or the published rows change)."""
+        shown_table, shown_note = runs_table(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [],
+                                             seed_, judge_, app, sets_ or [], bool(published_))
+        return runs_html(shown_table), shown_note
+
+    def shown_chart(study_name, sweep_name, models_, settings_, conditions_, shown_):
+        """The chart of the filtered runs' chosen number."""
+        return chart(filtered_runs(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or []), shown_)
+
+    def shown_runs(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, sets_, shown_,
+                   published_=False):
+        """The table, its note, its CSV and the chart for the controls' values."""
+        path = csv_file(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_)
+        return (*shown_table_only(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, sets_, shown_,
+                                  published_),
+                gr.DownloadButton(value=path, interactive=path is not None),
+                shown_chart(study_name, sweep_name, models_, settings_, conditions_, shown_))
+
+    def sweep_view(study_name: str, sweep_name: str | None):
+        """The whole view of a sweep: its filters reset to its own choices, and its table drawn with them."""
         runs = cell_runs(study_name, sweep_name, finished_only=False)
 
         def options(name: str) -> list[str]:
             return sorted({str(v) for v in column(runs, name).dropna() if str(v)}) if not runs.empty else []
         judges = judge_ids_of(list(runs.columns)) if not runs.empty else []
         charts = chart_choices(runs, study_name) if not runs.empty else []
+        chart_metric = charts[0][1] if charts else None
         return (gr.Dropdown(choices=options("params.model_id"), value=[]),
-                gr.Dropdown(choices=options("params.prompt_setting"), value=[]),
+                gr.Dropdown(choices=options("params.prompt_setting"), value=[], label=setting_label(study_name)),
                 gr.Dropdown(choices=options("params.condition"), value=[]),
                 gr.Dropdown(choices=[MEAN, *seeds_of(runs)], value=MEAN),
                 gr.Dropdown(choices=[ALL_JUDGES, *judges], value=ALL_JUDGES),
                 gr.CheckboxGroup(choices=available_sets(runs, study_name) if not runs.empty else [], value=[]),
-                gr.Dropdown(choices=charts, value=charts[0][1] if charts else None))
+                gr.Dropdown(choices=charts, value=chart_metric),
+                *shown_runs(study_name, sweep_name, [], [], [], MEAN, ALL_JUDGES, [], chart_metric))
 
-    def on_filter(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, sets_, shown_,
-                  published_=False):
-        shown_table, shown_note = runs_table(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [],
-                                             seed_, judge_, app, sets_ or [], bool(published_))
-        runs = filtered_runs(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or [])
-        path = csv_file(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_)
-        return (runs_html(shown_table), shown_note, gr.DownloadButton(value=path, interactive=path is not None),
-                chart(runs, shown_))
+    def study_view(study_name: str, current: str | None = None):
+        """The whole view of a study: its sweeps (the current one if it has it), the published rows box, and the
+        chosen sweep's view."""
+        names, value = pick_sweep(study_name, current)
+        return gr.Dropdown(choices=names, value=value), rows_box(study_name), *sweep_view(study_name, value)
 
     filters = [study, sweep, models, setting, condition, seed, judge, sets, shown, published]
     outputs = [table, note, download, plot]
-    sweep_outputs = [models, setting, condition, seed, judge, sets, shown]
-    study.change(on_study, [study], [sweep]).then(on_study_rows, [study], [published])
-    sweep.change(on_sweep, [study, sweep], sweep_outputs).then(on_filter, filters, outputs)
-    for control in (models, setting, condition, seed, judge, sets, shown, published):
-        control.input(on_filter, filters, outputs)
-    refresh.click(on_study, [study, sweep], [sweep]).then(on_sweep, [study, sweep], sweep_outputs).then(
-        on_filter, filters, outputs)
-    demo.load(on_study, [study], [sweep]).then(on_study_rows, [study], [published])
+    sweep_outputs = [models, setting, condition, seed, judge, sets, shown, *outputs]
+    # One event per user action, each drawing the whole view it changes, one at a time in the order sent: a study or
+    # sweep switch replaces the filters and the table together, and a filter changed while the table is being drawn
+    # is drawn again with every control's value once that is done (always_last; Gradio's default for a click or an
+    # input drops it, so a second box ticked meanwhile stayed ticked with its columns missing). Programmatic updates
+    # of the controls trigger nothing (`.input`, not `.change`).
+    serial = {"concurrency_limit": 1, "concurrency_id": "runs-view", "trigger_mode": "always_last"}
+    gr.on([study.input, refresh.click, demo.load], study_view, [study, sweep], [sweep, published, *sweep_outputs],
+          **serial)
+    sweep.input(sweep_view, [study, sweep], sweep_outputs, **serial)
+    # Each control redraws what depends on it: the rows' filters everything, a column set or the published rows the
+    # table (the CSV holds every set, the chart one headline), the chart's number the chart.
+    gr.on([control.input for control in (models, setting, condition, seed, judge)], shown_runs, filters, outputs,
+          **serial)
+    gr.on([sets.input, published.input], shown_table_only, filters, [table, note], **serial)
+    shown.input(shown_chart, [study, sweep, models, setting, condition, shown], [plot], **serial)
     return {"study": study, "sweep": sweep, "table": table, "refresh": refresh}

@@ -188,6 +188,8 @@ class SingleTurnStudy(Study):
     """The rows' answer column."""
     items_name: ClassVar[str] = "items"
     """What its items are called (the `n_<items>` metric and param)."""
+    answers_name: ClassVar[str | None] = None
+    """What its answers are called in the app, plural ('fills'); None: its answer column's label, plural."""
     trace_name: ClassVar[str] = GENERATE
     """Its traces' root span name."""
 

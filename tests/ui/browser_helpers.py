@@ -51,6 +51,33 @@ def choose(page, elem_id: str, option: str) -> None:
     page.get_by_role("option", name=re.compile(rf"(^|\s){re.escape(option)}$")).first.click()
 
 
+def pick(page, elem_id: str, option: str) -> None:
+    """Pick an option of a Gradio dropdown at once, as a fast user does: without waiting for the page's events."""
+    page.locator(f"#{elem_id} input").first.click()
+    page.get_by_role("option", name=re.compile(rf"(^|\s){re.escape(option)}$")).first.click()
+
+
+HUMAN_FAST_MS = 700
+"""A quick user's pause between two actions (the issue's second box ticked 0.7 s after the first)."""
+MACHINE_FAST_MS = 100
+"""Actions 100 ms apart: faster than any view is drawn, so each action arrives while the last one's events run."""
+
+
+def pause(page, ms: int) -> None:
+    """The user's own pause between two actions, `ms` long, timed in the page. It paces the input; what the app shows
+    after it is always waited for as a condition."""
+    page.evaluate("ms => new Promise(done => setTimeout(done, ms))", ms)
+
+
+def console_errors(page) -> list[str]:
+    """A list that collects, from now on, the page's uncaught errors and console errors (Gradio's `e.trim is not a
+    function` when an update sent a component a value of another kind)."""
+    found: list[str] = []
+    page.on("pageerror", lambda error: found.append(str(error)))
+    page.on("console", lambda message: found.append(message.text) if message.type == "error" else None)
+    return found
+
+
 def runs_shown(page) -> list[dict[str, str]]:
     """The Runs table as shown: one dict per row, each cell's text under its column's logged name (the header's
     tooltip), a number's interval after it ('0.322 [0.251, 0.380]')."""

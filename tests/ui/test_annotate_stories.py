@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser_helpers import BROWSER_PATIENCE_MS, VIEWPORT, choose, open_tab, runs_match_report, settle
+from browser_helpers import (BROWSER_PATIENCE_MS, HUMAN_FAST_MS, MACHINE_FAST_MS, VIEWPORT, choose, open_tab, pause, pick,
+                             runs_match_report, settle)
 
 from tests import shared_sweeps
 from tests.servers import start_app, stop
@@ -269,3 +270,59 @@ def test_a_failing_judge_is_warned_in_conversations_and_annotate_agreement(brows
     finally:
         for run in runs:
             client.delete_tag(run.info.run_id, tag)
+
+
+def _turns(env: dict[str, str], tmp_path: Path) -> dict[str, list[str]]:
+    """condition -> the user turns of the sweep's one conversation, in order, read straight from MLflow."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+    experiment = client.get_experiment_by_name("incremental-delivery").experiment_id
+    turns = {}
+    for run in client.search_runs([experiment], f"tags.`narrative_eval.sweep` = '{SWEEP}' and tags.`narrative_eval.kind` = 'cell'"):
+        with open(client.download_artifacts(run.info.run_id, "conversations.json", str(tmp_path))) as handle:
+            payload = json.load(handle)
+        rows = sorted((dict(zip(payload["columns"], row)) for row in payload["data"]), key=lambda row: row["turn"])
+        turns[run.data.params["condition"]] = [row["user"] for row in rows]
+    return turns
+
+
+def _shows_conversation(page, condition: str, turns: dict[str, list[str]]) -> None:
+    """The condition picker says `condition` and the chat is that conversation: its turns, each in its own bubble."""
+    from playwright.sync_api import expect
+
+    expect(page.locator("#conv-condition input")).to_have_value(condition)
+    users = page.locator("#conv-chat [data-testid='user']")
+    expect(users).to_have_count(len(turns[condition]))
+    expect(users.last).to_contain_text(_words(turns[condition][-1])[:60])
+
+
+@pytest.mark.parametrize("apart_ms", [HUMAN_FAST_MS, MACHINE_FAST_MS], ids=["human-fast", "machine-fast"])
+def test_conversations_shows_the_conversation_its_pickers_name(browser, stories_app, stories_env, screenshot, tmp_path,
+                                                               apart_ms):
+    """'Conversation to read: sharded' sat over the FULL chat in 2 of 4 page loads (the load's view and the pickers'
+    views raced), and the chat's label covered its first line. Every load, and every pick however fast, now shows
+    the conversation the pickers name."""
+    _, env = stories_env
+    turns = _turns(env, tmp_path)
+    assert len(turns["full"]) == 1 and len(turns["sharded"]) > 1, turns
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    for _ in range(3):
+        page.goto(stories_app)
+        page.wait_for_selector("#tabs")
+        page.get_by_role("tab", name="Conversations").click()
+        _shows_conversation(page, "sharded", turns)
+    settle(page)
+    # The chat's label sits above its first message, not over it.
+    label = page.locator("#conv-chat [data-testid='block-label']").bounding_box()
+    first = page.locator("#conv-chat [data-testid='user']").first.bounding_box()
+    assert label is not None and first is not None and label["y"] + label["height"] <= first["y"], (label, first)
+    screenshot(page, f"views-conversations-load-{apart_ms}ms")
+    for condition in ("full", "sharded", "full"):
+        pick(page, "conv-condition", condition)
+        pause(page, apart_ms)
+    _shows_conversation(page, "full", turns)
+    screenshot(page, f"views-conversations-picks-{apart_ms}ms")
+    context.close()

@@ -46,7 +46,7 @@ def test_compare_shows_both_models_fills_inside_the_passage(page, e2e_sweep, scr
         expect(fill).to_have_count(1)
         assert fill.inner_text().strip()
     expect(view.locator(".gold-card mark.blank")).to_have_count(1)
-    expect(view.locator(".gold")).to_contain_text("Reference (gold)")
+    expect(view.locator(".gold")).to_contain_text("Reference (Gold)")
     screenshot(page, "compare")
 
 

@@ -205,14 +205,14 @@ def test_fill_live_takes_a_plugin_studys_fields_and_shows_its_answer(page, scree
     expect(page.locator("#live-domain")).to_be_hidden()  # 'plain' asks for the opening alone
     choose(page, "live-setting", "guided — The opening, its kind of text and what a good next sentence does")
     fields = [page.locator(f"#live-{name}") for name in ("domain", "opening", "next_sentence")]
-    for field, label in zip(fields, ("domain", "opening", "next_sentence (optional)"), strict=True):
+    for field, label in zip(fields, ("Domain", "Opening", "Next sentence (optional)"), strict=True):
         expect(field).to_be_visible()
         expect(field).to_contain_text(label)
     choose(page, "live-model", "smollm2")
     page.locator("#live-max-tokens input[type='number']").fill("24")
     page.locator("#live-max-tokens input[type='number']").blur()
     page.locator("#live-go").click()
-    expect(page.locator("#live-domain-error")).to_contain_text("Fill in domain, opening")
+    expect(page.locator("#live-domain-error")).to_contain_text("Fill in the domain and the opening")
     fields[0].locator("textarea").fill("story")
     opening = "The ferry left the harbour at dawn. Gulls followed it past the lighthouse."
     fields[1].locator("textarea").fill(opening)

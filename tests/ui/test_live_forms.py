@@ -20,13 +20,13 @@ def test_a_plugin_study_answers_an_item_typed_in_its_template_fields():
     assert [field.name for field in forms["infilling"].fields("L2")] == ["passage", "gold", "n"]
     app = AppSettings()
     *_, refused = next(live_fill(app, form, {"opening": OPENING}, "smollm2", "guided", 0.0, 24))
-    assert isinstance(refused, Refused) and refused.field == "domain" and "Fill in domain" in str(refused)
+    assert isinstance(refused, Refused) and refused.field == "domain" and "Fill in the domain" in str(refused)
     # No reference typed: no metrics (the browser test scores one against it).
     frames = list(live_fill(app, form, {"domain": "story", "opening": OPENING}, "smollm2", "guided", 0.0, 24))
     view, reply, metrics, line, _, refused = frames[-1]
     assert refused is None and reply.strip() and any(frame[3] == "generating…" for frame in frames)
     answer = form.study.answer(None, None, reply).text
-    assert answer and answer in reply and line == f"**continuation:** {answer} · no next sentence, no metrics"
+    assert answer and answer in reply and line == f"**Continuation:** {answer} · no next sentence, no metrics"
     assert answer in view and OPENING in view and metrics.empty  # the answer after the opening it continues
 
 

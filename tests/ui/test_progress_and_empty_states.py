@@ -166,7 +166,7 @@ def test_compare_says_why_it_shows_no_instance(wide, e2e_sweep, ui_paths, app_en
         expect(view.locator(".run-card").first).to_be_visible()
         expect(view).not_to_contain_text("rated above 4 by")
     else:
-        expect(view).to_contain_text("No fill in this sweep was rated above 4 by smollm2-judge")
+        expect(view).to_contain_text("None of this sweep's fills was rated above 4 by smollm2-judge")
         expect(view).not_to_contain_text("No finished runs")
     screenshot(page, "compare-none-rated-above-4")
     page.locator("#compare-high input").uncheck()

@@ -57,7 +57,7 @@ def test_compare_shows_a_plugin_studys_item_once_and_its_runs_answers_side_by_si
             for table in map(run_table, cell_runs("continuation", CONTINUATION_SWEEP)["run_id"])]
     assert len(rows) == 2 and {row["opening"] for row in rows} == {rows[0]["opening"]}
     expect(view.locator(".gold-card .passage")).to_have_text(rows[0]["opening"])
-    expect(view.locator(".gold")).to_contain_text(f"Reference (next_sentence): {rows[0]['next_sentence']}")
+    expect(view.locator(".gold")).to_contain_text(f"Reference (Next sentence): {rows[0]['next_sentence']}")
     assert sorted(cards.locator("mark").all_inner_texts()) == sorted(row["continuation"] for row in rows if row["continuation"])
     tops = [card.bounding_box()["y"] for card in cards.all()]
     assert abs(tops[0] - tops[1]) < 2, tops  # one row

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import interval_keys
-from narrative_eval.reports.labels import humanize, platform_presentation
+from narrative_eval.reports.labels import humanize, is_count, platform_presentation
 from narrative_eval.reports.tables import fold_intervals, readable
 from narrative_eval.study import ReportTable, Study, all_studies
 
@@ -93,7 +93,8 @@ def shown_table(table: FoundTable, digits: int = 3) -> pd.DataFrame:
         if pd.api.types.is_integer_dtype(frame[column]):
             frame[column] = frame[column].astype(str)
         elif pd.api.types.is_float_dtype(frame[column]):
-            frame[column] = [_number(v, digits) for v in frame[column]]
+            # A count with a missing value reads back as floats: still a whole number.
+            frame[column] = [_number(v, 0 if is_count(column) else digits) for v in frame[column]]
     return readable(frame.fillna(""))
 
 

@@ -74,7 +74,8 @@ def tables_naming(tables: Mapping[str, str], judges: Sequence[str]) -> dict[str,
 def judge_warning(judge: str, checks: Sequence[str]) -> str:
     """The one warning about a judge that failed its control checks, wherever its scores appear: under a report's
     tables, and in every tab of the app (Runs once per table, Compare, Conversations, Annotate's agreement, Figures)."""
-    named = ", ".join(label(check) for check in checks) or "an unnamed check"
+    # One order wherever it is said (the checks come from tags, a report's table or several runs in their own orders).
+    named = ", ".join(sorted({label(check) for check in checks}, key=str.lower)) or "an unnamed check"
     return (f"⚠ judge {judge} failed checks: {named}: it may not tell good outputs from bad ones, so read its scores "
             "with care")
 

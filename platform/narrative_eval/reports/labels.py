@@ -55,6 +55,8 @@ class PlatformPresentation(Presentation):
     """Columns whose values are names too (a paired table's `metric`)."""
     column_sets: list[ColumnSet] = []
     """The Runs tab's optional column sets, in order; a name joins the first set that matches it."""
+    counts: list[str] = []
+    """Shell-style patterns of the logged names that count things: shown as whole numbers."""
 
 
 def platform_presentation() -> PlatformPresentation:
@@ -164,6 +166,12 @@ def column_set_of(name: str) -> str:
         if any(fnmatchcase(name, pattern) for pattern in column_set.match):
             return column_set.name
     return OTHER_SET
+
+
+def is_count(name: str) -> bool:
+    """Whether a logged name counts things (n_instances, n_seeds, requests_sync, a judge's n_judged): its value is a
+    whole number, shown without decimals."""
+    return any(fnmatchcase(name, pattern) for pattern in platform_presentation().counts)
 
 
 def labelled_values() -> tuple[str, ...]:

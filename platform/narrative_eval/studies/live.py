@@ -17,6 +17,7 @@ from narrative_eval.config import grid_of
 from narrative_eval.evaluation import ANSWER, Answer, Item, SingleTurnStudy
 from narrative_eval.prompts.render import PROMPT_SETTINGS, SLOT, load_prompt_file
 from narrative_eval.records import CellSpec, ModelSpec, Message
+from narrative_eval.reports.labels import label
 from narrative_eval.study import STANDARD
 
 LIVE = "live"
@@ -46,7 +47,7 @@ class LiveField:
 
     @property
     def called(self) -> str:
-        return self.noun or self.name.replace("_", " ")
+        return self.noun or label(self.name).lower()
 
 
 def shown_field(study: SingleTurnStudy) -> str:
@@ -92,7 +93,7 @@ class LiveForm:
     def help(self) -> str:
         """What the form asks for, above it (markdown)."""
         return (f"Type the fields of one **{self.study.name}** item its prompt setting asks for, and the model's reply "
-                f"streams in, then the {self.study.answer_column.replace('_', ' ')} the study scores in it; with the "
+                f"streams in, then the {label(self.study.answer_column).lower()} the study scores in it; with the "
                 "reference typed too, the automatic metrics are computed when it ends.")
 
     def fields(self, setting: str | None) -> list[LiveField]:
@@ -101,8 +102,9 @@ class LiveForm:
         template = prompts.settings[setting]["user"] if prompts is not None and setting in prompts.settings else ""
         slots = dict.fromkeys(match.group(1) for match in SLOT.finditer(template))
         reference = self.study.reference
-        return [*(LiveField(slot, slot) for slot in slots if slot != reference),
-                LiveField(reference, f"{reference} (optional)", optional=True)]
+        # Each box under its label (the study's words, through the one label map), never its field's raw name.
+        return [*(LiveField(slot, label(slot)) for slot in slots if slot != reference),
+                LiveField(reference, f"{label(reference)} (optional)", optional=True)]
 
     def all_fields(self) -> list[LiveField]:
         """Every box any of its settings shows, in order of first use, the reference last (the page lays them all
@@ -131,7 +133,7 @@ class LiveForm:
         empty = [field for field in self.fields(setting)
                  if not field.optional and not str(values.get(field.name) or "").strip()]
         if empty:
-            return empty[0].name, f"Fill in {', '.join(field.called for field in empty)}."
+            return empty[0].name, f"Fill in the {' and the '.join(field.called for field in empty)}."
         return None
 
     def item(self, values: Mapping[str, Any], setting: str | None) -> Item:
@@ -156,7 +158,7 @@ class LiveForm:
     def notes(self, item: Item, answer: Answer) -> list[str]:
         """What the form says of the answer (markdown): a line, then warnings under it."""
         shown = html.escape(answer.text) if answer.text else "(none)"
-        return [f"**{html.escape(self.study.answer_column)}:** {shown}"]
+        return [f"**{html.escape(label(self.study.answer_column))}:** {shown}"]
 
     def cell(self, setting: str | None, model: ModelSpec | None = None, data_path: str | Path = "") -> CellSpec:
         """The cell a live item is sent and answered under: the setting, the model, the config section's defaults."""

@@ -58,6 +58,7 @@ class InfillingStudy(SingleTurnStudy):
     judge_sees = {"problem": "problem", "candidate": ANSWER}  # the passage with its blank and the fill, nothing else
     reference = "gold"
     id_column, items_name, trace_name = "instance_id", "instances", "infill"
+    answers_name = "fills"
 
     def items(self, cell: CellSpec) -> list[Item]:
         """The instances after the subset and the limit; rows carry their dataset, domain, blank position and n."""
