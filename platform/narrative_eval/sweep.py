@@ -31,7 +31,7 @@ from narrative_eval.stats.judge_checks import (
     check_rows,
     verdict_tags,
 )
-from narrative_eval.study import ProgressFactory, Study, load_study, no_progress
+from narrative_eval.study import ProgressFactory, Study, code_versions, load_study, no_progress
 
 PROMPT_TOKENS_ESTIMATE = 400
 """Prompt tokens assumed per request when a dry run prices a grid before anything is rendered."""
@@ -50,6 +50,9 @@ def expand_grid(config: SweepConfig) -> list[CellSpec]:
     # Fix the metric list now, so a cell's spec (and hash) names exactly the metrics it computes.
     metrics = config.metrics.model_copy(update={"names": metric_names(config.metrics)})
     extra = {**config.extra, **config.section.cell_extra()}
+    # The code that makes the numbers is part of each cell's hash: a study or metric whose version went up (or a
+    # plugin's whose distribution changed) is new cells, never skipped ones.
+    versions = code_versions(config.study, metrics.names or ())
     return [
         CellSpec(
             study=config.study,
@@ -66,6 +69,7 @@ def expand_grid(config: SweepConfig) -> list[CellSpec]:
             subset=config.subset,
             metrics=metrics,
             extra=extra,
+            versions=versions,
         )
         for model in config.models
         for setting in config.prompt_settings
