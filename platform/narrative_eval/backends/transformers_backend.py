@@ -131,7 +131,8 @@ def load_model(
         # Quantized weights are placed at load time; moving them afterwards is not supported.
         kwargs["device_map"] = device
     try:
-        model = load_checked(AutoModelForCausalLM, source, what=f"model {name!r}", **kwargs)
+        model = load_checked(AutoModelForCausalLM, source, what=f"model {name!r}", quantizing=config is not None,
+                             **kwargs)
     except (ImportError, ValueError, RuntimeError, NotImplementedError) as error:
         if config is None:
             raise

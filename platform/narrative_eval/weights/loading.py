@@ -71,22 +71,28 @@ def loading_problems(model: Any, info: Mapping[str, Any], config: Mapping[str, A
     return problems
 
 
-def load_checked(model_class: Any, path: str, *, what: str, **kwargs: Any) -> Any:
+def load_checked(model_class: Any, path: str, *, what: str, quantizing: bool = False, **kwargs: Any) -> Any:
     """`model_class.from_pretrained(path, **kwargs)`, checked whole (`loading_problems`); a ModelLoadError naming
     `what` (the model as the user knows it: 'BERTScore model', "model 'smollm2'"), the path and every problem, when
-    it is not, or when its files cannot be read."""
+    it is not, or when its files cannot be read.
+
+    A file cut short shows as an OSError, a safetensors or pickle error, or (a GGUF or torch file read past its end)
+    a ValueError or RuntimeError; when `quantizing`, those two are left to the caller, since a quantization that
+    cannot run on this machine raises them too."""
     from safetensors import SafetensorError
 
+    unreadable: tuple[type[BaseException], ...] = (OSError, EOFError, UnpicklingError, SafetensorError)
+    if not quantizing:
+        unreadable += (ValueError, RuntimeError)
     config = directory_config(path)
+    where = str(Path(path) / kwargs["gguf_file"]) if kwargs.get("gguf_file") else path
     try:
         model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
-    # Only what reading the files raises: a ValueError or RuntimeError (a quantization that cannot run here) is the
-    # caller's to explain.
-    except (OSError, EOFError, UnpicklingError, SafetensorError) as error:
-        raise ModelLoadError(f"{what} at {path}: the weights cannot be read ({one_line(error)}); "
+    except unreadable as error:
+        raise ModelLoadError(f"{what} at {where}: the weights cannot be read ({one_line(error)}); "
                              "restore or re-download the model's files") from error
     problems = loading_problems(model, info, config)
     if problems:
-        raise ModelLoadError(f"{what} at {path} did not load whole, so no number is computed with it: "
+        raise ModelLoadError(f"{what} at {where} did not load whole, so no number is computed with it: "
                              + "; ".join(problems))
     return model
