@@ -1,4 +1,4 @@
-"""BERTScore F1 via the `bert-score` package's BERTScorer.
+"""BERTScore F1 computed by the `bert-score` package's scoring function on a model loaded and checked here.
 
 Greedy matching of contextual token embeddings from one layer of the model: each candidate token's
 best cosine match among reference tokens gives precision, the converse gives recall, F1 their harmonic
