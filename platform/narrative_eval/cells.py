@@ -14,6 +14,7 @@ from narrative_eval.backends.accounting import add_figures
 from narrative_eval.backends.cache import CachedBackend, RequestCache
 from narrative_eval.backends.registry import get_backend, release
 from narrative_eval.config import SweepConfig
+from narrative_eval.errors import ModelLoadError
 from narrative_eval.records import CellSpec, ModelSpec
 from narrative_eval.study import CellResult, Runtime, load_study
 
@@ -98,14 +99,22 @@ def run_cell_tracked(cell: CellSpec, parent_run_id: str, runtime: Runtime, gener
             result.metrics.update({f"cost/{k}": v - cost_before.get(k, 0.0) for k, v in pool.cost().items()})
         record = writer.submit if writer is not None else tracking.log_cell
         record(run_id, cell, result, lambda: study.evaluation(cell, result))
+    except ModelLoadError as error:  # no cell can trust that model: the sweep stops with the error, before any number
+        _record_failure(run_id, error)
+        raise
     except Exception as error:  # a broken cell is recorded and the sweep goes on
-        tracking.end_run(run_id, "FAILED")
-        tracking.client().set_tag(run_id, "narrative_eval.error", f"{type(error).__name__}: {error}"[:5000])
+        _record_failure(run_id, error)
         log.error("cell %s failed: %s", cell.run_name, error)
         return CellOutcome(cell, "failed", run_id, generated() - before, time.perf_counter() - start,
                            traceback.format_exc(limit=8))
     return CellOutcome(cell, "finished", run_id, result.generated, time.perf_counter() - start,
                        request_failure_rate=float(result.metrics.get("request_failure_rate", 0.0)))
+
+
+def _record_failure(run_id: str, error: BaseException) -> None:
+    """Mark a cell's run FAILED with the error that stopped it."""
+    tracking.end_run(run_id, "FAILED")
+    tracking.client().set_tag(run_id, "narrative_eval.error", f"{type(error).__name__}: {error}"[:5000])
 
 
 def finish_outcomes(outcomes: list[CellOutcome], writer: tracking.CellWriter) -> list[CellOutcome]:

@@ -69,6 +69,12 @@ class DataErrors(UserError, ValueError):
         return f"{len(self.errors)} invalid row(s):\n{shown}{more}"
 
 
+class ModelLoadError(UserError):
+    """A model's weights did not load whole (a weight missing or newly initialised, a file cut short or gone, a model
+    class other than its config names): no number may come from it, so the sweep stops here, before any is
+    computed, with one `error:` line naming the model and its path."""
+
+
 class ServiceUnavailable(UserError):
     """A service the command needs (a tracking server, a model server) stopped answering: said plainly, exit 1."""
 

@@ -28,7 +28,7 @@ from narrative_eval.backends import in_batches
 from narrative_eval.judges import judge_many, load_rubric, qavg, summarize
 from narrative_eval.judges.checks import ControlItem, ControlSet, pick_other, sample_ids
 from narrative_eval.lazy import lazy_module
-from narrative_eval.metrics import METRICS, at_avg, at_avg_names, get_metric, metric_names
+from narrative_eval.metrics import METRICS, at_avg, at_avg_names, get_metric, load_metrics, metric_names
 from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
 from narrative_eval.records import CellSpec, JudgeResult, JudgeSpec, Message, Reply, derived_seed, finite_number
 from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key, seeded
@@ -291,6 +291,7 @@ def run_single_turn(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime) ->
     """One cell of a single-turn study: every item under every seed generated, answered, scored, judged; what its
     MLflow run logs."""
     items = study.items(cell)
+    metric_params = load_metrics(cell.metrics)  # weights that did not load whole stop the cell before it generates
     samples = _generate(study, cell, runtime, items)
     _score(study, cell, runtime, samples)
     _judge(study, cell, runtime, items, samples)
@@ -302,7 +303,8 @@ def run_single_turn(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime) ->
                               None if None in clusters else clusters)
     metrics[f"n_{study.items_name}"] = float(len(items))
     metrics["n_seeds"] = float(len(per_seed))
-    params: dict[str, Any] = {"prompt_file_sha256": study.prompt_file(cell).sha256, f"n_{study.items_name}": len(items)}
+    params: dict[str, Any] = {"prompt_file_sha256": study.prompt_file(cell).sha256, f"n_{study.items_name}": len(items),
+                              **metric_params}
     if rubrics:  # their texts go to MLflow's prompt registry too (Study.used_templates)
         params["rubric"] = ",".join(sorted({rubric.name for rubric in rubrics.values()}))
         params["rubric_sha256"] = ",".join(sorted({rubric.hash for rubric in rubrics.values()}))
@@ -357,7 +359,9 @@ def _seed_summary(study: SingleTurnStudy, cell: CellSpec, samples: list[Sample])
     tokens and seconds, each judge's summary."""
     scored = [s for s in samples if s.answer.text is not None]
     names = metric_names(cell.metrics)
-    summary = {name: mean_or_nan(s.metrics[name] for s in scored if name in s.metrics) for name in names}
+    # A metric whose range holds 0.0 as an ordinary value scores a blank answer NaN (no score): left out of its mean.
+    summary = {name: mean_or_nan(s.metrics[name] for s in scored if finite_number(s.metrics.get(name)) is not None)
+               for name in names}
     if scored and set(at_avg_names()) <= set(names):
         summary[AT_AVG] = at_avg(summary)
     summary.update(study.answer_rates(samples))

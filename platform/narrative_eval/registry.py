@@ -52,6 +52,9 @@ class Entry(Generic[T]):
     """Kind-specific attributes (a metric's in_at_avg, a study's experiment, ...)."""
     plugin: bool = False
     """Registered by a plugin while it loaded."""
+    distribution: str | None = None
+    """For a plugin's entry, the installed distribution it came from with its version ('my-plugin 0.3.1'): part of
+    the spec hash of the cells it makes numbers for (`study.code_versions`)."""
 
 
 class PluginError(UserError):
@@ -89,6 +92,7 @@ def _load(point: importlib.metadata.EntryPoint) -> None:
     own = is_project_entry_point(point)
     package = point.dist.name if point.dist is not None else point.value
     _plugin_origin.name = None if own else f"plugin {package}"
+    _plugin_origin.distribution = None if own or point.dist is None else f"{package} {point.dist.version}"
     try:
         target = point.load()
         if callable(target):
@@ -102,7 +106,7 @@ def _load(point: importlib.metadata.EntryPoint) -> None:
                               f"metadata is older than the code; {REINSTALL}") from error
         raise
     finally:
-        _plugin_origin.name = None
+        _plugin_origin.name = _plugin_origin.distribution = None
 
 
 def _project_rank(origin: str) -> int:
@@ -166,7 +170,9 @@ class Registry(Generic[T]):
         where = origin or getattr(target, "__module__", None) or "?"
         if plugin:
             where = f"{plugin}: {where}"
-        entry = Entry(name, target, where, tuple(aliases), dict(meta), plugin=plugin is not None)
+        distribution = getattr(_plugin_origin, "distribution", None) if plugin else None
+        entry = Entry(name, target, where, tuple(aliases), dict(meta), plugin=plugin is not None,
+                      distribution=distribution)
         with self._lock:
             previous = self._entries.get(name) or self._entries.get(self._aliases.get(name, ""))
             if previous is not None and previous.origin != entry.origin:

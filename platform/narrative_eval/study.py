@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.judges.checks import ControlSet
 from narrative_eval.judges.rubric import load_rubric
-from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
+from narrative_eval.metrics import METRICS
+from narrative_eval.records import FIRST_VERSION, CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.registry import Registry
 from narrative_eval.stats.ppi import AnchoredOutputs
 from narrative_eval.tracing import CellEvaluation, CellRecords
@@ -43,6 +44,21 @@ def study(name: str, *, experiment: str | None = None, aliases: Iterable[str] = 
         return study_class
 
     return register
+
+
+def code_versions(study_name: str, metric_names: Iterable[str]) -> dict[str, str]:
+    """What a cell's spec records of the code that makes its numbers (`CellSpec.versions`, part of its hash): the
+    study's and each metric's version where it is not the first, and for a plugin's study or metric always the
+    installed distribution's name and version too (`Entry.distribution`), so a changed plugin is new cells."""
+    versions: dict[str, str] = {}
+    found = [("study", STUDIES.entry(study_name)), *((f"metric/{name}", METRICS.entry(name)) for name in metric_names)]
+    for key, entry in found:
+        version = int(getattr(entry.target, "version", FIRST_VERSION))
+        parts = ([] if version == FIRST_VERSION else [f"version {version}"]) + (
+            [entry.distribution] if entry.distribution else [])
+        if parts:
+            versions[key] = ", ".join(parts)
+    return versions
 
 
 def load_study(name: str) -> Study:
@@ -280,6 +296,9 @@ class Study(ABC):
     """(reference name under data/reference/, source) of published rows the Runs tab can show beside its runs."""
     after_sweep_stage: str = "after-sweep steps"
     """What its after-sweep steps are called where a sweep's progress is shown (when it overrides `after_sweep`)."""
+    version: ClassVar[int] = FIRST_VERSION
+    """Version of the code that makes its numbers (how it reads answers, scores, aggregates): raise it when a change
+    gives other numbers, so its finished cells become new cells instead of being skipped (`code_versions`)."""
 
     # ------------------------------------------------------------------ required
 

@@ -30,7 +30,7 @@ from narrative_eval.stats.judge_checks import (
     check_rows,
     verdict_tags,
 )
-from narrative_eval.study import ProgressFactory, Study, load_study, no_progress
+from narrative_eval.study import ProgressFactory, Study, code_versions, load_study, no_progress
 
 pd = lazy_module("pandas")
 
@@ -53,6 +53,9 @@ def expand_grid(config: SweepConfig) -> list[CellSpec]:
     # Fix the metric list now, so a cell's spec (and hash) names exactly the metrics it computes.
     metrics = config.metrics.model_copy(update={"names": metric_names(config.metrics)})
     extra = {**config.extra, **config.section.cell_extra()}
+    # The code that makes the numbers is part of each cell's hash: a study or metric whose version went up (or a
+    # plugin's whose distribution changed) is new cells, never skipped ones.
+    versions = code_versions(config.study, metrics.names or ())
     return [
         CellSpec(
             study=config.study,
@@ -69,6 +72,7 @@ def expand_grid(config: SweepConfig) -> list[CellSpec]:
             subset=config.subset,
             metrics=metrics,
             extra=extra,
+            versions=versions,
         )
         for model in config.models
         for setting in config.prompt_settings

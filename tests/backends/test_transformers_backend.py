@@ -81,3 +81,24 @@ def test_identity_is_the_gguf_digest(plain, smollm_path):
     llama = LlamaCppBackend(ModelSpec(id="smollm2", weights=SMOLLM, options={"n_ctx": 128}))
     assert plain.identity() == llama.identity()
     llama.close()
+
+
+def test_weights_that_do_not_load_whole_are_an_error_naming_model_and_path(smollm_path, tmp_path):
+    """A GGUF file cut short, and a checkpoint of another kind of model (an encoder given as a causal LM: its head
+    would be random), are errors before any text is generated, not a model that makes noise."""
+    import shutil
+
+    from narrative_eval.backends.transformers_backend import TransformersBackend
+    from narrative_eval.errors import ModelLoadError
+    from narrative_eval.weights import resolve_weights
+
+    cut = tmp_path / "t5-models" / "cut.gguf"
+    cut.parent.mkdir()
+    data = open(smollm_path, "rb").read()
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelLoadError, match=rf"model 'smollm2-bf16' at {cut}: the weights cannot be read"):
+        TransformersBackend(spec(weights=str(cut)))
+    encoder = shutil.copytree(resolve_weights("embedded:all-minilm-l6-v2"), tmp_path / "minilm")
+    with pytest.raises(ModelLoadError, match=rf"model 'smollm2-bf16' at {encoder} did not load whole, so no number is "
+                                             r"computed with it: 6 weight\(s\) missing from the checkpoint"):
+        TransformersBackend(spec(weights=str(encoder)))

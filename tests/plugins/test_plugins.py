@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,15 +23,19 @@ HERE = Path(__file__).parent
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def plugin_path(tmp_path_factory) -> Path:
-    target = tmp_path_factory.mktemp("site")
+def install(source: Path, target: Path) -> Path:
+    """pip-install the plugin package at `source` into the folder `target` (never into the project's environment)."""
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target),
-         str(HERE / "demo_plugin")],
+         str(source)],
         check=True, timeout=300,
     )
     return target
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory) -> Path:
+    return install(HERE / "demo_plugin", tmp_path_factory.mktemp("site"))
 
 
 def run_with_plugin(plugin_path: Path, tmp_path: Path, script: str) -> dict:
@@ -140,6 +145,13 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
     assert found["statuses"] == ["finished", "finished"]
     assert set(found["metrics"]) == {"L2", "terse"}  # the plugin's prompt setting ran as a cell
     assert found["order"] == ["terse", "L2"]  # the plugin's executor ran the grid last cell first
+    for setting, rows in found["rows"].items():
+        # The signed plugin metric is logged as computed, negative where the answer is the shorter (never clipped).
+        balances = [row["length_balance"] for row in rows]
+        words = [(len(row["answer"].split()), len(row["gold"].split())) for row in rows]
+        assert balances == [pytest.approx((a - g) / (a + g)) for a, g in words], setting
+        assert found["metrics"][setting]["length_balance"] == pytest.approx(sum(balances) / len(balances))
+    assert any(row["length_balance"] < 0 for rows in found["rows"].values() for row in rows)
     for setting, metrics in found["metrics"].items():
         # The plugin metric is computed, logged, and averaged into AtAvg with the five built-in ones.
         names = ("bertscore", "rouge1", "meteor", "chrf", "semf1", "length_ratio")
@@ -222,3 +234,37 @@ def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path
     assert set(checks["check"]) == {"mismatched_reference", "blank_answer"} and set(checks["rubric"]) == {"opening_quality"}
     assert sorted(path.name for path in (tmp_path / "report").glob("*.csv")) == ["cost.csv", "judge_checks.csv",
                                                                                   "main.csv", "openings.csv"]
+
+
+def test_a_plugin_study_version_bump_reruns_its_cells_and_a_rerun_without_one_skips_them(plugin_path, tmp_path,
+                                                                                       tmp_path_factory, repo_root):
+    """The plugin's study and its installed distribution's version are part of each cell's spec hash: the same
+    sweep run again skips its finished cell; the plugin installed again with the study's version raised runs it anew
+    (the first version's run stays as it was)."""
+    import yaml
+
+    source = tmp_path_factory.mktemp("bumped") / "demo_plugin"
+    shutil.copytree(HERE / "demo_plugin", source)
+    code = source / "narrative_eval_demo_plugin" / "__init__.py"
+    code.write_text(code.read_text().replace("    version = 1  #", "    version = 2  #"))
+    bumped_path = install(source, tmp_path_factory.mktemp("site-bumped"))
+    config = tmp_path / "lines.yaml"
+    # One built-in metric: the plugin's own metrics would put their distribution in the versions too.
+    config.write_text(yaml.safe_dump({"study": "line_count", "sweep": "plugin-versions", "models": ["smollm2"],
+                                      "data": str(repo_root / "data/infilling/sample.jsonl"), "metrics": ["chrf"],
+                                      "judge_checks": False, "report_dir": str(tmp_path / "report")}))
+    script = f"""
+        import json
+        from narrative_eval.config import load_config
+        from narrative_eval.sweep import run_sweep
+
+        [cell] = run_sweep(load_config({str(config)!r}, catalog={str(repo_root / 'experiments/configs/models.yaml')!r})).cells
+        print(json.dumps({{"status": cell.status, "hash": cell.cell.spec_hash, "versions": cell.cell.versions}}))
+    """
+    first, again = run_with_plugin(plugin_path, tmp_path, script), run_with_plugin(plugin_path, tmp_path, script)
+    bumped, bumped_again = run_with_plugin(bumped_path, tmp_path, script), run_with_plugin(bumped_path, tmp_path, script)
+    assert first["versions"] == {"study": "narrative-eval-demo-plugin 0.1.0"}
+    assert (first["status"], again["status"]) == ("finished", "skipped") and again["hash"] == first["hash"]
+    assert bumped["versions"] == {"study": "version 2, narrative-eval-demo-plugin 0.1.0"}
+    assert bumped["status"] == "finished" and bumped["hash"] != first["hash"]
+    assert bumped_again["status"] == "skipped"

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from narrative_eval.backends.base import usable_cores
+from narrative_eval.errors import ModelLoadError
+from narrative_eval.weights.loading import directory_config, loading_problems, one_line
 
 QUANTIZATIONS = (None, "bnb-nf4", "bnb-8bit", "gptq-4bit", "awq-4bit", "torchao-int8")
 # Labels whose checkpoints are already quantized and load through gptqmodel, by the
@@ -34,12 +36,6 @@ INSTALL_HINT = "install the quant extra: pip install 'narrative-eval[quant]' (do
 
 class QuantizationError(RuntimeError):
     """A quantization that cannot run here; the message is one line naming the model and the fix."""
-
-
-def one_line(error: BaseException) -> str:
-    """The first line of an error's message (library errors may span many lines)."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
 def require_library(quantization: str, model: str) -> None:
@@ -115,5 +111,9 @@ def load_prequantized(path: str, quantization: str, dtype: Any, device: str, mod
             f"run it on a CUDA device (options.device: cuda) or re-quantize it for {device} with "
             f"make_quantized_checkpoint(..., method={method!r}, device={device!r})") from error
     model_ = wrapped.model
+    # gptqmodel reports no missing weights; its model's class is still checked against the one config.json names.
+    problems = loading_problems(model_, {}, directory_config(path))
+    if problems:
+        raise ModelLoadError(f"model {model!r} at {path} did not load whole: {'; '.join(problems)}")
     model_.eval()
     return model_

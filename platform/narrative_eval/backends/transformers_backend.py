@@ -38,7 +38,7 @@ from narrative_eval.backends.torch_quant import (
     quantization_config,
 )
 from narrative_eval.records import GenerationParams, ModelSpec, Reply
-from narrative_eval.weights import resolve_weights, weights_identity, write_once
+from narrative_eval.weights import load_checked, resolve_weights, weights_identity, write_once
 
 def split_gguf(path: str) -> tuple[str, str | None]:
     """(directory or model id, gguf file name or None) for `from_pretrained`."""
@@ -104,7 +104,8 @@ def load_model(
     export_root: str | Path | None = None,
     model_id: str | None = None,
 ):
-    """A causal LM from a directory, cached hub id or GGUF file, quantized as asked, in eval mode."""
+    """A causal LM from a directory, cached hub id or GGUF file, quantized as asked, in eval mode; loaded whole or a
+    ModelLoadError (`weights.load_checked`)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -130,7 +131,8 @@ def load_model(
         # Quantized weights are placed at load time; moving them afterwards is not supported.
         kwargs["device_map"] = device
     try:
-        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        model = load_checked(AutoModelForCausalLM, source, what=f"model {name!r}", quantizing=config is not None,
+                             **kwargs)
     except (ImportError, ValueError, RuntimeError, NotImplementedError) as error:
         if config is None:
             raise

@@ -43,6 +43,7 @@ from narrative_eval.backends.cache import default_cache_path
 from narrative_eval.backends.registry import gpus_for
 from narrative_eval.cells import BackendPool, CellOutcome, finish_outcomes, over_budget, run_cell_tracked
 from narrative_eval.config import SweepConfig
+from narrative_eval.errors import ModelLoadError
 from narrative_eval.executors import executor
 from narrative_eval.quiet import quiet_dependencies
 from narrative_eval.records import CellSpec
@@ -263,6 +264,9 @@ def run_ray(cells: list[CellSpec], config: SweepConfig, parent_run_id: str, prog
             cell = cells[index]
             try:
                 outcome, result, fresh = ray.get(ref)
+            except ModelLoadError:  # Ray raises the worker's error as its own type: the sweep stops, as locally
+                _cancel(pending, cells, "the sweep stopped: a model did not load whole")
+                raise
             except Exception as error:  # the worker died or the task could not run
                 text = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=4)}"
                 outcome = CellOutcome(cell, "failed", None, 0, 0.0, text)

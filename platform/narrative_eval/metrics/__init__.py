@@ -1,8 +1,10 @@
 """Automatic metrics of an answer against a reference: BERTScore, ROUGE-1, METEOR, chrF, Sem-F1, and their mean (AtAvg).
 
-Every metric scores a batch of candidates against references with values in [0, 1]; models load once
-per process. Loading is offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE default to 1). A metric is one
-file here with `@metric(name, in_at_avg=..., label=...)` on its class, plus its import line below.
+Every metric scores a batch of candidates against references with values in the range it declares ([0, 1] unless
+`@metric(..., range=(low, high))` says otherwise; a value outside is an error, never clipped); models load once per
+process, checked whole (`weights.loading`), and each metric logs the identity of the weights it used. Loading is
+offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE default to 1). A metric is one file here with
+`@metric(name, in_at_avg=..., label=...)` on its class, plus its import line below.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 # Imported to register, in the order of the published tables (it is the order of columns and of a cell's metric list).
 from narrative_eval.metrics import bertscore, rouge1, meteor, chrf, semf1  # noqa: F401, I001
-from narrative_eval.metrics.base import METRICS, Metric, metric
+from narrative_eval.metrics.base import METRICS, Metric, MetricRangeError, metric
 from narrative_eval.records import MetricsSpec
 
 
@@ -43,6 +45,18 @@ def get_metric(name: str, spec: MetricsSpec | None = None) -> Metric:
     return METRICS.get(name).from_spec(spec or MetricsSpec())
 
 
+def load_metrics(spec: MetricsSpec | None = None) -> dict[str, str]:
+    """Load and check every model the metrics named in `spec` compute with (a `ModelLoadError` when one did not load
+    whole), before anything is generated; their run params: the identity of the weights each one computes with
+    (`metric/<name>/weights`), so two runs that disagree can be told apart."""
+    params: dict[str, str] = {}
+    for name in metric_names(spec):
+        scorer = get_metric(name, spec)
+        scorer.load()
+        params.update(scorer.run_params())
+    return params
+
+
 def score_all(
     candidates: Sequence[str], references: Sequence[str], spec: MetricsSpec | None = None
 ) -> dict[str, list[float]]:
@@ -60,5 +74,5 @@ def at_avg(scores: Mapping[str, float]) -> float:
     return sum(float(scores[name]) for name in names) / len(names)
 
 
-__all__ = ["AT_AVG", "AT_AVG_LABEL", "METRICS", "Metric", "at_avg", "at_avg_names", "get_metric", "metric", "metric_label",
-           "metric_names", "score_all"]
+__all__ = ["AT_AVG", "AT_AVG_LABEL", "METRICS", "Metric", "MetricRangeError", "at_avg", "at_avg_names", "get_metric", "metric", "metric_label",
+           "metric_names", "load_metrics", "score_all"]

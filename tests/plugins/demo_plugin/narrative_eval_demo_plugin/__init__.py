@@ -1,5 +1,5 @@
-"""A plugin adding one of each extension kind: a metric, a rubric, a prompt setting, a condition, a backend,
-a cell executor, a study written as a program and one declared (`opening`)."""
+"""A plugin adding one of each extension kind: metrics (one with a signed range), a rubric, a prompt setting, a
+condition, a backend, a cell executor, a study written as a program and one declared (`opening`)."""
 
 from pathlib import Path
 
@@ -22,6 +22,15 @@ class LengthRatio(Metric):
 
     def _score_nonblank(self, candidates: list[str], references: list[str]) -> list[float]:
         return [min(len(c.split()), len(r.split())) / max(len(c.split()), len(r.split())) for c, r in zip(candidates, references)]
+
+
+@metric("length_balance", range=(-1, 1))
+class LengthBalance(Metric):
+    """(candidate words - reference words) / (candidate words + reference words): from -1 to 1, negative when the
+    candidate is shorter (a signed metric, as a correlation is)."""
+
+    def _score_nonblank(self, candidates: list[str], references: list[str]) -> list[float]:
+        return [(len(c.split()) - len(r.split())) / (len(c.split()) + len(r.split())) for c, r in zip(candidates, references)]
 
 
 register_rubric(HERE / "three_dims.yaml")
@@ -50,6 +59,8 @@ def run_last_first(cells, config, parent_run_id, progress):
 @study("line_count", experiment="plugin-line-count", aliases=("lines",))
 class LineCount(Study):
     """A study that asks no model: each cell logs how many non-blank lines its data file has."""
+
+    version = 1  # raised when its numbers change: its finished cells become new ones (tests/plugins bumps it)
 
     def count_requests(self, cell):
         return 0
