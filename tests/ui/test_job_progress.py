@@ -45,9 +45,11 @@ def finish_cells(sweep: str, count: int) -> None:
 def test_the_plan_names_the_studys_stages_and_the_sweeps_steps():
     cell_stages, after = progress_plan(quickstart("plan"))
     assert cell_stages == ["generate", "score", "judge smollm2-judge"]
-    assert after == ["report", "save to MLflow"]
+    assert after == ["control checks", "report", "save to MLflow"]  # the quickstart's judge gets control checks
+    assert progress_plan(quickstart("plan", "judge_checks=false"))[1] == ["report", "save to MLflow"]
     incremental = load_study("incremental")
     assert after_cell_steps(incremental) == ["report", incremental.after_sweep_stage, "save to MLflow"]
+    assert after_cell_steps(incremental, checks=True)[0] == "control checks"
 
 
 def test_a_running_cell_shows_its_stages_with_counts_and_those_to_come(tmp_path):
