@@ -299,7 +299,7 @@ def judge_outcome(job: jobs.Job) -> str:
         failing = sweep_failing_judges(experiment_of(job.study), job.sweep)
     except Exception:  # an unreachable store: the job's own outcome still stands
         return ""
-    return "; ".join(f"**{judge_warning(judge, checks)}**" for judge, checks in failing.items())
+    return ". ".join(f"**{judge_warning(judge, checks)}**" for judge, checks in failing.items())
 
 
 def announce(app: AppSettings, job_id: str | None) -> tuple[Any, str | None]:
@@ -311,7 +311,7 @@ def announce(app: AppSettings, job_id: str | None) -> tuple[Any, str | None]:
     if job is not None and job.status in jobs.ACTIVE:
         return gr.skip(), job_id
     warning = judge_outcome(job) if job is not None else ""
-    return job_progress.ended_message(job) + (f"; {warning}." if warning else ""), None
+    return job_progress.ended_message(job) + (f" {warning}." if warning else ""), None
 
 
 TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")

@@ -101,7 +101,7 @@ def test_a_stop_before_any_cell_finished_says_nothing_was_kept(tmp_path):
 def test_a_stop_after_the_report_was_saved_says_nothing_is_missing(tmp_path):
     finish_cells("stopped-after-report", 6)
     state = {"cells_done": 6, "cells_total": 6, "cell": "gemma3/L4", "phase": AFTER_CELLS, "stages": [],
-             "after": [stage("report", 1, 1), stage("save to MLflow", 1, 1)]}
+             "after": [stage("control checks", 20, 20), stage("report", 1, 1), stage("save to MLflow", 1, 1)]}
     job = job_at(tmp_path, "stopped-after-report", state, status="cancelled")
     assert job_progress.outcome(job) == "the sweep and its report had finished when the stop came: nothing is missing."
 
@@ -135,3 +135,24 @@ def test_a_failed_cell_is_counted_as_failed_never_as_done(tmp_path, monkeypatch)
     assert job_progress.progress_of(ended)[1] == "failed: 1 of 2 cells finished, 1 failed"
     assert job_progress.outcome(ended).startswith("failed (exit status 1) after 1 of 2 cells")
     assert "1 cell failed" in job_progress.outcome(ended)
+
+
+def test_the_control_checks_are_one_step_after_the_cells(tmp_path, monkeypatch):
+    """The control checks were drawn as a stage of the last cell while the bar read 92%: they are a step after the
+    cells, reported in one part per judge and rubric and shown as one stage whose counts add up."""
+    from experiments import progress
+    from narrative_eval.sweep import CHECKS_STEP, as_step
+
+    monkeypatch.setenv(progress.PROGRESS_ENV, str(tmp_path / "progress.json"))
+    for name, value in (("cells_done", 6), ("cells_failed", []), ("stages", []), ("after", []), ("phase", "cells")):
+        monkeypatch.setattr(progress._State, name, value)
+    checks = as_step(progress.plain_progress, CHECKS_STEP)
+    list(checks([1, 2, 3], "controls: judge smollm2-judge (infilling_narrative)", 3))
+    second = iter(checks([1, 2], "controls: judge other-judge (infilling_narrative)", 2))
+    next(second)  # the second part under way: its start is written at once
+    state = progress.read_progress(tmp_path / "progress.json")
+    assert state["phase"] == AFTER_CELLS and state["after"] == [stage(CHECKS_STEP, 3, 5)]
+    job = job_at(tmp_path, "checking", state)
+    assert job_progress.progress_of(job)[1] == "6/6 cells · control checks 3/5"
+    html = job_progress.stages_html(job, state)
+    assert "✓ cells 6/6" in html and "▸ control checks 3/5" in html and "generate" not in html
