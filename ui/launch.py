@@ -314,6 +314,8 @@ def announce(app: AppSettings, job_id: str | None) -> tuple[Any, str | None]:
     return job_progress.ended_message(job) + (f" {warning}." if warning else ""), None
 
 
+LOG_CHARS = 12_000
+"""How much of the latest job's output the box shows (whole lines from its end): a small sweep's report tables."""
 TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 """A line of a markdown pipe table (the sweep prints its report's tables so)."""
 TABLE_RULE = re.compile(r"^\s*\|(\s*:?-{3,}:?\s*\|)+\s*$")
@@ -460,7 +462,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     def on_tick(followed: str | None):
         listed = jobs.list_jobs(app.jobs_dir)
         active = [j.job_id for j in listed if j.status in jobs.ACTIVE]
-        tail = jobs.log_tail(listed[0]) if listed else ""
+        tail = jobs.log_tail(listed[0], LOG_CHARS) if listed else ""
         return (jobs_table(app), gr.Dropdown(choices=active), log_html(tail), job_progress.progress_html(app),
                 *announce(app, followed))
 
