@@ -156,3 +156,36 @@ def test_the_control_checks_are_one_step_after_the_cells(tmp_path, monkeypatch):
     assert job_progress.progress_of(job)[1] == "6/6 cells · control checks 3/5"
     html = job_progress.stages_html(job, state)
     assert "✓ cells 6/6" in html and "▸ control checks 3/5" in html and "generate" not in html
+
+
+def test_the_last_message_says_a_judge_failed_its_checks(tmp_path):
+    """Launch's last line read "finished: 2 of 2 cells and its report" while only the raw output said the judge had
+    failed its control checks: it now ends with the warning every tab gives, read from the sweep's tags."""
+    from narrative_eval.reports.judge_checks import judge_warning
+    from narrative_eval.stats.judge_checks import TAG_PREFIX
+    from ui.common import AppSettings
+    from ui.launch import announce
+
+    finish_cells("judge-failed", 6)
+    parent = tracking.find_sweep_run("infilling", "judge-failed")
+    tracking.client().set_tag(parent, f"{TAG_PREFIX}smollm2-judge", "fail: mismatched_fill, degenerate_fill")
+    job = job_at(tmp_path, "judge-failed", {"cells_done": 6, "cells_total": 6, "phase": AFTER_CELLS, "stages": [],
+                                            "after": [stage("report", 1, 1)]}, status="finished")
+    jobs.save(job)
+    message, followed = announce(AppSettings(jobs_dir=tmp_path), job.job_id)
+    assert followed is None and "finished: 6 of 6 cells and its report" in message
+    assert message.endswith(f"**{judge_warning('smollm2-judge', ['mismatched_fill', 'degenerate_fill'])}**."), message
+    job.status = "cancelled"  # stopped: its checks may not have run, so no word of them
+    jobs.save(job)
+    assert "failed checks" not in announce(AppSettings(jobs_dir=tmp_path), job.job_id)[0]
+
+
+def test_the_output_box_draws_the_reports_tables_as_tables():
+    from ui.launch import log_html
+
+    shown = log_html("loading smollm2\n## Main results\n| model | AtAvg |\n|:---|---:|\n| smollm2 | 0.412 |\n"
+                     "| a <b> | 1 |\nwritten to reports/x/")
+    assert "<div class='log-title'>Main results</div>" in shown and "|:---" not in shown
+    assert "<th>model</th><th>AtAvg</th>" in shown and "<td>smollm2</td><td>0.412</td>" in shown
+    assert "<td>a &lt;b&gt;</td>" in shown  # model output is untrusted text
+    assert shown.count("<pre class='log-lines'>") == 2 and "written to reports/x/" in shown
