@@ -94,8 +94,12 @@ def report_marks(folder: Path, tables: list[FoundTable]) -> tuple[str, str]:
     incomplete = (f"**⚠ Incomplete report: {len(missing)} of its {len(tables)} tables were not written** "
                   f"({', '.join(table.title for table in missing)}); why is said in each one's place "
                   f"(`{MISSING_TABLES}`)." if missing else "")
-    warnings = [judge_warning(judge, checks) for judge, checks in failing_judges_of(folder).items()]
-    return incomplete, " ".join(f"**{w}**; its tables carry the note." for w in warnings)
+    noted = failing_in_report(folder)  # the judges the report's own tables carry a note about
+    warnings = [f"**{judge_warning(judge, checks)}**; "
+                + ("its tables carry the note." if judge in noted else "from the sweep's runs in MLflow (this report "
+                   "has no control-checks table to note its tables from).")
+                for judge, checks in failing_judges_of(folder).items()]
+    return incomplete, " ".join(warnings)
 
 
 def _missing_block(table: FoundTable) -> None:

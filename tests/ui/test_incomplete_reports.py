@@ -48,7 +48,7 @@ def test_figures_marks_an_incomplete_report_and_warns_from_the_sweeps_runs(page,
         # The main table's place says why it is missing (no table, no download), open as the main table is.
         main = page.locator("#figures-table-0")
         expect(main).to_contain_text("Creative Integrity and ICIR, FULL vs SHARDED (not written)")
-        expect(main.locator(".figures-missing-reason")).to_contain_text(
+        expect(main.locator(".prose.figures-missing-reason")).to_contain_text(
             "Not written: no matched FULL/SHARDED pair")
         expect(main.locator(".figures-csv")).to_have_count(0)
         expect(page.locator("#figures-status")).not_to_contain_text(f"{len(PAIRED_TABLES) + 3} tables")
