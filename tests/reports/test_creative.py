@@ -28,6 +28,9 @@ REPORT_FILES = {
 }
 GENRES = ("fantasy", "historical_fiction", "mystery", "romance", "science_fiction", "comedy")
 
+MISSING_ENTRY = ", ".join(PAIRED_TABLES) + " not written"
+"""The report's entry for its paired tables when there is no pair: one entry, one reason."""
+
 
 def simulate(conditions=("full", "sharded"), judges=("j1",), models=("m1", "m2"), n_tasks=24, seed=0) -> list[ScoreRecord]:
     rng = np.random.default_rng(seed)
@@ -132,7 +135,7 @@ def test_report_command_from_an_imported_score_file(tmp_path, capsys):
 def test_missing_condition_is_explained(tmp_path):
     """No SHARDED record: the paired tables are recorded as missing with why, the others written."""
     tables = write_creative_report(simulate(conditions=("full",)), tmp_path, n_boot=200)
-    assert "no scored SHARDED story to compare (conditions scored: FULL)" in tables["model_ci not written"]
+    assert "no scored SHARDED story to compare (conditions scored: FULL)" in tables[MISSING_ENTRY]
     assert set(missing_tables(tmp_path)) == set(PAIRED_TABLES)
     assert (tmp_path / "cell_scores.csv").is_file() and not (tmp_path / "model_ci.csv").exists()
 
@@ -150,7 +153,7 @@ def test_records_without_a_matched_pair_make_an_incomplete_report_that_says_why(
     unpaired = [r for r in complete if r.model == "m1" and (r.condition, r.story_id) in
                 {("full", "fantasy_000"), ("sharded", "historical_fiction_001")}]
     tables = write_creative_report(unpaired, tmp_path, n_boot=200)
-    why = tables["model_ci not written"]
+    why = tables[MISSING_ENTRY]
     assert why.startswith("> Not written: no matched FULL/SHARDED pair") and "m1: no story scored under both" in why
     for name in PAIRED_TABLES:
         assert not any((tmp_path / f"{name}{suffix}").exists() for suffix in (".csv", ".md", ".tex", ".png")), name
@@ -161,7 +164,7 @@ def test_records_without_a_matched_pair_make_an_incomplete_report_that_says_why(
     out = tmp_path / "out"
     assert report_main(["creative-integrity", "--scores", str(path), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "## model_ci not written\n> Not written: no matched FULL/SHARDED pair" in printed
+    assert f"## {MISSING_ENTRY}\n> Not written: no matched FULL/SHARDED pair" in printed
     assert "incomplete report: 7 table(s) not written (model_ci, paired_effects, " in printed
 
 

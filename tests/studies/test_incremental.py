@@ -14,9 +14,9 @@ from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.config import load_config
 from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec
 from narrative_eval.records.keys import interval_keys
+from narrative_eval.reports.tables import missing_tables
 from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
 from narrative_eval.studies.incremental.records import ScoreRecord
-from narrative_eval.reports.tables import missing_tables
 from narrative_eval.studies.incremental.report import PAIRED_TABLES
 from narrative_eval.studies.incremental.tasks import load_tasks
 from narrative_eval.study import Runtime
@@ -29,6 +29,9 @@ CONSTRAINTS = REPO / "data" / "creative" / "constraints.jsonl"
 # On one xdist worker with tests/ui/test_annotate_stories.py, which asks tiny_sweep's first task again (tests/shared_sweeps.py).
 pytestmark = pytest.mark.xdist_group(shared_sweeps.CREATIVE_GROUP)
 REPORT_FILES = ("model_ci.csv", "paired_effects.csv", "equal_adherence.csv", "equal_genre.csv", "model_effects.csv", "model_effects.png")
+
+MISSING_ENTRY = ", ".join(PAIRED_TABLES) + " not written"
+"""The report's entry for its paired tables when there is no pair: one entry, one reason."""
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +205,7 @@ def test_a_sweep_with_nothing_scored_keeps_its_cells_and_says_why(tmp_path, repo
     assert outcome.count("failed") == 0 and outcome.count("finished") == 2, [c.error for c in outcome.cells]
     assert {tracking.client().get_run(c.run_id).info.status for c in outcome.cells} == {"FINISHED"}
     assert tracking.client().get_run(outcome.parent_run_id).info.status == "FINISHED"
-    note = outcome.tables["model_ci not written"]
+    note = outcome.tables[MISSING_ENTRY]
     assert "no scored FULL or SHARDED story to compare (conditions scored: none)" in note and "failure_rate" in note
     report = tmp_path / "report"
     assert (report / "task_composition.csv").is_file()
@@ -212,5 +215,5 @@ def test_a_sweep_with_nothing_scored_keeps_its_cells_and_says_why(tmp_path, repo
     again = tmp_path / "again"
     assert report_main(["creative-integrity", "--sweep", sweep, "--out", str(again)]) == 0
     printed = capsys.readouterr().out
-    assert "## model_ci not written\n> Not written: no scored FULL or SHARDED story" in printed
+    assert f"## {MISSING_ENTRY}\n> Not written: no scored FULL or SHARDED story" in printed
     assert "incomplete report: 7 table(s) not written (model_ci, " in printed

@@ -59,7 +59,7 @@ TABLE_SUFFIXES = (".csv", ".md", ".tex", ".png")
 def write_missing_tables(out_dir: Path, missing: Mapping[str, str]) -> dict[str, str]:
     """Record the tables (file stem -> why) this report could not write in out_dir/MISSING_TABLES, removing their
     files an earlier report left there (their numbers no longer hold), or remove the record when nothing is missing.
-    Returns the missing tables as report entries: "<stem> not written" -> the quoted reason."""
+    Returns the missing tables as report entries, one per reason: "<stem>, <stem> not written" -> the quoted reason."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / MISSING_TABLES
     if not missing:
@@ -70,7 +70,10 @@ def write_missing_tables(out_dir: Path, missing: Mapping[str, str]) -> dict[str,
             (out_dir / f"{name}{suffix}").unlink(missing_ok=True)
     path.write_text(json.dumps([{"table": name, "reason": why} for name, why in missing.items()], indent=2) + "\n",
                     encoding="utf-8")
-    return {f"{name} not written": f"> Not written: {why}" for name, why in missing.items()}
+    by_reason: dict[str, list[str]] = {}
+    for name, why in missing.items():
+        by_reason.setdefault(why, []).append(name)
+    return {f"{', '.join(names)} not written": f"> Not written: {why}" for why, names in by_reason.items()}
 
 
 def missing_tables(folder: Path) -> dict[str, str]:
