@@ -144,7 +144,11 @@ def file_progress(items: Iterable[Any], description: str, total: int | None, req
         _write(force=True)
         return
     scope, _, step = description.partition(": ")
-    if scope == AFTER_CELLS:
+    if scope == AFTER_CELLS and _State.after and _State.after[-1]["name"] == step:
+        # A step reported in several parts (the control checks: one per judge and rubric) is one stage: its counts add.
+        _State.phase, stage = AFTER_CELLS, _State.after[-1]
+        stage["total"] = None if stage["total"] is None or requests is None else stage["total"] + requests
+    elif scope == AFTER_CELLS:
         _State.phase, stage = AFTER_CELLS, {"name": step, "done": 0, "total": requests}
         _State.after = [*_State.after, stage]
     else:

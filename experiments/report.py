@@ -12,11 +12,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from narrative_eval import tracking
 from narrative_eval.data.files import file_sha256
 from narrative_eval.errors import UserError, add_debug_flag, cli_main, require_file
 from narrative_eval.reports import rating_plan
+from narrative_eval.reports.tables import MISSING_TABLES, missing_tables
 from narrative_eval.stats.reference import load_reference
 from narrative_eval.study import ReportCommand, all_studies
 
@@ -66,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     tables = command.run(args, data_sha256)
     for title, markdown in tables.items():
         print(f"## {title}\n{markdown}\n")
+    missing = missing_tables(Path(args.out))
+    if missing:  # each says why under its entry above; this line says the report is incomplete
+        print(f"incomplete report: {len(missing)} table(s) not written ({', '.join(missing)}); why in "
+              f"{args.out}/{MISSING_TABLES}")
     print(f"written to {args.out}/")
     return 0
 

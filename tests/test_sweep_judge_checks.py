@@ -134,6 +134,43 @@ def test_a_rerun_asks_nothing_again_and_the_terminal_marks_the_failing_judge(inf
     assert tags_of(outcome.parent_run_id)[f"judge_check/{TOP}"] == "fail: mismatched_fill, degenerate_fill"
 
 
+def judge_flags(run_id: str) -> dict[str, list[tuple[str, str]]]:
+    """Judge -> (metadata flag, rationale) of each of its assessments on the run's traces (named `<judge>/...`)."""
+    import mlflow
+
+    from narrative_eval.tracing import JUDGE_CHECK_METADATA
+
+    run = tracking.client().get_run(run_id)
+    flags: dict[str, list[tuple[str, str]]] = {}
+    for trace in mlflow.search_traces(locations=[run.info.experiment_id], run_id=run_id, return_type="list",
+                                      include_spans=False):
+        for assessment in trace.info.assessments:
+            if assessment.source.source_type == "LLM_JUDGE":
+                flags.setdefault(assessment.name.split("/")[0], []).append(
+                    ((assessment.metadata or {}).get(JUDGE_CHECK_METADATA, ""), assessment.rationale or ""))
+    return flags
+
+
+@pytest.mark.slow
+def test_the_failing_judge_is_flagged_where_its_scores_are_written(infilling_sweep):
+    """MLflow listed "always-top QAvg 5.000" in the cell's description and on its traces with no word of the failed
+    checks: the description now carries the warning after its headline, and each of that judge's assessments on the
+    cell's traces carries it in its metadata and after its rationale; the judge that passed is not flagged."""
+    from narrative_eval.stats.judge_checks import failed_checks_warning
+    from narrative_eval.tracing import DESCRIPTION_TAG
+
+    _, _, outcome = infilling_sweep
+    warning = failed_checks_warning(TOP, INFILLING_CHECKS)
+    [cell] = outcome.cells
+    description = tracking.client().get_run(cell.run_id).data.tags[DESCRIPTION_TAG]
+    assert f"{TOP} QAvg 5.000" in description and description.endswith(f"**{warning}**"), description
+    assert f"judge {ORACLE} failed" not in description
+    flags = judge_flags(cell.run_id)
+    assert len(flags[TOP]) == len(flags[ORACLE]) >= 4 * 5  # four fills, five dimensions each (and their mean)
+    assert all(flag == warning and why.endswith(warning) for flag, why in flags[TOP])
+    assert flags[ORACLE] and not any(flag or warning in why for flag, why in flags[ORACLE])
+
+
 # Two short writing tasks of five shards (the fewest a task has), so that one task's story is another's wrong story.
 TASKS = [
     {"domain": "mystery", "item_id": 1, "title": "The Key", "shards": [
@@ -192,6 +229,10 @@ def test_a_judge_that_always_prefers_a_fails_position_bias_and_its_pairs(increme
     scored = [title for title in outcome.tables if title.startswith(("Creative Integrity", "Paired FULL", "Pairwise"))]
     assert scored and all(note in outcome.tables[title] for title in scored)
     assert note not in outcome.tables["Tasks, constraints, shards and evaluation scale per genre"]
+    # Its scores on each conversation's trace (dimensions, checklist items) carry the warning too.
+    for cell in outcome.cells:
+        flags = judge_flags(cell.run_id)[ALWAYS_A]
+        assert flags and all(flag.startswith(f"⚠ judge {ALWAYS_A} failed checks: ") for flag, _ in flags)
 
 
 def test_the_dry_run_counts_and_prices_the_control_calls(tmp_path, capsys):

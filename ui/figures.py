@@ -1,7 +1,9 @@
 """Figures tab: a sweep's report (reports/<sweep>/) as a paper shows it. Its tables come in the study's order
 (narrative_eval.reports.catalog: main table first and open, the rest folded), each with its title, a one-line
 caption, intervals as `mean [lo, hi]`, labelled columns, a horizontal scroll when wide, and CSV and LaTeX
-downloads; the report's figures sit under the main table."""
+downloads; the report's figures sit under the main table. An incomplete report (tables it could not write) is
+marked as such, each missing table in its place with why; a judge that failed its control checks is warned about
+for every sweep, from the report's judge_checks.csv and from the sweep's runs in MLflow."""
 
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from narrative_eval.reports.catalog import FoundTable, latex_table, report_tables, shown_table
-from narrative_eval.reports.judge_checks import failing_in_report, judge_warning, report_notes
-from narrative_eval.reports.tables import file_slug
+from narrative_eval.reports.catalog import FoundTable, latex_table, report_tables, shown_table, study_of_report
+from narrative_eval.reports.judge_checks import failing_in_report, judge_warning, report_notes, sweep_failing_judges
+from narrative_eval.reports.tables import MISSING_TABLES, file_slug
 from ui.common import AppSettings, counted, html_table, texts
 from ui.downloads import download_file
 
@@ -71,10 +73,51 @@ def heading(table: FoundTable) -> str:
     return f"{table.title} ({table.source})" if table.source else table.title
 
 
+def failing_judges_of(folder: Path) -> dict[str, list[str]]:
+    """Judge -> the control checks it failed on the report's sweep: those its judge_checks.csv lists, and those the
+    `judge_check/<judge>` tags of the sweep's parent run name (as the other tabs read them), so a report cut short
+    before its checks' table still warns."""
+    failed = {judge: list(checks) for judge, checks in failing_in_report(folder).items()}
+    study = study_of_report(folder)
+    try:
+        tagged = sweep_failing_judges(study.experiment, folder.name) if study is not None else {}
+    except Exception:  # an unreachable store: the report's own table still speaks
+        tagged = {}
+    for judge, checks in tagged.items():
+        failed[judge] = list(dict.fromkeys([*failed.get(judge, []), *checks]))
+    return failed
+
+
+def report_marks(folder: Path, tables: list[FoundTable]) -> tuple[str, str]:
+    """(the incomplete-report mark, the judge warning) of a report, each empty when it has none."""
+    missing = [table for table in tables if table.missing]
+    incomplete = (f"**⚠ Incomplete report: {len(missing)} of its {len(tables)} tables were not written** "
+                  f"({', '.join(table.title for table in missing)}); why is said in each one's place "
+                  f"(`{MISSING_TABLES}`)." if missing else "")
+    noted = failing_in_report(folder)  # the judges the report's own tables carry a note about
+    warnings = [f"**{judge_warning(judge, checks)}**; "
+                + ("its tables carry the note." if judge in noted else "from the sweep's runs in MLflow (this report "
+                   "has no control-checks table to note its tables from).")
+                for judge, checks in failing_judges_of(folder).items()]
+    return incomplete, " ".join(warnings)
+
+
+def _missing_block(table: FoundTable) -> None:
+    """Why the report has no such table, where the table would be."""
+    if table.caption:
+        gr.Markdown(table.caption, elem_classes=["figures-caption"])
+    gr.Markdown(f"**Not written:** {table.missing}", elem_classes=["figures-note", "figures-missing-reason"])
+
+
 def _table_block(table: FoundTable, index: int) -> None:
-    """One table: its caption, the table, and its downloads, in an accordion (open for the main table)."""
-    with gr.Accordion(heading(table), open=index == 0, elem_id=f"figures-table-{index}",
-                      elem_classes=["figures-table"]):
+    """One table: its caption, the table, and its downloads, in an accordion (open for the main table); a table the
+    report could not write says why instead."""
+    with gr.Accordion(heading(table) + (" (not written)" if table.missing else ""), open=index == 0,
+                      elem_id=f"figures-table-{index}",
+                      elem_classes=["figures-table", *(["figures-missing"] if table.missing else [])]):
+        if table.missing:
+            _missing_block(table)
+            return
         try:
             shown = shown_table(table)
         except (OSError, ValueError, pd.errors.ParserError) as error:
@@ -118,13 +161,16 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
             return
         tables = report_tables(folder)
         images = figure_files(folder)
-        gr.Markdown(f"{counted(len(tables), 'table')} and {counted(len(images), 'figure')} in `{folder.name}/`; the "
+        written = sum(not table.missing for table in tables)
+        gr.Markdown(f"{counted(written, 'table')} and {counted(len(images), 'figure')} in `{folder.name}/`; the "
                     "main table first, the others folded: open one to read it.", elem_id="figures-status")
-        warnings = [judge_warning(judge, checks) for judge, checks in failing_in_report(folder).items()]
-        # Always there (empty without a warning): a block that comes and goes between two reports made Gradio drop
+        incomplete, warning = report_marks(folder, tables)
+        # Always there (empty without a mark): a block that comes and goes between two reports made Gradio drop
         # the last table of the next one.
-        gr.Markdown(" ".join(f"**{w}**; its tables carry the note." for w in warnings), visible=bool(warnings),
-                    elem_id="figures-judge-warning", elem_classes=["judge-check-failed"])
+        gr.Markdown(incomplete, visible=bool(incomplete), elem_id="figures-incomplete",
+                    elem_classes=["judge-check-failed"])
+        gr.Markdown(warning, visible=bool(warning), elem_id="figures-judge-warning",
+                    elem_classes=["judge-check-failed"])
         for index, table in enumerate(tables):
             _table_block(table, index)
             if index == 0 and images:

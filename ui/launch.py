@@ -1,4 +1,6 @@
-"""Launch tab: start a sweep from a config file or from a small grid built in the form, as a background job."""
+"""Launch tab: start a sweep from a config file or from a small grid built in the form, as a background job; follow
+it (stages, the jobs table, its output with the report's tables drawn as tables) and say what it did once it ended,
+a judge that failed its control checks included."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ import yaml
 from narrative_eval import tracking
 from narrative_eval.config import SweepConfig, load_config, resolve_judge, resolve_model
 from narrative_eval.errors import UserError
+from narrative_eval.reports.judge_checks import judge_warning, sweep_failing_judges
 from narrative_eval.studies.live import prompt_setting_choices
+from narrative_eval.study import experiment_of
 from narrative_eval.sweep import cannot_run_here, checked_grid, describe_grid, estimate_lines, progress_plan
 from ui import job_progress, jobs
 from ui.common import (FORM, AppSettings, FieldErrors, FormError, config_files, counted, data_files, esc, model_catalog,
@@ -261,6 +265,8 @@ def name_note(sweep: str | None) -> str:
 
 
 JOB_COLUMNS = ["job", "sweep", "status", "progress", "cells", "started", "elapsed", "last output"]
+JOB_COLUMN_WIDTHS = ["15%", "12%", "7%", "21%", "8%", "7%", "6%", "24%"]
+"""Shares of the jobs table's width: the whole table fits a 1440 px page, long texts wrap inside their column."""
 
 
 def jobs_table(app: AppSettings) -> pd.DataFrame:
@@ -283,16 +289,86 @@ def cells_column(job: jobs.Job) -> str:
     return f"{done}/{job.total_cells}{job_progress.failed_note(failed)}"
 
 
+def judge_outcome(job: jobs.Job) -> str:
+    """The warning about each judge that failed its control checks in the ended job's sweep (from its parent run's
+    `judge_check/<judge>` tags), worded as every other tab words it; empty when none failed, when the job ended before
+    its checks (stopped or lost), or when the store cannot be read."""
+    if job.status not in ("finished", "failed"):
+        return ""
+    try:
+        failing = sweep_failing_judges(experiment_of(job.study), job.sweep)
+    except Exception:  # an unreachable store: the job's own outcome still stands
+        return ""
+    return ". ".join(f"**{judge_warning(judge, checks)}**" for judge, checks in failing.items())
+
+
 def announce(app: AppSettings, job_id: str | None) -> tuple[Any, Any]:
-    """(the message, the job followed): what the followed job did once it ended, and no job followed from then on;
-    else no change to either. A tick that began before a Stop or a launch chose the job to follow ends after it on a
-    busy machine: had it written back the job it started with (none), the Stop's message would never come."""
+    """(the message, the job followed): what the followed job did once it ended, with the warning about a judge that
+    failed its control checks, and no job followed from then on; else no change to either. A tick that began before a
+    Stop or a launch chose the job to follow ends after it on a busy machine: had it written back the job it started
+    with (none), the Stop's message would never come."""
     if not job_id:
         return gr.skip(), gr.skip()
     job = next((j for j in jobs.list_jobs(app.jobs_dir) if j.job_id == job_id), None)
     if job is not None and job.status in jobs.ACTIVE:
         return gr.skip(), gr.skip()
-    return job_progress.ended_message(job), None
+    warning = judge_outcome(job) if job is not None else ""
+    return job_progress.ended_message(job) + (f" {warning}." if warning else ""), None
+
+
+LOG_CHARS = 12_000
+"""How much of the latest job's output the box shows (whole lines from its end): a small sweep's report tables."""
+TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+"""A line of a markdown pipe table (the sweep prints its report's tables so)."""
+TABLE_RULE = re.compile(r"^\s*\|(\s*:?-{3,}:?\s*\|)+\s*$")
+"""The rule under a pipe table's header."""
+
+
+def log_html(text: str) -> str:
+    """A job's output for the page: its lines as they are, each markdown pipe table (a header, its rule, rows) as an
+    HTML table in a horizontally scrolling box, and a report's `## title` line as its heading; a placeholder while it
+    has none."""
+    if not text.strip():
+        return f"<div class='job-log empty'>{esc(texts()['job_log_empty'])}</div>"
+    lines = text.splitlines()
+    parts: list[str] = []
+    plain: list[str] = []
+
+    def flush() -> None:
+        if plain:
+            parts.append(f"<pre class='log-lines'>{esc(chr(10).join(plain))}</pre>")
+            plain.clear()
+
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if TABLE_ROW.match(line) and index + 1 < len(lines) and TABLE_RULE.match(lines[index + 1]):
+            end = index + 2
+            while end < len(lines) and TABLE_ROW.match(lines[end]):
+                end += 1
+            flush()
+            parts.append(_pipe_table(lines[index], lines[index + 2:end]))
+            index = end
+            continue
+        if line.startswith("## "):
+            flush()
+            parts.append(f"<div class='log-title'>{esc(line[3:])}</div>")
+        else:
+            plain.append(line)
+        index += 1
+    flush()
+    return f"<div class='job-log'>{''.join(parts)}</div>"
+
+
+def _cells(row: str) -> list[str]:
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
+def _pipe_table(header: str, rows: list[str]) -> str:
+    head = "".join(f"<th>{esc(cell)}</th>" for cell in _cells(header))
+    body = "".join("<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in _cells(row)) + "</tr>" for row in rows)
+    return (f"<div class='log-table-scroll'><table class='log-table'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table></div>")
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
@@ -353,14 +429,15 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     estimate_text = gr.Markdown(elem_id="launch-estimate-text")
     message = gr.Markdown(elem_id="launch-message")
     progress_bars = gr.HTML(job_progress.progress_html(app), elem_id="launch-progress")
-    table = gr.Dataframe(jobs_table(app), interactive=False, wrap=True, label="Jobs", elem_id="jobs-table")
+    table = gr.Dataframe(jobs_table(app), interactive=False, wrap=True, label="Jobs", elem_id="jobs-table",
+                         column_widths=JOB_COLUMN_WIDTHS)
     with gr.Row():
         with gr.Column(scale=3):
             cancel_id = gr.Dropdown([], label="Job to stop", allow_custom_value=True, elem_id="launch-cancel-id")
             errors.box("cancel-id")
         cancel = gr.Button("Stop job", variant="stop", scale=0, elem_id="launch-cancel")
-    log = gr.Textbox(label="Output of the latest job", lines=8, max_lines=8, interactive=False, elem_id="launch-log",
-                     placeholder=texts()["job_log_empty"])
+    gr.Markdown("**Output of the latest job**", elem_classes=["job-log-label"])
+    log = gr.HTML(log_html(""), elem_id="launch-log")
     timer = gr.Timer(2.0)
     job_state = gr.State(None)
 
@@ -387,8 +464,8 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     def on_tick(followed: str | None):
         listed = jobs.list_jobs(app.jobs_dir)
         active = [j.job_id for j in listed if j.status in jobs.ACTIVE]
-        tail = jobs.log_tail(listed[0]) if listed else ""
-        return (jobs_table(app), gr.Dropdown(choices=active), tail, job_progress.progress_html(app),
+        tail = jobs.log_tail(listed[0], LOG_CHARS) if listed else ""
+        return (jobs_table(app), gr.Dropdown(choices=active), log_html(tail), job_progress.progress_html(app),
                 *announce(app, followed))
 
     def on_cancel(job_id: str | None):

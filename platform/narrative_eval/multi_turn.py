@@ -28,7 +28,7 @@ from narrative_eval.judges import judge_many, rubric_hash
 from narrative_eval.judges.judge import GeneratingBackend
 from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, JudgeSpec, Message, Reply, Turn, derived_seed
 from narrative_eval.records.keys import judge_key
-from narrative_eval.study import CellResult, ProgressFactory, Runtime, Study
+from narrative_eval.study import CellResult, ProgressFactory, Runtime, Study, rubric_templates
 
 TABLE = "conversations.json"
 """A multi-turn cell's table: one row per item, seed and turn (the final turn's row carries the judges' scores)."""
@@ -138,6 +138,12 @@ class MultiTurnStudy(Study):
     def count_judged(self, cell: CellSpec) -> int:
         """One request per scorer and item of one seed and judge."""
         return len(self.scorers) * len(self.items(cell))
+
+    def used_templates(self, cell: CellSpec, result: CellResult) -> dict[str, Any]:
+        """The judges' rubrics, and the rubric every judge ran as each scorer (the checklist's and the quality
+        rubric, which the judges' own `rubric` names only when it replaces one)."""
+        scored = rubric_templates(self.scorer_rubric(judge, scorer) for judge in cell.judges for scorer in self.scorers)
+        return {**super().used_templates(cell, result), **scored}
 
     def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
         return run_multi_turn(self, cell, runtime)

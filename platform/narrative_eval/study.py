@@ -170,6 +170,16 @@ def sweep_arguments(parser: argparse.ArgumentParser, study_name: str) -> None:
                                        "name was reused on other data)")
 
 
+def rubric_templates(names: Iterable[str]) -> dict[str, str | list[dict[str, str]]]:
+    """Prompt-registry name (`rubric.<file stem>`) -> the chat template of each named rubric, in name order."""
+    templates: dict[str, str | list[dict[str, str]]] = {}
+    for name in sorted(set(names)):
+        rubric = load_rubric(name)
+        templates[f"rubric.{Path(rubric.name).stem}"] = [{"role": "system", "content": rubric.system},
+                                                         {"role": "user", "content": rubric.user}]
+    return templates
+
+
 def no_progress(items: Iterable[Any], description: str = "", total: int | None = None) -> Iterable[Any]:
     return items
 
@@ -369,12 +379,7 @@ class Study(ABC):
         and those its result names in the `rubric` param."""
         names = {j.rubric for j in cell.judges if j.rubric} | {
             name for name in str(result.params.get("rubric", "")).split(",") if name}
-        templates: dict[str, str | list[dict[str, str]]] = {}
-        for name in sorted(names):
-            rubric = load_rubric(name)
-            templates[f"rubric.{Path(rubric.name).stem}"] = [{"role": "system", "content": rubric.system},
-                                                             {"role": "user", "content": rubric.user}]
-        return templates
+        return rubric_templates(names)
 
     def presentation(self) -> Presentation:
         """How its numbers read: the tables.yaml in its package folder (labels of its own words, its report's

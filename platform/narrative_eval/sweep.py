@@ -28,9 +28,12 @@ from narrative_eval.stats.judge_checks import (
     CheckRow,
     check_metrics,
     check_rows,
+    failed_checks_warning,
+    failing_judges,
     verdict_tags,
 )
 from narrative_eval.study import ProgressFactory, Study, code_versions, load_study, no_progress
+from narrative_eval.tracing import flag_failed_judges
 
 pd = lazy_module("pandas")
 
@@ -41,6 +44,8 @@ PROMPT_TOKENS_ESTIMATE = 400
 
 AFTER_CELLS = "after the cells"
 """Progress scope of the steps that follow the cells: each is reported as '<scope>: <step>', one item."""
+CHECKS_STEP = "control checks"
+"""The step that has every judge judge its control items (one part per judge and rubric, each reported as this step)."""
 REPORT_STEP = "report"
 """The step that writes the study's tables from MLflow."""
 RECORD_STEP = "save to MLflow"
@@ -131,6 +136,15 @@ def run_sweep(
     return outcome
 
 
+def as_step(progress: ProgressFactory, name: str) -> ProgressFactory:
+    """`progress` reporting every stage it is given as the step `name` after the cells ('<AFTER_CELLS>: <name>'),
+    so a step made of several stages (the control checks: one per judge and rubric) is the one step its plan names,
+    never a stage of the last cell."""
+    def step(items: Any, description: str = "", total: int | None = None) -> Any:
+        return progress(items, f"{AFTER_CELLS}: {name}", total)
+    return step
+
+
 def _step(progress: ProgressFactory, name: str, run: Callable[[], Any]) -> Any:
     """One step after the cells, reported to `progress` as '<AFTER_CELLS>: <name>' (one item) while it runs."""
     result = None
@@ -152,10 +166,17 @@ def has_after_sweep(study: Study) -> bool:
     return type(study).after_sweep is not Study.after_sweep
 
 
-def after_cell_steps(study: Study) -> list[str]:
-    """The steps a sweep takes after its cells, in order, as its progress names them: the report, the study's
-    after-sweep steps (when it has any), and the report's record in MLflow."""
-    return [REPORT_STEP, *([study.after_sweep_stage] if has_after_sweep(study) else []), RECORD_STEP]
+def after_cell_steps(study: Study, checks: bool = False) -> list[str]:
+    """The steps a sweep takes after its cells, in order, as its progress names them: the judges' control checks
+    (`checks`: the sweep has some), the report, the study's after-sweep steps (when it has any), and the report's
+    record in MLflow."""
+    return [*([CHECKS_STEP] if checks else []), REPORT_STEP,
+            *([study.after_sweep_stage] if has_after_sweep(study) else []), RECORD_STEP]
+
+
+def has_checks(config: SweepConfig) -> bool:
+    """Whether the sweep's judges get control checks after its cells (checks on, and a judge)."""
+    return config.judge_checks.enabled and bool(config.judges)
 
 
 def progress_plan(config: SweepConfig) -> tuple[list[str], list[str]]:
@@ -163,7 +184,7 @@ def progress_plan(config: SweepConfig) -> tuple[list[str], list[str]]:
     stages are empty when its study cannot say them in advance."""
     study = load_study(config.study)
     cells = expand_grid(config)
-    return (study.progress_stages(cells[0]) if cells else []), after_cell_steps(study)
+    return (study.progress_stages(cells[0]) if cells else []), after_cell_steps(study, has_checks(config))
 
 
 def _after_cells(study: Study, config: SweepConfig, cells: list[CellSpec], outcome: SweepOutcome, out_dir: Path,
@@ -174,7 +195,7 @@ def _after_cells(study: Study, config: SweepConfig, cells: list[CellSpec], outco
     data_sha256 = cells[0].data_sha256
     pool = BackendPool(config.cache)
     try:
-        outcome.judge_checks, judgments = run_judge_checks(study, config, cells, pool, progress)
+        outcome.judge_checks, judgments = run_judge_checks(study, config, cells, pool, as_step(progress, CHECKS_STEP))
         log_judge_checks(outcome, judgments, data_sha256)
         outcome.tables = _step(progress, REPORT_STEP,
                                lambda: study.summarise(config.sweep, out_dir, data_sha256=data_sha256))
@@ -205,7 +226,9 @@ def run_judge_checks(study: Study, config: SweepConfig, cells: Sequence[CellSpec
 
 def log_judge_checks(outcome: SweepOutcome, judgments: list[dict[str, Any]], data_sha256: str) -> None:
     """The checks on the sweep's parent run (rows and judgments as artifacts, `judge_check/<judge>/<check>`
-    metrics) and each judge's verdict as tag `judge_check/<judge>` on the parent and every cell run."""
+    metrics), each judge's verdict as tag `judge_check/<judge>` on the parent and every cell run, and the warning
+    about each judge that failed wherever a cell run wrote its scores (its description, its traces' judge
+    assessments: tracing.flag_failed_judges)."""
     rows = outcome.judge_checks
     if not rows:
         return
@@ -214,8 +237,13 @@ def log_judge_checks(outcome: SweepOutcome, judgments: list[dict[str, Any]], dat
     c.log_dict(outcome.parent_run_id, judgments, JUDGMENTS_ARTIFACT)
     tracking.log_sweep_outputs(outcome.parent_run_id, {}, [], metrics=check_metrics(rows))
     tags = [entities.RunTag(key, value) for key, value in verdict_tags(rows).items()]
-    for run_id in [outcome.parent_run_id, *(cell.run_id for cell in outcome.cells if cell.run_id is not None)]:
+    cell_runs = [cell.run_id for cell in outcome.cells if cell.run_id is not None]
+    for run_id in [outcome.parent_run_id, *cell_runs]:
         c.log_batch(run_id, tags=tags)
+    warnings = {judge: failed_checks_warning(judge, checks) for judge, checks in failing_judges(rows).items()}
+    for run_id in cell_runs:
+        if c.get_run(run_id).info.status == "FINISHED":  # a failed cell wrote no scores
+            flag_failed_judges(c, run_id, warnings)
 
 
 def collect_batches(config: SweepConfig) -> list[str]:

@@ -9,7 +9,13 @@ import pytest
 
 from narrative_eval.reports.judge_checks import report_notes
 from narrative_eval.studies.incremental.records import ScoreRecord
-from narrative_eval.studies.incremental.report import CELL_SCORES_TITLE, DIAGNOSTIC_TITLES, write_creative_report
+from narrative_eval.reports.tables import missing_tables
+from narrative_eval.studies.incremental.report import (
+    CELL_SCORES_TITLE,
+    DIAGNOSTIC_TITLES,
+    PAIRED_TABLES,
+    write_creative_report,
+)
 from narrative_eval.studies.incremental.score_records import load_score_records, save_score_records
 
 REPORT_FILES = {
@@ -21,6 +27,9 @@ REPORT_FILES = {
     "model_effects.csv": ["model", "dimension", "d_av"],
 }
 GENRES = ("fantasy", "historical_fiction", "mystery", "romance", "science_fiction", "comedy")
+
+MISSING_ENTRY = ", ".join(PAIRED_TABLES) + " not written"
+"""The report's entry for its paired tables when there is no pair: one entry, one reason."""
 
 
 def simulate(conditions=("full", "sharded"), judges=("j1",), models=("m1", "m2"), n_tasks=24, seed=0) -> list[ScoreRecord]:
@@ -124,8 +133,39 @@ def test_report_command_from_an_imported_score_file(tmp_path, capsys):
 
 
 def test_missing_condition_is_explained(tmp_path):
-    with pytest.raises(ValueError, match="no 'sharded' records"):
-        write_creative_report(simulate(conditions=("full",)), tmp_path)
+    """No SHARDED record: the paired tables are recorded as missing with why, the others written."""
+    tables = write_creative_report(simulate(conditions=("full",)), tmp_path, n_boot=200)
+    assert "no scored SHARDED story to compare (conditions scored: FULL)" in tables[MISSING_ENTRY]
+    assert set(missing_tables(tmp_path)) == set(PAIRED_TABLES)
+    assert (tmp_path / "cell_scores.csv").is_file() and not (tmp_path / "model_ci.csv").exists()
+
+
+def test_records_without_a_matched_pair_make_an_incomplete_report_that_says_why(tmp_path, capsys):
+    """FULL scored on one story, SHARDED on another (the embedded sweep with --limit 2, whose other replies were cut):
+    no pair, so no paired table; the report is written, the stale tables of an earlier complete report in the same
+    folder are removed, the catalog keeps each missing table's place with why, and the report command prints it."""
+    from experiments.report import main as report_main
+    from narrative_eval.reports.catalog import report_tables
+
+    complete = simulate(n_tasks=12)
+    write_creative_report(complete, tmp_path, n_boot=200)
+    assert (tmp_path / "model_ci.csv").is_file() and not missing_tables(tmp_path)
+    unpaired = [r for r in complete if r.model == "m1" and (r.condition, r.story_id) in
+                {("full", "fantasy_000"), ("sharded", "historical_fiction_001")}]
+    tables = write_creative_report(unpaired, tmp_path, n_boot=200)
+    why = tables[MISSING_ENTRY]
+    assert why.startswith("> Not written: no matched FULL/SHARDED pair") and "m1: no story scored under both" in why
+    for name in PAIRED_TABLES:
+        assert not any((tmp_path / f"{name}{suffix}").exists() for suffix in (".csv", ".md", ".tex", ".png")), name
+    found = {t.name: t for t in report_tables(tmp_path)}
+    assert found["model_ci"].missing.startswith("no matched FULL/SHARDED pair") and not found["cell_scores"].missing
+    assert list(found)[0] == "model_ci"  # in its place: the study's main table first
+    path = save_score_records(unpaired, tmp_path / "scores.jsonl")
+    out = tmp_path / "out"
+    assert report_main(["creative-integrity", "--scores", str(path), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"## {MISSING_ENTRY}\n> Not written: no matched FULL/SHARDED pair" in printed
+    assert "incomplete report: 7 table(s) not written (model_ci, paired_effects, " in printed
 
 
 def test_runs_all_stories_and_the_reports_matched_pairs_each_say_which_with_their_n(tmp_path):

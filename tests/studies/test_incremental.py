@@ -14,9 +14,10 @@ from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.config import load_config
 from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec
 from narrative_eval.records.keys import interval_keys
+from narrative_eval.reports.tables import missing_tables
 from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
 from narrative_eval.studies.incremental.records import ScoreRecord
-from narrative_eval.studies.incremental.report import NO_COMPARISON_TITLE
+from narrative_eval.studies.incremental.report import PAIRED_TABLES
 from narrative_eval.studies.incremental.tasks import load_tasks
 from narrative_eval.study import Runtime
 from narrative_eval.sweep import run_sweep
@@ -28,6 +29,9 @@ CONSTRAINTS = REPO / "data" / "creative" / "constraints.jsonl"
 # On one xdist worker with tests/ui/test_annotate_stories.py, which asks tiny_sweep's first task again (tests/shared_sweeps.py).
 pytestmark = pytest.mark.xdist_group(shared_sweeps.CREATIVE_GROUP)
 REPORT_FILES = ("model_ci.csv", "paired_effects.csv", "equal_adherence.csv", "equal_genre.csv", "model_effects.csv", "model_effects.png")
+
+MISSING_ENTRY = ", ".join(PAIRED_TABLES) + " not written"
+"""The report's entry for its paired tables when there is no pair: one entry, one reason."""
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +172,10 @@ def test_tiny_sweep_writes_the_report_from_mlflow(tiny_sweep):
             for d in QUALITY:  # a score, or the reason there is none
                 feedback = judged[f"smollm2-judge/{d}"].feedback
                 assert feedback.value is not None or feedback.error.error_message
-        assert run.inputs.dataset_inputs and "default" in run.data.tags["narrative_eval.prompt_versions"]
+        versions = run.data.tags["narrative_eval.prompt_versions"]
+        assert run.inputs.dataset_inputs and "default" in versions
+        # The rubrics its judge ran (checklist and quality), linked as the single-turn studies link theirs.
+        assert "rubric.creative_checklist/" in versions and "rubric.creative_quality/" in versions, versions
 
 
 def test_scoreable_rules(runtime, smollm2_spec):
@@ -181,11 +188,15 @@ def test_scoreable_rules(runtime, smollm2_spec):
 
 
 @pytest.mark.slow
-def test_a_sweep_with_nothing_scored_keeps_its_cells_and_says_why(tmp_path, repo_root):
+def test_a_sweep_with_nothing_scored_keeps_its_cells_and_says_why(tmp_path, repo_root, capsys):
     """Every trajectory cut at the token limit and none scored (as when a judge's every reply fails to parse): the
-    sweep finishes, its cells stay FINISHED, and the report has its diagnostics and a note instead of a traceback."""
+    sweep finishes, its parent and cells FINISHED, and the report has its diagnostics and, in place of each paired
+    table, why it is missing (missing_tables.json), which the report command prints too (exit 0)."""
+    from experiments.report import main as report_main
+
     pytest.importorskip("llama_cpp")
-    outcome = creative_sweep(tmp_path, f"creative-unscored-{tmp_path.name}", repo_root, """
+    sweep = f"creative-unscored-{tmp_path.name}"
+    outcome = creative_sweep(tmp_path, sweep, repo_root, """
         limit: 1
         generation: {temperature: 0.8, max_new_tokens: 3}
         judges: [{id: smollm2-judge, model: smollm2}]
@@ -193,7 +204,16 @@ def test_a_sweep_with_nothing_scored_keeps_its_cells_and_says_why(tmp_path, repo
         """)
     assert outcome.count("failed") == 0 and outcome.count("finished") == 2, [c.error for c in outcome.cells]
     assert {tracking.client().get_run(c.run_id).info.status for c in outcome.cells} == {"FINISHED"}
-    note = outcome.tables[NO_COMPARISON_TITLE]
-    assert "no 'full' records to compare (conditions present: none)" in note and "failure_rate" in note
-    assert (tmp_path / "report" / "task_composition.csv").is_file()
-    assert not (tmp_path / "report" / "model_ci.csv").exists()
+    assert tracking.client().get_run(outcome.parent_run_id).info.status == "FINISHED"
+    note = outcome.tables[MISSING_ENTRY]
+    assert "no scored FULL or SHARDED story to compare (conditions scored: none)" in note and "failure_rate" in note
+    report = tmp_path / "report"
+    assert (report / "task_composition.csv").is_file()
+    assert not (report / "model_ci.csv").exists()
+    assert set(missing_tables(report)) == set(PAIRED_TABLES)
+    capsys.readouterr()
+    again = tmp_path / "again"
+    assert report_main(["creative-integrity", "--sweep", sweep, "--out", str(again)]) == 0
+    printed = capsys.readouterr().out
+    assert f"## {MISSING_ENTRY}\n> Not written: no scored FULL or SHARDED story" in printed
+    assert "incomplete report: 7 table(s) not written (model_ci, " in printed

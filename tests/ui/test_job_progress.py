@@ -45,9 +45,11 @@ def finish_cells(sweep: str, count: int) -> None:
 def test_the_plan_names_the_studys_stages_and_the_sweeps_steps():
     cell_stages, after = progress_plan(quickstart("plan"))
     assert cell_stages == ["generate", "score", "judge smollm2-judge"]
-    assert after == ["report", "save to MLflow"]
+    assert after == ["control checks", "report", "save to MLflow"]  # the quickstart's judge gets control checks
+    assert progress_plan(quickstart("plan", "judge_checks=false"))[1] == ["report", "save to MLflow"]
     incremental = load_study("incremental")
     assert after_cell_steps(incremental) == ["report", incremental.after_sweep_stage, "save to MLflow"]
+    assert after_cell_steps(incremental, checks=True)[0] == "control checks"
 
 
 def test_a_running_cell_shows_its_stages_with_counts_and_those_to_come(tmp_path):
@@ -99,7 +101,7 @@ def test_a_stop_before_any_cell_finished_says_nothing_was_kept(tmp_path):
 def test_a_stop_after_the_report_was_saved_says_nothing_is_missing(tmp_path):
     finish_cells("stopped-after-report", 6)
     state = {"cells_done": 6, "cells_total": 6, "cell": "gemma3/L4", "phase": AFTER_CELLS, "stages": [],
-             "after": [stage("report", 1, 1), stage("save to MLflow", 1, 1)]}
+             "after": [stage("control checks", 20, 20), stage("report", 1, 1), stage("save to MLflow", 1, 1)]}
     job = job_at(tmp_path, "stopped-after-report", state, status="cancelled")
     assert job_progress.outcome(job) == "the sweep and its report had finished when the stop came: nothing is missing."
 
@@ -134,3 +136,57 @@ def test_a_failed_cell_is_counted_as_failed_never_as_done(tmp_path, monkeypatch)
     assert job_progress.progress_of(ended)[1] == "failed: 1 of 2 cells finished, 1 failed"
     assert job_progress.outcome(ended).startswith("failed (exit status 1) after 1 of 2 cells")
     assert "1 cell failed" in job_progress.outcome(ended)
+
+
+def test_the_control_checks_are_one_step_after_the_cells(tmp_path, monkeypatch):
+    """The control checks were drawn as a stage of the last cell while the bar read 92%: they are a step after the
+    cells, reported in one part per judge and rubric and shown as one stage whose counts add up."""
+    from experiments import progress
+    from narrative_eval.sweep import CHECKS_STEP, as_step
+
+    monkeypatch.setenv(progress.PROGRESS_ENV, str(tmp_path / "progress.json"))
+    for name, value in (("cells_done", 6), ("cells_failed", []), ("stages", []), ("after", []), ("phase", "cells")):
+        monkeypatch.setattr(progress._State, name, value)
+    checks = as_step(progress.plain_progress, CHECKS_STEP)
+    list(checks([1, 2, 3], "controls: judge smollm2-judge (infilling_narrative)", 3))
+    second = iter(checks([1, 2], "controls: judge other-judge (infilling_narrative)", 2))
+    next(second)  # the second part under way: its start is written at once
+    state = progress.read_progress(tmp_path / "progress.json")
+    assert state["phase"] == AFTER_CELLS and state["after"] == [stage(CHECKS_STEP, 3, 5)]
+    job = job_at(tmp_path, "checking", state)
+    assert job_progress.progress_of(job)[1] == "6/6 cells · control checks 3/5"
+    html = job_progress.stages_html(job, state)
+    assert "✓ cells 6/6" in html and "▸ control checks 3/5" in html and "generate" not in html
+
+
+def test_the_last_message_says_a_judge_failed_its_checks(tmp_path):
+    """Launch's last line read "finished: 2 of 2 cells and its report" while only the raw output said the judge had
+    failed its control checks: it now ends with the warning every tab gives, read from the sweep's tags."""
+    from narrative_eval.reports.judge_checks import judge_warning
+    from narrative_eval.stats.judge_checks import TAG_PREFIX
+    from ui.common import AppSettings
+    from ui.launch import announce
+
+    finish_cells("judge-failed", 6)
+    parent = tracking.find_sweep_run("infilling", "judge-failed")
+    tracking.client().set_tag(parent, f"{TAG_PREFIX}smollm2-judge", "fail: mismatched_fill, degenerate_fill")
+    job = job_at(tmp_path, "judge-failed", {"cells_done": 6, "cells_total": 6, "phase": AFTER_CELLS, "stages": [],
+                                            "after": [stage("report", 1, 1)]}, status="finished")
+    jobs.save(job)
+    message, followed = announce(AppSettings(jobs_dir=tmp_path), job.job_id)
+    assert followed is None and "finished: 6 of 6 cells and its report" in message
+    assert message.endswith(f"**{judge_warning('smollm2-judge', ['mismatched_fill', 'degenerate_fill'])}**."), message
+    job.status = "cancelled"  # stopped: its checks may not have run, so no word of them
+    jobs.save(job)
+    assert "failed checks" not in announce(AppSettings(jobs_dir=tmp_path), job.job_id)[0]
+
+
+def test_the_output_box_draws_the_reports_tables_as_tables():
+    from ui.launch import log_html
+
+    shown = log_html("loading smollm2\n## Main results\n| model | AtAvg |\n|:---|---:|\n| smollm2 | 0.412 |\n"
+                     "| a <b> | 1 |\nwritten to reports/x/")
+    assert "<div class='log-title'>Main results</div>" in shown and "|:---" not in shown
+    assert "<th>model</th><th>AtAvg</th>" in shown and "<td>smollm2</td><td>0.412</td>" in shown
+    assert "<td>a &lt;b&gt;</td>" in shown  # model output is untrusted text
+    assert shown.count("<pre class='log-lines'>") == 2 and "written to reports/x/" in shown

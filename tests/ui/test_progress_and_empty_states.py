@@ -107,7 +107,7 @@ def test_launch_names_the_stages_and_says_what_a_stop_kept(wide, ui_paths, scree
 
     headers = page.locator("#jobs-table th").evaluate_all(ONE_LINE_HEADERS)
     assert all(lines == 1 for text, lines in headers if text), headers  # "cells", never "cell s"
-    log = page.locator("#launch-log textarea").input_value()
+    log = "\n".join(page.locator("#launch-log .log-lines").all_inner_texts())
     whole_lines = set(open(next(j.log_path for j in jobs.list_jobs(ui_paths["jobs"]) if j.job_id == job_id)).read()
                       .replace("\r", "\n").splitlines())
     assert all(line.rstrip() in {w.rstrip() for w in whole_lines} for line in log.splitlines()), log

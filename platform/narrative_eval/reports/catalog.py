@@ -1,6 +1,7 @@
 """A report folder's tables as a paper shows them: in the order the study's presentation gives (main table first,
 then the platform's own tables, then any other), each with its title and caption, intervals folded into
-`mean [lo, hi]`, columns under their labels, and as LaTeX. The app's Figures tab reads reports through this."""
+`mean [lo, hi]`, columns under their labels, and as LaTeX; a table the report could not write (reports.tables.
+missing_tables) keeps its place with why. The app's Figures tab reads reports through this."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import interval_keys
 from narrative_eval.reports.labels import humanize, is_count, platform_presentation
-from narrative_eval.reports.tables import fold_intervals, readable
+from narrative_eval.reports.tables import fold_intervals, missing_tables, readable
 from narrative_eval.study import ReportTable, Study, all_studies
 
 pd = lazy_module("pandas")
@@ -35,6 +36,8 @@ class FoundTable:
     """Where the papers show it ('Table 3')."""
     interval: str | None = None
     """The column its plain `lo`/`hi` columns bound."""
+    missing: str = ""
+    """Why the report could not write it (empty: it did; its file then exists)."""
 
     @property
     def name(self) -> str:
@@ -62,14 +65,19 @@ def study_of_report(folder: Path) -> Study | None:
 
 
 def _stems(folder: Path) -> list[str]:
-    return sorted(path.stem for path in folder.glob("*.csv")) if folder.is_dir() else []
+    """The stems of the folder's tables: those written (CSV files) and those it records as missing."""
+    if not folder.is_dir():
+        return []
+    return sorted({path.stem for path in folder.glob("*.csv")} | set(missing_tables(folder)))
 
 
 def report_tables(folder: Path, study: Study | None = None) -> list[FoundTable]:
     """The folder's tables (its CSV files) in the papers' order: those the study's presentation lists (main
-    first), then the platform's, then any other by name. `study` defaults to the one the folder reads as."""
+    first), then the platform's, then any other by name; a missing table (`missing`: why) in its place. `study`
+    defaults to the one the folder reads as."""
     study = study if study is not None else study_of_report(folder)
     stems = _stems(folder)
+    missing = missing_tables(folder)
     specs = [*(study.presentation().tables if study is not None else []), *platform_presentation().tables]
     found: list[FoundTable] = []
     placed: set[str] = set()
@@ -77,8 +85,10 @@ def report_tables(folder: Path, study: Study | None = None) -> list[FoundTable]:
         for stem, judge in _matches(spec, [s for s in stems if s not in placed]):
             placed.add(stem)
             found.append(FoundTable(folder / f"{stem}.csv", spec.title.replace(JUDGE_SLOT, judge),
-                                    spec.caption.replace(JUDGE_SLOT, judge), spec.source, spec.interval))
-    found += [FoundTable(folder / f"{stem}.csv", humanize(stem), "") for stem in stems if stem not in placed]
+                                    spec.caption.replace(JUDGE_SLOT, judge), spec.source, spec.interval,
+                                    missing.get(stem, "")))
+    found += [FoundTable(folder / f"{stem}.csv", humanize(stem), "", missing=missing.get(stem, ""))
+              for stem in stems if stem not in placed]
     return found
 
 

@@ -16,6 +16,8 @@ from narrative_eval.reports.tables import write_table
 from narrative_eval.stats.judge_checks import (
     ROWS_ARTIFACT,
     CheckRow,
+    failed_checks_warning,
+    failed_in_tags,
     failing_judges,
     judge_checks_table,
     rows_from_records,
@@ -74,10 +76,7 @@ def tables_naming(tables: Mapping[str, str], judges: Sequence[str]) -> dict[str,
 def judge_warning(judge: str, checks: Sequence[str]) -> str:
     """The one warning about a judge that failed its control checks, wherever its scores appear: under a report's
     tables, and in every tab of the app (Runs once per table, Compare, Conversations, Annotate's agreement, Figures)."""
-    # One order wherever it is said (the checks come from tags, a report's table or several runs in their own orders).
-    named = ", ".join(sorted({label(check) for check in checks}, key=str.lower)) or "an unnamed check"
-    return (f"⚠ judge {judge} failed checks: {named}: it may not tell good outputs from bad ones, so read its scores "
-            "with care")
+    return failed_checks_warning(judge, [label(check) for check in checks])
 
 
 def judge_note(judge: str, checks: Sequence[str]) -> str:
@@ -103,6 +102,13 @@ def failing_in_report(folder: Path) -> dict[str, list[str]]:
     for row in table[~table["pass"].astype(bool)].itertuples(index=False):
         failed.setdefault(str(row.judge), []).append(str(row.check))
     return failed
+
+
+def sweep_failing_judges(experiment: str, sweep: str) -> dict[str, list[str]]:
+    """Judge -> the checks it failed in the sweep's latest control checks, read from its parent run's
+    `judge_check/<judge>` tags (empty: no such sweep, no checks, or every judge passed)."""
+    parent = tracking.find_sweep_run(experiment, sweep)
+    return failed_in_tags(tracking.client().get_run(parent).data.tags) if parent else {}
 
 
 def _note_file(out_dir: Path, markdown: str, notes: str) -> None:
@@ -151,6 +157,7 @@ __all__ = [
     "judge_note",
     "judge_warning",
     "report_notes",
+    "sweep_failing_judges",
     "logged_rows",
     "names_judge",
     "tables_naming",

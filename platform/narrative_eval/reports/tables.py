@@ -3,7 +3,9 @@ LaTeX (columns under the label map's names, as the app shows them)."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from narrative_eval.lazy import lazy_module
@@ -45,6 +47,42 @@ def write_table(table: pd.DataFrame, out_dir: Path, name: str) -> str:
     (out_dir / f"{name}.md").write_text(markdown + "\n", encoding="utf-8")
     (out_dir / f"{name}.tex").write_text(latex_text(table), encoding="utf-8")
     return markdown
+
+
+MISSING_TABLES = "missing_tables.json"
+"""A report folder's list of the tables it could not write, each with why (docs/formats.md): the report is then
+incomplete, and the app and the report command say so where those tables would be."""
+
+TABLE_SUFFIXES = (".csv", ".md", ".tex", ".png")
+"""The files one table of a report may have."""
+
+
+def write_missing_tables(out_dir: Path, missing: Mapping[str, str]) -> dict[str, str]:
+    """Record the tables (file stem -> why) this report could not write in out_dir/MISSING_TABLES, removing their
+    files an earlier report left there (their numbers no longer hold), or remove the record when nothing is missing.
+    Returns the missing tables as report entries, one per reason: "<stem>, <stem> not written" -> the quoted reason."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / MISSING_TABLES
+    if not missing:
+        path.unlink(missing_ok=True)
+        return {}
+    for name in missing:
+        for suffix in TABLE_SUFFIXES:
+            (out_dir / f"{name}{suffix}").unlink(missing_ok=True)
+    path.write_text(json.dumps([{"table": name, "reason": why} for name, why in missing.items()], indent=2) + "\n",
+                    encoding="utf-8")
+    by_reason: dict[str, list[str]] = {}
+    for name, why in missing.items():
+        by_reason.setdefault(why, []).append(name)
+    return {f"{', '.join(names)} not written": f"> Not written: {why}" for why, names in by_reason.items()}
+
+
+def missing_tables(folder: Path) -> dict[str, str]:
+    """The tables a report folder lacks, by file stem, with why (empty: a complete report, or no record)."""
+    path = folder / MISSING_TABLES
+    if not path.is_file():
+        return {}
+    return {str(entry["table"]): str(entry["reason"]) for entry in json.loads(path.read_text(encoding="utf-8"))}
 
 
 def readable(table: pd.DataFrame) -> pd.DataFrame:

@@ -290,6 +290,16 @@ def failing_judges(rows: Sequence[CheckRow]) -> dict[str, list[str]]:
     return failing
 
 
+def failed_checks_warning(judge: str, named_checks: Sequence[str]) -> str:
+    """The one warning about a judge that failed its control checks (`named_checks`: as readers see them), wherever
+    its scores appear: a report's notes, every tab of the app (reports.judge_checks.judge_warning) and the MLflow
+    records of its scores (a run's description, its traces' judge assessments)."""
+    # One order wherever it is said (the checks come from tags, a report's table or several runs in their own orders).
+    named = ", ".join(sorted(set(named_checks), key=str.lower)) or "an unnamed check"
+    return (f"⚠ judge {judge} failed checks: {named}: it may not tell good outputs from bad ones, so read its scores "
+            "with care")
+
+
 def verdict_tags(rows: Sequence[CheckRow]) -> dict[str, str]:
     """`judge_check/<judge>` -> `pass`, or `fail: <check>, <check>` naming its failed checks, for every judge checked."""
     failing = failing_judges(rows)
@@ -337,6 +347,7 @@ __all__ = [
     "check_rows",
     "control_adherence",
     "discrimination",
+    "failed_checks_warning",
     "failing_judges",
     "judge_checks_table",
     "margin",

@@ -12,6 +12,7 @@ Every part is best effort: a store that refuses one (an older server) costs a wa
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,9 @@ from narrative_eval.tracing.datasets import register_evaluation_dataset
 from narrative_eval.tracing.prompts import register_prompts
 from narrative_eval.tracing.records import AssessmentRecord, TraceRecord, TurnRecord
 from narrative_eval.tracing.traces import (
+    JUDGE_CHECK_METADATA,
     TRACES_ENV,
+    flag_judge_assessments,
     log_human_feedback,
     traces_enabled,
     warn_once,
@@ -117,6 +120,34 @@ def _headline_label(name: str) -> str:
     return f"{parts[1]} {parts[2]}" if len(parts) == 3 and parts[0] == "judge" else name
 
 
+JUDGE_FLAG = "**⚠ judge "
+"""How a run description's paragraph warning about a judge that failed its control checks begins."""
+
+
+def flagged_description(description: str, warnings: Mapping[str, str]) -> str:
+    """A run's description with one paragraph per judge of `warnings` (judge id -> the warning: it failed its control
+    checks) after its headline, in place of those an earlier sweep's checks wrote."""
+    kept = [part for part in description.split("\n\n") if part and not part.startswith(JUDGE_FLAG)]
+    return "\n\n".join([*kept, *(f"**{warning}**" for warning in warnings.values())])
+
+
+def flag_failed_judges(client: MlflowClient, run_id: str, warnings: Mapping[str, str]) -> None:
+    """Say on a finished cell run, wherever its judges' scores are written, which judges failed the sweep's control
+    checks (judged after the cells, so the run was written before): its description (flagged_description) and its
+    traces' judge assessments (traces.flag_judge_assessments). Best effort, as every evaluation record."""
+    run = client.get_run(run_id)
+    description = run.data.tags.get(DESCRIPTION_TAG, "")
+    if not warnings and JUDGE_FLAG not in description:
+        return  # nothing to flag, nor a flag of earlier checks to take back
+    flagged = flagged_description(description, warnings)
+    if flagged != description:
+        client.set_tag(run_id, DESCRIPTION_TAG, flagged)
+    try:
+        flag_judge_assessments(client, run_id, run.info.experiment_id, warnings)
+    except Exception as error:  # a store that cannot update assessments
+        warn_once("judge-check flags on traces", error)
+
+
 def describe_sweep(tables: dict[str, str]) -> str:
     """A sweep parent run's description: its first report table."""
     if not tables:
@@ -128,6 +159,7 @@ def describe_sweep(tables: dict[str, str]) -> str:
 __all__ = [
     "CellEvaluation",
     "DESCRIPTION_TAG",
+    "JUDGE_CHECK_METADATA",
     "TRACES_ENV",
     "AssessmentRecord",
     "CellRecords",
@@ -137,6 +169,8 @@ __all__ = [
     "generation_attributes",
     "describe_cell",
     "describe_sweep",
+    "flag_failed_judges",
+    "flagged_description",
     "log_cell_records",
     "log_human_feedback",
     "traces_enabled",

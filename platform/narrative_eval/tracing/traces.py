@@ -7,7 +7,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from narrative_eval.lazy import lazy_module
@@ -207,6 +207,41 @@ def rounded(value: Any) -> Any:
 def _plain(attributes: dict[str, Any]) -> dict[str, Any]:
     """Span attributes without Nones (MLflow stores them as JSON; None says nothing)."""
     return {k: v for k, v in attributes.items() if v is not None}
+
+
+JUDGE_CHECK_METADATA = "narrative_eval.judge_check"
+"""Assessment metadata key on a judge's scores when the judge failed its sweep's control checks: the warning."""
+
+
+def flag_judge_assessments(client: MlflowClient, run_id: str, experiment_id: str, warnings: Mapping[str, str]) -> int:
+    """On every trace of the run, each assessment of a judge of `warnings` (judge id -> the warning about it: it
+    failed its control checks) gets the warning in its metadata (JUDGE_CHECK_METADATA) and after its rationale, as
+    MLflow's trace view shows them; a judge that passed has its earlier warning removed from the rationale (the
+    latest checks speak). The judges' assessments are named `<judge>/...`. Returns how many were updated: one request
+    each, so a judge's warning costs about as many writes as it has scores in the run."""
+    from mlflow.entities import AssessmentSourceType
+    from mlflow.tracing.client import TracingClient
+
+    if not traces_enabled():
+        return 0
+    store = TracingClient(client.tracking_uri).store
+    updated = 0
+    for trace in mlflow.search_traces(locations=[experiment_id], run_id=run_id, return_type="list",
+                                      include_spans=False):
+        for assessment in trace.info.assessments:
+            judge = assessment.name.split("/", 1)[0]
+            if assessment.source.source_type != AssessmentSourceType.LLM_JUDGE or "/" not in assessment.name:
+                continue
+            flagged = (assessment.metadata or {}).get(JUDGE_CHECK_METADATA, "")
+            warning = warnings.get(judge, "")
+            if warning == flagged:
+                continue
+            rationale = (assessment.rationale or "").removesuffix(flagged).rstrip()
+            rationale = f"{rationale}\n\n{warning}".strip() if warning else rationale
+            store.update_assessment(trace_id=trace.info.trace_id, assessment_id=assessment.assessment_id,
+                                    rationale=rationale, metadata={JUDGE_CHECK_METADATA: warning})
+            updated += 1
+    return updated
 
 
 def log_human_feedback(trace_id: str, name: str, value: Any, rater: str, rationale: str | None = None) -> bool:

@@ -37,7 +37,7 @@ from narrative_eval import tracking
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key, judges_logging, metric_column, with_interval
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
-from narrative_eval.reports.tables import file_slug, markdown_table, write_csv, write_table
+from narrative_eval.reports.tables import file_slug, markdown_table, write_csv, write_missing_tables, write_table
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.studies.incremental.effects import (
     DIMENSIONS,
@@ -173,20 +173,56 @@ def unscored_cells(runs: pd.DataFrame, records: Iterable[ScoreRecord]) -> pd.Dat
     return pd.DataFrame(rows, columns=["model", "condition", "judge", "note"])
 
 
-def unpaired_note(responses: pd.DataFrame, pairs: pd.DataFrame, comparison: str, unscored: pd.DataFrame | None) -> str:
-    """One line per model that has no row in the paired tables, saying why (no scored story of one condition)."""
+def unpaired_reasons(responses: pd.DataFrame, pairs: pd.DataFrame, comparison: str,
+                     unscored: pd.DataFrame | None) -> dict[str, str]:
+    """Model -> why it has no row in the paired tables (no scored story of one condition, or none under both), for
+    every model without a matched pair."""
     models = set(responses["model"]) | (set(unscored["model"]) if unscored is not None and not unscored.empty else set())
-    lines = []
+    reasons = {}
     for model in sorted(models - set(pairs["model"])):
         conditions = set(responses.loc[responses["model"] == model, "condition"])
         lacking = [c.upper() for c in (REFERENCE, comparison) if c not in conditions]
         why = [n for n in (unscored["note"][unscored["model"] == model] if unscored is not None and not unscored.empty
                            else []) if n]
         reason = f"no scored {' or '.join(lacking)} story" if lacking else "no story scored under both conditions"
-        lines.append(f"> - {model}: no matched pair ({reason}{'; ' + '; '.join(dict.fromkeys(why)) if why else ''}).")
+        reasons[model] = f"{reason}{'; ' + '; '.join(dict.fromkeys(why)) if why else ''}"
+    return reasons
+
+
+def unpaired_note(responses: pd.DataFrame, pairs: pd.DataFrame, comparison: str, unscored: pd.DataFrame | None) -> str:
+    """One line per model that has no row in the paired tables, saying why (no scored story of one condition)."""
+    lines = [f"> - {model}: no matched pair ({why})."
+             for model, why in unpaired_reasons(responses, pairs, comparison, unscored).items()]
     # Quoted: a report's notes under a table are its quoted lines, which the app's Figures tab shows with the table.
     return ("\n\n> Models without a row: they have no matched FULL/" + comparison.upper() + " pair.\n" + "\n".join(lines)
             if lines else "")
+
+
+PAIRED_TABLES = ("model_ci", "paired_effects", "paired_effects_by_model", "equal_adherence", "equal_genre",
+                 "same_judge", "model_effects")
+"""The tables over matched FULL/X pairs (file stems): a report without a pair records them as missing, with why."""
+
+
+def missing_comparison(responses: pd.DataFrame, comparison: str, judge: str | None,
+                       unscored: pd.DataFrame | None) -> str:
+    """Why no FULL/X pair can be formed from the records (no scored story of a condition, or no story scored under
+    both by one model), with each model's reason and where to look; empty when there is a pair."""
+    present = set(responses["condition"])
+    lacking = [c.upper() for c in (REFERENCE, comparison) if c not in present]
+    if lacking:
+        reason = (f"no scored {' or '.join(lacking)} story to compare (conditions scored: "
+                  f"{', '.join(sorted(c.upper() for c in present)) or 'none'})")
+    else:
+        pairs = pair_frame(responses, comparison, judge)
+        if not pairs.empty:
+            return ""
+        per_model = unpaired_reasons(responses, pairs, comparison, unscored)
+        reason = (f"no matched FULL/{comparison.upper()} pair (a pair is one story scored under both conditions for "
+                  f"one model{f', by judge {judge}' if judge else ''}): "
+                  + "; ".join(f"{model}: {why}" for model, why in per_model.items()))
+    failure_rate = judge_key("<judge>", "failure_rate")
+    return (f"{reason}. Each cell's `{failure_rate}` and `truncated_rate` say how many responses went unscored; "
+            "the per-cell table and `score_records.jsonl` hold what was scored.")
 
 
 def _write_set(
@@ -196,8 +232,6 @@ def _write_set(
     """The report files of docs/formats.md (and the extras) for one judge's records (or all, when one judge per response)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pairs = pair_frame(responses, comparison, judge)
-    if pairs.empty:
-        raise ValueError(f"no matched full/{comparison} pairs (pairs match on story_id and model)")
     x = comparison
     upper = comparison.upper()
     suffix = f" (judge {judge})" if judge else ""
@@ -252,13 +286,6 @@ def icir_by_condition(responses: pd.DataFrame, judge: str | None, n_boot: int, s
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-class NothingToCompare(ValueError):
-    """The records hold no scored response of FULL or of the comparison condition, so no pair can be formed."""
-
-
-NO_COMPARISON_TITLE = "Nothing to compare"
-
-
 def write_creative_report(
     records: Iterable[ScoreRecord],
     out_dir: str | Path,
@@ -271,16 +298,12 @@ def write_creative_report(
 ) -> dict[str, str]:
     """Write the report files to out_dir and return title -> markdown table (for the terminal and MLflow).
     `diagnostics` feed Table 1 and Figure 3 (default: what the records alone tell); `unscored` are the cells without a
-    score record and why (unscored_cells)."""
+    score record and why (unscored_cells). Records that make no FULL/X pair (a condition unscored, or no story scored
+    under both) leave the paired tables out, recorded as missing with why (reports.tables.write_missing_tables)."""
     out_dir = Path(out_dir)
     records = list(records)
     responses = responses_frame(records)
     cells = write_cell_scores(records, out_dir, unscored)
-    present = set(responses["condition"])
-    for needed in (REFERENCE, comparison):
-        if needed not in present:
-            raise NothingToCompare(f"no '{needed}' records to compare (conditions present: "
-                                   f"{', '.join(sorted(present)) or 'none'})")
     judges = sorted(responses["judge"].unique())
     panel = judges_per_response(responses) > 1
     if judge is not None and judge not in judges:
@@ -288,17 +311,22 @@ def write_creative_report(
     if panel and judge is None:
         judge = primary_judge(responses)
 
+    reason = missing_comparison(responses, comparison, judge, unscored)
+    if reason:
+        tables = {**write_missing_tables(out_dir, dict.fromkeys(PAIRED_TABLES, reason)), **cells}
+        tables.update(write_diagnostics(diagnostics or records_inputs(records), out_dir))
+        return tables
+    write_missing_tables(out_dir, {})
     tables = {**_write_set(responses, out_dir, comparison, judge, n_boot, seed, unscored), **cells}
-    if present & set(replanning_conditions()):
+    if set(responses["condition"]) & set(replanning_conditions()):
         by_condition = icir_by_condition(responses, judge, n_boot, seed)
         write_csv(by_condition, out_dir / "icir_by_condition.csv")
         tables["ICIR of every condition against FULL" + (f" (judge {judge})" if judge else "")] = markdown_table(by_condition)
     if panel:
         for other in judges:
-            try:
-                _write_set(responses, out_dir / "by_judge" / file_slug(other), comparison, other, n_boot, seed)
-            except ValueError:  # this judge scored no complete pair
+            if pair_frame(responses, comparison, other).empty:  # this judge scored no complete pair
                 continue
+            _write_set(responses, out_dir / "by_judge" / file_slug(other), comparison, other, n_boot, seed)
     tables.update(write_diagnostics(diagnostics or records_inputs(records), out_dir))
     return tables
 
@@ -336,23 +364,9 @@ def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DE
     records = export_sweep_records(sweep, out_dir, data_sha256)
     diagnostics = sweep_inputs(sweep, records, data_sha256)
     unscored = unscored_cells(tracking.report_cell_runs(experiment_of(NAME), sweep, data_sha256), records)
-    try:
-        tables = write_creative_report(records, out_dir, n_boot=n_boot, seed=seed, diagnostics=diagnostics,
-                                       unscored=unscored)
-    except NothingToCompare as missing:
-        # The cells finished but a judge scored none of one condition's responses (every reply failed to parse, or
-        # every trajectory was truncated): the sweep's work is kept and the report says why it has no comparison.
-        tables = {NO_COMPARISON_TITLE: no_comparison_note(str(missing)),
-                  **write_cell_scores(records, Path(out_dir), unscored),
-                  **write_diagnostics(diagnostics, Path(out_dir))}
+    tables = write_creative_report(records, out_dir, n_boot=n_boot, seed=seed, diagnostics=diagnostics,
+                                   unscored=unscored)
     return with_sweep_checks(tables, sweep, out_dir, data_sha256)
-
-
-def no_comparison_note(reason: str) -> str:
-    """Why a sweep's report has no FULL - X tables, and where to look."""
-    failure_rate = judge_key("<judge>", "failure_rate")
-    return (f"No comparison tables: {reason}. Each cell's `{failure_rate}` and `truncated_rate` say how "
-            "many responses went unscored; `score_records.jsonl` beside this report holds what was scored.")
 
 
 def with_sweep_checks(tables: dict[str, str], sweep: str, out_dir: str | Path, data_sha256: str | None = None,

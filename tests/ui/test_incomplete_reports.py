@@ -1,0 +1,103 @@
+"""A report that could not write some of its tables, and a judge that failed its control checks, in the app: Figures
+marks the report incomplete and says in each missing table's place why, and warns about the judge from the sweep's
+runs; Launch's last message says the judge failed, its output box draws the report's tables as tables, and its jobs
+table fits a 1440 px page."""
+
+from __future__ import annotations
+
+import yaml
+from browser_helpers import choose, open_tab, settle
+from job_helpers import wait_until_ended
+
+from narrative_eval import tracking
+from narrative_eval.reports.judge_checks import judge_warning, sweep_failing_judges
+from narrative_eval.stats.judge_checks import TAG_PREFIX
+from narrative_eval.studies.incremental.report import PAIRED_TABLES, write_creative_report
+from narrative_eval.study import experiment_of
+from tests.reports.test_creative import simulate
+from tests.shared_sweeps import CONTINUATION, tracking_store
+
+UNPAIRED_SWEEP = "incremental-unpaired"
+CHECKED_SWEEP = "continuation-checked"
+
+
+def test_figures_marks_an_incomplete_report_and_warns_from_the_sweeps_runs(page, e2e_sweep, ui_paths, app_env,
+                                                                          screenshot):
+    """The incremental sweep with --limit 2 left FULL and SHARDED scored on different stories: its report has no
+    paired table, and its checks' table was never written (the sweep had stopped at the report), though its runs are
+    tagged with the judge's failed checks. Figures showed "1 tables and 0 figures" as if complete, with no warning."""
+    from playwright.sync_api import expect
+
+    records = [r for r in simulate(models=("smollm2",), judges=("smollm2-judge",), n_tasks=2)
+               if (r.condition, r.story_id) in {("full", "fantasy_000"), ("sharded", "historical_fiction_001")}]
+    folder = ui_paths["reports"] / UNPAIRED_SWEEP
+    write_creative_report(records, folder, n_boot=200)
+    judge, checks = "smollm2-judge", ["refusal", "position_bias"]
+    with tracking_store(app_env):
+        parent = tracking.start_sweep_run(experiment_of("incremental"), UNPAIRED_SWEEP, {})
+        tracking.client().set_tag(parent, f"{TAG_PREFIX}{judge}", "fail: " + ", ".join(checks))
+        tracking.end_run(parent, "FINISHED")
+    try:
+        open_tab(page, "Figures")
+        page.get_by_role("button", name="Refresh").click()
+        choose(page, "figures-sweep", UNPAIRED_SWEEP)
+        settle(page)
+        incomplete = page.locator("#figures-incomplete")
+        expect(incomplete).to_contain_text(f"Incomplete report: {len(PAIRED_TABLES)} of its")
+        expect(incomplete).to_contain_text("Creative Integrity and ICIR, FULL vs SHARDED")
+        # The main table's place says why it is missing (no table, no download), open as the main table is.
+        main = page.locator("#figures-table-0")
+        expect(main).to_contain_text("Creative Integrity and ICIR, FULL vs SHARDED (not written)")
+        expect(main.locator(".prose.figures-missing-reason")).to_contain_text(
+            "Not written: no matched FULL/SHARDED pair")
+        expect(main.locator(".figures-csv")).to_have_count(0)
+        expect(page.locator("#figures-status")).not_to_contain_text(f"{len(PAIRED_TABLES) + 3} tables")
+        expect(page.locator("#figures-judge-warning")).to_contain_text(judge_warning(judge, checks))
+        screenshot(page, "figures-incomplete-report")
+    finally:
+        with tracking_store(app_env):
+            tracking.client().delete_run(parent)
+
+
+def test_launch_says_the_judge_failed_draws_the_tables_and_fits_1440(page, ui_paths, app_env, screenshot,
+                                                                      stops_its_jobs, continuation_sweep, tmp_path):
+    """Launch's last line read "finished: 2 of 2 cells and its report" while only the raw output said the judge had
+    failed its checks; the output showed the report's tables as raw pipes, and the jobs table was cut at 1440 px."""
+    from playwright.sync_api import expect
+
+    from ui import jobs
+
+    # The shared continuation sweep's cells (answered by the request cache), with two control items per judge: too
+    # few for an interval to clear chance, so the embedded judge fails its checks.
+    path = tmp_path / "checked-continuation.yaml"
+    path.write_text(yaml.safe_dump({**CONTINUATION, "judge_checks": {"items": 2}}, sort_keys=False))
+    open_tab(page, "Launch")
+    page.locator("#launch-mode").get_by_text("a config file").click()
+    box = page.locator("#launch-config input")
+    box.fill(str(path))
+    box.press("Enter")
+    page.locator("#launch-sweep textarea, #launch-sweep input").first.fill(CHECKED_SWEEP)
+    page.locator("#launch-go").click()
+    message = page.locator("#launch-message")
+    expect(message).to_contain_text(f"Started {CHECKED_SWEEP}")
+    job = next(j for j in jobs.list_jobs(ui_paths["jobs"]) if j.sweep == CHECKED_SWEEP)
+    job = wait_until_ended(ui_paths["jobs"], job.job_id, timeout=900)
+    assert job.status == "finished", jobs.log_tail(job)
+    with tracking_store(app_env):
+        failing = sweep_failing_judges(experiment_of(job.study), CHECKED_SWEEP)
+    assert list(failing) == ["smollm2-judge"], failing
+    expect(message).to_contain_text("finished: 2 of 2 cells and its report")
+    expect(message).to_contain_text(judge_warning("smollm2-judge", failing["smollm2-judge"]))
+
+    log = page.locator("#launch-log")
+    expect(log.locator("table.log-table").first).to_be_visible()
+    expect(log.locator(".log-title", has_text="Judge control checks")).to_have_count(1)
+    assert "|---" not in log.inner_text() and "| judge" not in log.inner_text()
+    # The jobs table fits the page: no column cut, nothing to scroll sideways.
+    table = page.locator("#jobs-table")
+    expect(table).to_contain_text(CHECKED_SWEEP)
+    fits = table.evaluate("e => { const t = e.querySelector('table'); const box = t.parentElement;"
+                          " return [t.getBoundingClientRect().right, e.getBoundingClientRect().right,"
+                          " box.scrollWidth - box.clientWidth, document.documentElement.scrollWidth]; }")
+    assert fits[0] <= fits[1] + 1 and fits[2] <= 1 and fits[3] <= 1440, fits
+    screenshot(page, "launch-judge-failed")
