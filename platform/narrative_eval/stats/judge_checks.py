@@ -33,6 +33,7 @@ from narrative_eval.judges.checks import (
     ControlJudgment,
     load_thresholds,
 )
+from narrative_eval.records import JudgeResult
 from narrative_eval.records.keys import with_interval
 from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
 
@@ -139,12 +140,21 @@ def _mean_interval(values: Sequence[float], clusters: Sequence[str], thresholds:
     return float(np.mean(values)), lo, hi
 
 
+def judge_average(result: JudgeResult) -> float:
+    """A verdict's judge average: of its probability-weighted scores where the judge reads them (`scoring:
+    expected`, the dimensions it could read), else of its scores."""
+    if result.expected_scores:
+        values = [value for value in result.expected_scores.values() if value is not None]
+        return float(np.mean(values)) if values else NAN
+    return result.mean()
+
+
 def margin(judgment: ControlJudgment) -> float:
     """How far the known-good side beats the control, in judge points: reference minus control average, or for a
     pairwise a_preferred item the order-restored preference for A (the mean over the rubric's dimensions)."""
     if judgment.item.expected == "a_preferred":
         return judgment.result.mean()
-    return judgment.reference.mean() - judgment.result.mean()
+    return judge_average(judgment.reference) - judge_average(judgment.result)
 
 
 def discrimination(judgments: Sequence[ControlJudgment], thresholds: CheckThresholds) -> Estimate:
