@@ -126,8 +126,8 @@ class OracleJudge(SchemaJudge):
 
     def decide(self, text: str, pairwise: bool) -> str:
         shown = [good for context, good in self.good if context in text and good in text]
-        if not pairwise:
-            return "good" if shown else "bad"
+        if not pairwise:  # a good text padded with filler is no longer the good text
+            return "good" if shown and not any(sentence in text for sentence in filler_sentences()) else "bad"
         if not shown or text.count(shown[0]) > 1:
             return "tie"
         # Where the other response shows: the refusal, or the first filler sentence of a padded copy.
