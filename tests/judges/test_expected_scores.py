@@ -14,7 +14,7 @@ from narrative_eval.backends.cache import CachedBackend, RequestCache
 from narrative_eval.judges import judge_many, load_rubric
 from narrative_eval.judges.judge import judge_params
 from narrative_eval.judges.validate import expected_scores
-from narrative_eval.records import JudgeSpec, ModelSpec, TokenLogprob
+from narrative_eval.records import GenerationParams, JudgeSpec, ModelSpec, Reply, TokenLogprob, stable_hash
 from narrative_eval.studies.infilling.vocabulary import RUBRIC
 
 from .conftest import CANDIDATE, PROBLEM
@@ -23,6 +23,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
 
 ITEMS = [{"problem": PROBLEM, "candidate": CANDIDATE},
          {"problem": PROBLEM, "candidate": "The the the the the."}]
+
+
+def test_the_defaults_leave_spec_hashes_and_request_keys_as_they_were():
+    """A judge that samples, a request without log-probabilities and a reply without them dump exactly what they did
+    before these fields existed: finished cells stay finished and cached replies stay found."""
+    model = ModelSpec(id="m", weights="w")
+    expected = JudgeSpec(id="j", model=model, scoring="expected").model_dump(mode="json")
+    assert JudgeSpec(id="j", model=model).digest() == stable_hash({k: v for k, v in expected.items() if k != "scoring"})
+    asked = GenerationParams(seed=1, top_logprobs=5).model_dump(mode="json")
+    assert GenerationParams(seed=1).digest() == stable_hash({k: v for k, v in asked.items() if k != "top_logprobs"})
+    assert "logprobs" not in Reply(text="x").model_dump()
 
 
 def tokens(*pieces: tuple[str, dict[str, float]]) -> list[TokenLogprob]:
