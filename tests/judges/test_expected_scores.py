@@ -119,3 +119,15 @@ def test_expected_scores_through_the_openai_protocol(protocol_server):
     sampled = judge_many(backend, judge.model_copy(update={"scoring": "sampled"}), RUBRIC, ITEMS)
     assert "logprobs" not in protocol_server.requests()[-1].body
     check_expected(served, sampled)
+
+
+def test_a_judge_asking_expected_scores_of_a_backend_that_cannot_is_a_config_error():
+    from narrative_eval.config import load_config
+    from narrative_eval.errors import UserError
+
+    quickstart = Path(__file__).resolve().parents[2] / "experiments" / "configs" / "quickstart.yaml"
+    claude = "{id: claude, model: {id: claude, backend: anthropic, weights: claude-x}, scoring: expected}"
+    with pytest.raises(UserError, match="judge 'claude' asks for scoring: expected, but the anthropic backend cannot"):
+        load_config(quickstart, [f"judges=[{claude}]"])
+    served = "{id: served, model: {id: served, backend: openai_compatible, weights: m}, scoring: expected}"
+    assert load_config(quickstart, [f"judges=[{served}]"]).judges[0].scoring == "expected"
