@@ -1,9 +1,9 @@
 """Judges whose answers to control items are known by construction, as real registered backends (messages in,
 JSON reply out, through the request cache), and short stories for the shipped writing tasks.
 
-- control-oracle: knows which texts are good (a gold fill with its passage, a story with its brief) and the
-  refusal; scores a good text at the top of every scale and anything else at the bottom; in a pair it prefers the
-  good story to the refusal and ties a story with itself.
+- control-oracle: knows which texts are good (a gold fill with its passage, a story with its brief), the refusal
+  and the neutral filler a padded control adds; scores a good text at the top of every scale and anything else at
+  the bottom; in a pair it prefers the good story to the refusal or its padded copy and ties a story with itself.
 - control-constant: the same score (the middle one unless told), a tie, whatever it is shown.
 - control-always-a: the oracle, except that every pair goes to the response shown as A.
 
@@ -21,6 +21,7 @@ from typing import Any
 
 from narrative_eval.backends import Backend, CachedBackend, RequestCache, backend, get_backend
 from narrative_eval.data.instances import load_instances
+from narrative_eval.judges.checks import filler_sentences
 from narrative_eval.records import InfillingInstance, JudgeSpec, ModelSpec, Reply, stable_hash
 from narrative_eval.studies.incremental.records import WritingTask
 from narrative_eval.studies.incremental.tasks import load_tasks
@@ -125,12 +126,14 @@ class OracleJudge(SchemaJudge):
 
     def decide(self, text: str, pairwise: bool) -> str:
         shown = [good for context, good in self.good if context in text and good in text]
-        if not pairwise:
-            return "good" if shown else "bad"
+        if not pairwise:  # a good text padded with filler is no longer the good text
+            return "good" if shown and not any(sentence in text for sentence in filler_sentences()) else "bad"
         if not shown or text.count(shown[0]) > 1:
             return "tie"
-        refusal_at = text.rfind(self.refusal) if self.refusal else -1
-        return "A" if refusal_at < 0 or text.index(shown[0]) < refusal_at else "B"
+        # Where the other response shows: the refusal, or the first filler sentence of a padded copy.
+        others = [at for at in (text.rfind(self.refusal) if self.refusal else -1,
+                                *(text.find(sentence) for sentence in filler_sentences())) if at >= 0]
+        return "A" if not others or text.index(shown[0]) < min(others) else "B"
 
 
 @backend("control-constant")

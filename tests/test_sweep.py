@@ -143,9 +143,10 @@ def test_dry_run_counts_without_loading_models(repo_root, published_csv, capsys)
     out = capsys.readouterr().out
     subset = len(stratified_subset(load_instances(published_csv), fraction=0.1, seed=42))
     # 4 models x 2 prompt settings, five seeds inside each cell, one judge; and once per sweep, that judge on every
-    # subset instance's gold fill, another passage's gold and a repeated sentence (judge_checks: 20 >= subset).
+    # subset instance's gold fill, another passage's gold, a repeated sentence and the padded gold (judge_checks:
+    # 20 >= subset).
     assert "8 cells" in out
-    controls = 3 * subset
+    controls = 4 * subset
     assert f"generations: {8 * 5 * subset}" in out
     assert f"judge calls: {8 * 5 * subset + controls} (1 judge(s); {controls} on control items" in out
     assert len(registry._loaded) == loaded  # no model was loaded

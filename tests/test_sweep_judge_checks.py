@@ -17,6 +17,7 @@ from narrative_eval import tracking
 from narrative_eval.config import load_config
 from narrative_eval.errors import UserError
 from narrative_eval.reports.judge_checks import JUDGE_CHECKS_TITLE, judge_note
+from narrative_eval.judges.checks import PADDED
 from narrative_eval.stats.judge_checks import COLUMNS, JUDGMENTS_ARTIFACT
 from narrative_eval.studies.incremental.controls import refusal_text
 from narrative_eval.sweep import PROMPT_TOKENS_ESTIMATE, describe_grid, run_sweep
@@ -78,7 +79,12 @@ def test_the_right_judge_passes_every_check_and_the_same_score_judge_fails_discr
     table = pd.read_csv(outcome.report_dir / "judge_checks.csv")
     assert tuple(table.columns) == COLUMNS
     rows = {(row["judge"], row["check"]): row for row in table.to_dict("records")}
-    assert set(rows) == {(judge, check) for judge in (ORACLE, TOP) for check in INFILLING_CHECKS}
+    assert set(rows) == {(judge, check) for judge in (ORACLE, TOP) for check in [*INFILLING_CHECKS, PADDED]}
+    # Length bias: the oracle scores the padded gold at the bottom, the same-score judge ties it; neither lets
+    # padding win.
+    right, same = rows[(ORACLE, PADDED)], rows[(TOP, PADDED)]
+    assert (right["statistic"], right["value"], same["value"]) == ("length_bias", 0.0, 0.5)
+    assert right["pass"] and same["pass"] and right["gap"] == -4.0 and same["gap"] == 0.0
     for check in INFILLING_CHECKS:
         right, same = rows[(ORACLE, check)], rows[(TOP, check)]
         assert right["n"] == same["n"] == 4 and right["n_failed"] == same["n_failed"] == 0
@@ -89,7 +95,7 @@ def test_the_right_judge_passes_every_check_and_the_same_score_judge_fails_discr
     metrics = tracking.client().get_run(cell.run_id).data.metrics
     assert metrics[f"judge/{TOP}/n_judged"] == 4 and metrics[f"judge/{TOP}/qavg"] == 5.0
     judged = tracking.load_json_artifact(outcome.parent_run_id, JUDGMENTS_ARTIFACT)
-    assert len(judged) == 2 * 2 * 4 and {j["judge"] for j in judged} == {ORACLE, TOP}
+    assert len(judged) == 2 * 3 * 4 and {j["judge"] for j in judged} == {ORACLE, TOP}
 
 
 @pytest.mark.slow
@@ -241,8 +247,9 @@ def test_the_dry_run_counts_and_prices_the_control_calls(tmp_path, capsys):
     quickstart = REPO / "experiments/configs/quickstart.yaml"
     assert main(["--config", str(quickstart), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    # 72 fills judged in the cells; ten instances' gold, another passage's gold and a repeated sentence, once.
-    assert "judge calls: 102 (1 judge(s); 30 on control items, 29.4% (judge_checks: 10 items per judge))" in out
+    # 72 fills judged in the cells; ten instances' gold, another passage's gold, a repeated sentence and the padded
+    # gold, once.
+    assert "judge calls: 112 (1 judge(s); 40 on control items, 35.7% (judge_checks: 10 items per judge))" in out
     off = describe_grid(load_config(quickstart, ["judge_checks=false"]))
     assert (off["judge_calls"], off["control_calls"]) == (72, 0)
 
@@ -252,8 +259,8 @@ def test_the_dry_run_counts_and_prices_the_control_calls(tmp_path, capsys):
         "options": {"prices": {"input_per_mtok": 1.0, "output_per_mtok": 10.0}}}}
     grid = describe_grid(load_config(write_config(tmp_path, "priced", study="infilling", data=str(SAMPLE), limit=6,
                                                   judges=[priced], judge_checks={"items": 5}), catalog=CATALOG))
-    assert grid["control_calls"] == 15
-    assert grid["control_cost"] == pytest.approx(15 * (PROMPT_TOKENS_ESTIMATE * 1.0 + 200 * 10.0) / 1e6)
+    assert grid["control_calls"] == 20
+    assert grid["control_cost"] == pytest.approx(20 * (PROMPT_TOKENS_ESTIMATE * 1.0 + 200 * 10.0) / 1e6)
     assert grid["estimated_run_cost_usd"] == pytest.approx(sum(grid["cell_costs"]) + grid["control_cost"])
 
 
@@ -264,10 +271,11 @@ def test_the_incremental_dry_run_counts_controls_from_its_tasks(tmp_path):
                 constraints=str(tmp_path / "constraints.jsonl"), conditions=["full", "sharded"],
                 judges=["smollm2-judge"], pairwise_judges=["pairwise", {"rubric": "pairwise_evidence", "max_new_tokens": 320}])
     grid = describe_grid(load_config(write_config(tmp_path, "counted", **keys), catalog=CATALOG))
-    # Per task: a refusal, another task's story and a shuffled story alone; two pairs in two orders per rubric.
-    assert grid["control_calls"] == 2 * (3 + 4 + 4)
+    # Per task: a refusal, another task's story, a shuffled and a padded story alone; three pairs in two orders per
+    # rubric.
+    assert grid["control_calls"] == 2 * (4 + 6 + 6)
     one = describe_grid(load_config(write_config(tmp_path, "one", **keys, judge_checks={"items": 1}), catalog=CATALOG))
-    assert one["control_calls"] == 3 + 4 + 4
+    assert one["control_calls"] == 4 + 6 + 6
 
 
 def test_the_config_section_is_checked(tmp_path):

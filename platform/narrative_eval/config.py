@@ -10,6 +10,7 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidationInfo, field_validator,
                       model_serializer, model_validator)
 
+from narrative_eval.backends.base import BACKENDS
 from narrative_eval.backends.batch import batchable
 from narrative_eval.config_errors import Shorthand, config_problems, locate, located, yaml_error
 from narrative_eval.errors import UserError, read_text
@@ -227,6 +228,19 @@ class SweepConfig(BaseModel):
         if bad:
             raise ValueError(f"{'; '.join(bad)}: a judge's seed and its retries' seeds (seed + 1 ... seed + "
                              f"max_retries) must be {SEED_RULE}")
+        return judges
+
+    @field_validator("judges")
+    @classmethod
+    def _expected_scores_readable(cls, judges: list[JudgeSpec]) -> list[JudgeSpec]:
+        """`scoring: expected` reads token log-probabilities, which only a backend declaring `score_logprobs` returns
+        (an unknown backend is reported where the judge loads)."""
+        bad = [f"judge {judge.id!r} asks for scoring: expected, but the {judge.model.backend} backend cannot return "
+               "token log-probabilities" for judge in judges if judge.scoring == "expected"
+               and judge.model.backend in BACKENDS and not BACKENDS.get(judge.model.backend).score_logprobs]
+        if bad:
+            able = sorted(name for name in BACKENDS.names() if BACKENDS.get(name).score_logprobs)
+            raise ValueError(f"{'; '.join(bad)} (backends that can: {', '.join(able)})")
         return judges
 
     @field_validator("models")

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from narrative_eval.backends import in_batches
 from narrative_eval.judges import judge_many, load_rubric, qavg, summarize
-from narrative_eval.judges.checks import ControlItem, ControlSet, pick_other, sample_ids
+from narrative_eval.judges.checks import PADDED, ControlItem, ControlSet, padded_text, pick_other, sample_ids
 from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import METRICS, at_avg, at_avg_names, get_metric, load_metrics, metric_names
 from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
@@ -264,7 +264,8 @@ class SingleTurnStudy(Study):
     def control_items(self, config: SweepSettings, cells: Sequence[CellSpec], judge: JudgeSpec,
                       k: int) -> list[ControlSet]:
         """For K items of the sweep: the item's reference shown as the answer, against another item's reference
-        (mismatched_reference) and against a blank answer (blank_answer); both must score below it."""
+        (mismatched_reference) and against a blank answer (blank_answer), both of which must score below it, and
+        against itself padded with neutral filler (padded_output), which must not score above it."""
         items = {item.id: item for item in self.items(cells[0])} if cells else {}
         rubric = self.judge_rubric(judge)
         controls = []
@@ -277,6 +278,10 @@ class SingleTurnStudy(Study):
                 controls.append(ControlItem(rubric, "mismatched_reference", item_id, wrong, "below_reference", gold))
             controls.append(ControlItem(rubric, "blank_answer", item_id, self.judge_inputs(items[item_id], ""),
                                         "below_reference", gold))
+            padded = padded_text(items[item_id].references[self.reference], 0, item_id)
+            if padded is not None:
+                controls.append(ControlItem(rubric, PADDED, item_id, self.judge_inputs(items[item_id], padded),
+                                            "padded_not_above", gold))
         return [ControlSet(judge, tuple(controls))] if controls else []
 
     def judge_inputs(self, item: Item, answer: str) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from narrative_eval.backends.base import usable_cores
+from narrative_eval.backends.llama_cpp import chat_completion, recording_llama
 
 
 @dataclass
@@ -192,7 +193,9 @@ class Handler(BaseHTTPRequestHandler):
 
     # ----------------------------------------------------------------- generation
 
-    def _generate(self, messages: list[dict[str, str]], body: dict[str, Any], schema: dict | None, max_tokens: int, stop, seed):
+    def _generate(self, messages: list[dict[str, str]], body: dict[str, Any], schema: dict | None, max_tokens: int, stop, seed,
+                  top_logprobs: int = 0):
+        """(text, finish reason, usage, the tokens with their log-probabilities when `top_logprobs` asks for them)."""
         kwargs: dict[str, Any] = {
             "messages": messages,
             "temperature": float(body.get("temperature", 1.0)),
@@ -206,11 +209,11 @@ class Handler(BaseHTTPRequestHandler):
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
         if self.server.state.llm is None:
             words = sum(len(m["content"].split()) for m in messages)
-            return INSTANT_REPLY, "stop", {"prompt_tokens": words, "completion_tokens": 9, "total_tokens": words + 9}
+            return INSTANT_REPLY, "stop", {"prompt_tokens": words, "completion_tokens": 9, "total_tokens": words + 9}, None
         with self.server.state.model_lock:
-            out = self.server.state.llm.create_chat_completion(**kwargs)
+            out, logprobs = chat_completion(self.server.state.llm, top_logprobs, **kwargs)
         choice = out["choices"][0]
-        return choice["message"].get("content") or "", choice.get("finish_reason") or "stop", out.get("usage") or {}
+        return choice["message"].get("content") or "", choice.get("finish_reason") or "stop", out.get("usage") or {}, logprobs
 
     def _openai(self, body: dict[str, Any], send: bool = True) -> dict[str, Any] | None:
         messages = [{"role": m["role"], "content": _text_of(m.get("content"))} for m in body.get("messages", [])]
@@ -223,7 +226,8 @@ class Handler(BaseHTTPRequestHandler):
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 128
         stop = body.get("stop")
         stop = [stop] if isinstance(stop, str) else stop
-        text, finish, usage = self._generate(messages, body, schema, max_tokens, stop, body.get("seed"))
+        top_logprobs = int(body.get("top_logprobs") or 0) if body.get("logprobs") else 0
+        text, finish, usage, logprobs = self._generate(messages, body, schema, max_tokens, stop, body.get("seed"), top_logprobs)
         completion_id = "chatcmpl-" + uuid.uuid4().hex[:12]
         created = int(time.time())
         model = body.get("model", "local")
@@ -232,7 +236,12 @@ class Handler(BaseHTTPRequestHandler):
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish,
+                         "logprobs": None if logprobs is None else {"content": [
+                             {"token": step.token, "logprob": step.logprob, "bytes": list(step.token.encode()),
+                              "top_logprobs": [{"token": token, "logprob": value, "bytes": list(token.encode())}
+                                               for token, value in list(step.top.items())[:top_logprobs]]}
+                             for step in logprobs]}}],
             "usage": {
                 "prompt_tokens": usage.get("prompt_tokens", 0),
                 "completion_tokens": usage.get("completion_tokens", 0),
@@ -262,7 +271,7 @@ class Handler(BaseHTTPRequestHandler):
         if choice.get("type") == "tool":
             tool = next(t for t in body.get("tools", []) if t.get("name") == choice.get("name"))
         schema = tool.get("input_schema", {"type": "object"}) if tool else None
-        text, finish, usage = self._generate(messages, body, schema, body.get("max_tokens", 128), body.get("stop_sequences"), None)
+        text, finish, usage, _ = self._generate(messages, body, schema, body.get("max_tokens", 128), body.get("stop_sequences"), None)
         stop_reason = "max_tokens" if finish == "length" else "end_turn"
         content: list[dict[str, Any]] = [{"type": "text", "text": text}]
         if tool is not None:
@@ -317,7 +326,7 @@ class ApiServer:
 
             with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
                 threads = usable_cores()
-                llm = Llama(model_path=model_path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)
+                llm = recording_llama(Llama)(model_path=model_path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)
         from api_batches import BatchStore
 
         self.state = ServerState(llm=llm, api_key=api_key, batches=BatchStore())

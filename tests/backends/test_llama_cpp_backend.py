@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import contextlib
 import json
 import os
@@ -180,3 +181,16 @@ def test_reuse_point():
     assert reuse_point(shared=195, length=200) == 192
     assert reuse_point(shared=197, length=200) == 192 and reuse_point(shared=200, length=201) == 192
     assert reuse_point(shared=10, length=12) == 0
+
+
+def test_log_probabilities_come_with_the_reply_it_gets_without_them(llama_backend, conversations, judge_schema):
+    """A request asking for token log-probabilities gets the same reply, each token with its log-probability and the
+    most probable tokens at its position (the sampler is watched, not changed)."""
+    params = GenerationParams(temperature=0.0, max_new_tokens=24, json_schema=judge_schema)
+    [plain] = llama_backend.generate([conversations[0]], params)
+    [asked] = llama_backend.generate([conversations[0]], params.model_copy(update={"top_logprobs": 5}))
+    assert asked.text == plain.text and plain.logprobs is None
+    assert len(asked.logprobs) == asked.completion_tokens and "".join(t.token for t in asked.logprobs) == asked.text
+    for step in asked.logprobs:
+        assert step.logprob <= 0 and step.top[step.token] == step.logprob and len(step.top) <= 6
+        assert sum(math.exp(value) for value in step.top.values()) <= 1 + 1e-9

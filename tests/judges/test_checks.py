@@ -79,6 +79,8 @@ def test_a_judge_right_by_construction_passes_every_check(items, instances, task
             assert row.value == 0.5  # the refusal pairs in both orders; identical pairs tie
         if row.statistic == "tie_rate":
             assert row.value == 1.0
+        if row.statistic == "length_bias":
+            assert row.value == 0.0 and row.gap < 0  # the padded copy is never the good text
     # A second run of the same checks asks the engine nothing: every request comes from the cache.
     generated = cached.generated
     rows_again = check_rows(judge.id, judge_controls(cached, judge, items))
@@ -223,7 +225,7 @@ def test_the_embedded_judge_on_infilling_controls(instances, smollm2_backend, sm
     rows = check_rows(judge.id, judgments)
     print()
     print(judge_checks_table(rows).to_string(index=False))
-    assert {row.check for row in rows} == {"mismatched_fill", "degenerate_fill"}
+    assert {row.check for row in rows} == {"mismatched_fill", "degenerate_fill", "padded_output"}
     for row in rows:
         assert row.n + row.n_failed == EMBEDDED_K and row.n_failed == sum(not j.ok for j in judgments if j.item.check == row.check)
         if row.n:

@@ -231,7 +231,7 @@ def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path
     assert {"first_sentence", "chrf", "smollm2-judge/fit"} <= set(found["assessments"])
     assert found["metrics"]["n_items"] == 2 and "judge/smollm2-judge/failure_rate" in found["metrics"]
     checks = pd.read_csv(tmp_path / "report" / "judge_checks.csv")
-    assert set(checks["check"]) == {"mismatched_reference", "blank_answer"} and set(checks["rubric"]) == {"opening_quality"}
+    assert set(checks["check"]) == {"mismatched_reference", "blank_answer", "padded_output"} and set(checks["rubric"]) == {"opening_quality"}
     assert sorted(path.name for path in (tmp_path / "report").glob("*.csv")) == ["cost.csv", "judge_checks.csv",
                                                                                   "main.csv", "openings.csv"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from narrative_eval.data.instances import sentences
-from narrative_eval.judges.checks import shuffled_sentences
+from narrative_eval.judges.checks import padded_text, shuffled_sentences
 from narrative_eval.studies.incremental.controls import (
     checklist_controls,
     incremental_controls,
@@ -46,7 +46,7 @@ def test_checklist_controls_hold_a_refusal_and_another_tasks_story_against_the_t
 
 
 def test_shuffled_stories_keep_every_sentence_in_another_seeded_order():
-    items = quality_controls(TASKS, STORIES, seed=3)
+    items = [i for i in quality_controls(TASKS, STORIES, seed=3) if i.check == "shuffled_sentences"]
     assert len(items) == len(STORIES) and {i.rubric for i in items} == {QUALITY_RUBRIC}
     for item in items:
         story = STORIES[item.instance_id]
@@ -58,8 +58,21 @@ def test_shuffled_stories_keep_every_sentence_in_another_seeded_order():
         i.inputs["response"] for i in items}
 
 
+def test_padded_stories_add_neutral_filler_and_must_not_score_above_the_story():
+    padded = [i for i in quality_controls(TASKS, STORIES, seed=3) if i.check == "padded_output"]
+    assert len(padded) == len(STORIES)
+    for item in padded:
+        story = STORIES[item.instance_id]
+        assert item.expected == "padded_not_above" and item.reference["response"] == story
+        assert item.inputs["response"] == padded_text(story, 3, item.instance_id)
+        assert len(item.inputs["response"].split()) >= 1.3 * len(story.split())
+    pairs = [i for i in pairwise_controls(TASKS, STORIES) if i.check == "padded_output"]
+    assert [(i.expected, i.inputs["response_a"]) for i in pairs] == [
+        ("padded_not_preferred", STORIES[i.instance_id]) for i in pairs] and len(pairs) == len(STORIES)
+
+
 def test_pairwise_controls_pair_a_story_with_itself_and_with_the_refusal():
-    items = pairwise_controls(TASKS, STORIES, rubric=PAIRWISE_EVIDENCE_RUBRIC)
+    items = [i for i in pairwise_controls(TASKS, STORIES, rubric=PAIRWISE_EVIDENCE_RUBRIC) if i.check != "padded_output"]
     assert len(items) == 2 * len(STORIES) and {i.rubric for i in items} == {PAIRWISE_EVIDENCE_RUBRIC}
     for item in items:
         story = STORIES[item.instance_id]
@@ -74,5 +87,6 @@ def test_one_judge_gets_every_check_of_the_study():
     items = incremental_controls(TASKS, STORIES, 3, quality_rubric="my_quality", pairwise_rubrics=("pairwise",))
     assert {(i.rubric, i.check) for i in items} == {
         (CHECKLIST_RUBRIC, "refusal"), (CHECKLIST_RUBRIC, "other_task_story"), ("my_quality", "shuffled_sentences"),
-        ("pairwise", "identical_pair"), ("pairwise", "refusal_pair")}
+        ("my_quality", "padded_output"), ("pairwise", "identical_pair"), ("pairwise", "refusal_pair"),
+        ("pairwise", "padded_output")}
     assert len({i.instance_id for i in items}) == 3

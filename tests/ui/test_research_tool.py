@@ -151,8 +151,8 @@ def test_launch_estimates_counts_and_cost_before_starting(page, ui_paths, screen
     choose(page, "launch-judge", "gpt-4.1-mini")
     page.locator("#launch-estimate").click()
     text = page.locator("#launch-estimate-text")
-    # 4 fills judged, and the judge's control items: gold, mismatched and degenerate fills of the 4 instances.
-    expect(text).to_contain_text("judge calls: 16 (1 judge(s); 12 on control items")
+    # 4 fills judged, and the judge's control items: gold, mismatched, degenerate and padded fills of the 4 instances.
+    expect(text).to_contain_text("judge calls: 20 (1 judge(s); 16 on control items")
     numbers = re.search(r"synchronous \$([0-9.]+), batch \$([0-9.]+)", text.inner_text())
     assert numbers, text.inner_text()
     sync, batch = (float(n) for n in numbers.groups())

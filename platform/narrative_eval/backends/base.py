@@ -105,6 +105,9 @@ class Backend(ABC):
     # executor and the app ask them of a backend name, so a plugin backend declares its own.
     hosted: bool = False
     """True when the model runs behind an API elsewhere: loading it starts no engine here and needs no local weights."""
+    score_logprobs: bool = False
+    """True when a reply can carry its tokens' log-probabilities with the most probable alternatives at each position
+    (`GenerationParams.top_logprobs`): what a judge with `scoring: expected` reads its probability-weighted scores from."""
 
     @classmethod
     def key_env(cls, spec: ModelSpec) -> str | None:

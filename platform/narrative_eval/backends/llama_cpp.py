@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from narrative_eval.backends.base import Backend, Conversation, backend, params_per_request, usable_cores
-from narrative_eval.records import GenerationParams, ModelSpec, Reply
+from narrative_eval.records import GenerationParams, ModelSpec, Reply, TokenLogprob
 from narrative_eval.weights import default_chat_format, file_digest, resolve_weights
 
 
@@ -144,12 +144,87 @@ class GrammarCheckedGreedy:
         return token
 
 
+class LogprobRecorder:
+    """The log-probabilities of every token a request's samplers pick, with the `top` most probable at each step.
+
+    llama-cpp-python returns log-probabilities only from a model loaded with `logits_all`, which keeps the logits of
+    every prompt token (n_ctx x vocabulary floats) and changes how prompts are read. Instead the sampler is watched:
+    before it picks, the logits it picks from are read (the model's distribution, before the grammar, penalties and
+    temperature, as OpenAI's and vLLM's log-probabilities are) and the picked token's log-probability kept. The
+    sampler itself is untouched, so the reply is the one the same request without log-probabilities gets.
+    """
+
+    def __init__(self, llama, top: int):
+        from llama_cpp import llama_cpp
+
+        self._c = llama_cpp
+        self.llama = llama
+        self.top = top
+        self.n_vocab = llama.n_vocab()
+        self.steps: list[TokenLogprob] = []
+
+    def watching(self, sampler):
+        """`sampler` reporting each pick here (the one method llama-cpp-python calls on it is `sample`)."""
+        recorder = self
+
+        class Watched:
+            def sample(self, ctx, idx: int = -1) -> int:
+                logits = np.ctypeslib.as_array(recorder._c.llama_get_logits_ith(ctx.ctx, idx), shape=(recorder.n_vocab,))
+                logprobs = logits.astype(np.float64)
+                logprobs -= logprobs.max()
+                logprobs -= np.log(np.exp(logprobs).sum())
+                token = sampler.sample(ctx, idx)
+                recorder.record(token, logprobs)
+                return token
+
+        return Watched()
+
+    def _text(self, token: int) -> str:
+        return self.llama.detokenize([token]).decode("utf-8", errors="replace")
+
+    def record(self, token: int, logprobs: np.ndarray) -> None:
+        best = np.argpartition(-logprobs, min(self.top, self.n_vocab - 1))[: self.top]
+        top: dict[str, float] = {}
+        for candidate in sorted(best.tolist(), key=lambda t: -logprobs[t]) + [token]:
+            top.setdefault(self._text(candidate), float(logprobs[candidate]))
+        self.steps.append(TokenLogprob(token=self._text(token), logprob=float(logprobs[token]), top=top))
+
+
+def recording_llama(llama_class: type) -> type:
+    """A llama_cpp.Llama whose samplers report each pick to its `recorder` while one is set (see LogprobRecorder)."""
+
+    class RecordingLlama(llama_class):
+        recorder: LogprobRecorder | None = None
+        """Set while a request asks for log-probabilities: every sampler the model makes then reports to it."""
+
+        def _init_sampler(self, *args, **settings):
+            sampler = super()._init_sampler(*args, **settings)
+            return sampler if self.recorder is None else self.recorder.watching(sampler)
+
+    return RecordingLlama
+
+
+def chat_completion(llm, top_logprobs: int = 0, **kwargs) -> tuple[dict, list[TokenLogprob] | None]:
+    """`llm.create_chat_completion(**kwargs)` on a recording_llama, and the reply's tokens with their log-probabilities
+    and `top_logprobs` alternatives each when asked (None when not)."""
+    recorder = llm.recorder = LogprobRecorder(llm, top_logprobs) if top_logprobs else None
+    try:
+        out = llm.create_chat_completion(**kwargs)
+    finally:
+        llm.recorder = None
+    if recorder is None:
+        return out, None
+    # The step that picked the end-of-sequence token is not part of the reply.
+    return out, recorder.steps[: (out.get("usage") or {}).get("completion_tokens", 0)]
+
+
 @backend("llama_cpp")
 class LlamaCppBackend(Backend):
     supports_json_schema = True
     per_request_params = True
     sequential = True
     repeats_greedy = True  # one sequence at a time, prefix reuse block-aligned: greedy replies are bit for bit
+    score_logprobs = True
 
     def __init__(self, spec: ModelSpec):
         super().__init__(spec)
@@ -172,7 +247,7 @@ class LlamaCppBackend(Backend):
         chat_format = spec.chat_format or default_chat_format(spec.weights)
         # llama.cpp prints its load log on stderr; keep the terminal readable.
         with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
-            self.llm = block_aligned_llama(Llama, prefix_block)(
+            self.llm = recording_llama(block_aligned_llama(Llama, prefix_block))(
                 model_path=self.path,
                 n_ctx=self.n_ctx,
                 n_threads=threads,
@@ -213,7 +288,7 @@ class LlamaCppBackend(Backend):
             messages = [m.model_dump() for m in conversation]
             start = time.perf_counter()
             try:
-                out = self.llm.create_chat_completion(messages=messages, **self._kwargs(params))
+                out, logprobs = chat_completion(self.llm, params.top_logprobs, messages=messages, **self._kwargs(params))
             except ValueError as error:  # prompt longer than the context window
                 replies.append(Reply(text="", finish_reason="length", error=f"{type(error).__name__}: {error}"))
                 continue
@@ -226,6 +301,7 @@ class LlamaCppBackend(Backend):
                     prompt_tokens=usage.get("prompt_tokens", 0),
                     completion_tokens=usage.get("completion_tokens", 0),
                     seconds=time.perf_counter() - start,
+                    logprobs=logprobs,
                 )
             )
         return replies

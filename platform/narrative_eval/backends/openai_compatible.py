@@ -27,16 +27,28 @@ from typing import Any
 from narrative_eval.backends.base import Conversation, backend
 from narrative_eval.backends.batch_providers import OpenAIBatches
 from narrative_eval.backends.retry import RemoteBackend, call_with_retry
-from narrative_eval.records import GenerationParams, ModelSpec, Reply
+from narrative_eval.records import GenerationParams, ModelSpec, Reply, TokenLogprob
 
 JSON_MODES = ("json_schema", "json_object_schema", "json_object", "none")
 # A key the SDK accepts for servers that check none (the SDK refuses an empty key).
 NO_KEY = "no-key-needed"
 
 
+def token_logprobs(choice: Any) -> list[TokenLogprob] | None:
+    """A chat completion choice's `logprobs.content` as TokenLogprobs (None when the request asked for none)."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if content is None:
+        return None
+    return [TokenLogprob(token=entry.token, logprob=entry.logprob,
+                         top={**{alt.token: alt.logprob for alt in sorted(entry.top_logprobs or [], key=lambda a: a.logprob)},
+                              entry.token: entry.logprob})
+            for entry in content]
+
+
 @backend("openai_compatible")
 class OpenAICompatibleBackend(RemoteBackend):
     supports_json_schema = True
+    score_logprobs = True  # `logprobs` and `top_logprobs` of the chat completions API (vLLM's and llama.cpp's servers)
     max_tokens_field = "max_tokens"
     """Request field for the token budget; most compatible servers only know 'max_tokens'."""
 
@@ -99,6 +111,8 @@ class OpenAICompatibleBackend(RemoteBackend):
             kwargs["stop"] = list(params.stop)
         if params.json_schema is not None and self.json_mode != "none":
             kwargs["response_format"] = self._response_format(params.json_schema)
+        if params.top_logprobs:
+            kwargs.update(logprobs=True, top_logprobs=params.top_logprobs)
         return kwargs
 
     def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +144,7 @@ class OpenAICompatibleBackend(RemoteBackend):
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             seconds=seconds,
+            logprobs=token_logprobs(choice),
         )
 
     def batch_api(self):

@@ -56,7 +56,7 @@ from typing import Any
 
 from narrative_eval.backends.base import Backend, Conversation, SlowStart, backend, cuda_available, params_per_request
 from narrative_eval.backends.vllm_watch import EngineWatch
-from narrative_eval.records import GenerationParams, ModelSpec, Reply
+from narrative_eval.records import GenerationParams, ModelSpec, Reply, TokenLogprob
 from narrative_eval.weights import ConversionError, gguf_sha256, hf_directory, resolve_weights, weights_identity
 
 # ModelSpec.quantization labels that need an explicit vLLM method; GPTQ/AWQ checkpoints
@@ -79,6 +79,19 @@ SCRATCH_PREFIX = "narrative-eval-vllm-"
 # tokens took longer than that on a loaded 2-core CPU without AVX-512. On CPU the limit is an hour.
 CPU_STEP_TIMEOUT_S = 3600
 DEFAULT_BATCH = 256
+
+
+def vllm_logprobs(completion: Any) -> list[TokenLogprob] | None:
+    """A vLLM completion's per-position {token id: Logprob} as TokenLogprobs (None when the request asked for none)."""
+    if completion.logprobs is None:
+        return None
+    steps = []
+    for token_id, alternatives in zip(completion.token_ids, completion.logprobs, strict=True):
+        # Ascending, so of two ids that decode alike the more probable is kept.
+        top = {entry.decoded_token: entry.logprob for entry in sorted(alternatives.values(), key=lambda e: e.logprob)}
+        chosen = alternatives[token_id]
+        steps.append(TokenLogprob(token=chosen.decoded_token, logprob=chosen.logprob, top=top))
+    return steps
 
 
 class VllmError(RuntimeError):
@@ -202,6 +215,7 @@ class VllmBackend(Backend):
     supports_json_schema = True
     per_request_params = True
     sequential = False
+    score_logprobs = True
 
     @classmethod
     def gpus_for(cls, spec: ModelSpec) -> int:
@@ -378,6 +392,8 @@ class VllmBackend(Backend):
         }
         if params.json_schema is not None:
             kwargs.update(structured_json(params.json_schema))
+        if params.top_logprobs:
+            kwargs["logprobs"] = params.top_logprobs  # the sampled token comes with them, whatever its rank
         return SamplingParams(**kwargs)
 
     def generate(self, conversations: Sequence[Conversation], params: GenerationParams | Sequence[GenerationParams]) -> list[Reply]:
@@ -415,6 +431,7 @@ class VllmBackend(Backend):
             prompt_tokens=len(output.prompt_token_ids or []),
             completion_tokens=len(completion.token_ids),
             seconds=seconds,
+            logprobs=vllm_logprobs(completion),
         )
 
     def close(self) -> None:

@@ -28,25 +28,41 @@ from narrative_eval.records import JudgeResult, JudgeSpec, derived_seed, stable_
 THRESHOLDS_FILE = Path(__file__).with_name("checks.yaml")
 """The shipped thresholds of every check, with their reasons."""
 
+FILLER_FILE = Path(__file__).with_name("filler.yaml")
+"""The neutral sentences the length-bias control pads an output with."""
+
+PADDING_SHARE = 0.3
+"""Words a padded control adds, as a share of the output's own words (at least)."""
+
+PADDED = "padded_output"
+"""Check name of the length-bias control: an output against itself padded with neutral filler."""
+
 DEFAULT_CONTROLS = 20
 """Instances a study turns into control items per check (K)."""
 
-Relation = Literal["below_reference", "near_zero", "tie", "a_preferred"]
+Relation = Literal["below_reference", "near_zero", "tie", "a_preferred", "padded_not_above", "padded_not_preferred"]
 """What a control item should get from a sound judge:
 below_reference: a lower judge average than its known-good reference item (discrimination);
 near_zero: a judge average near 0, as a checklist's adherence for a refusal (adherence);
 tie: pairwise, the two responses are the same text: tie in both orders (tie rate);
-a_preferred: pairwise, response_a should win in both presentation orders (discrimination)."""
+a_preferred: pairwise, response_a should win in both presentation orders (discrimination);
+padded_not_above: the reference output padded with neutral filler, no higher a judge average than it (length bias);
+padded_not_preferred: pairwise, response_b is response_a padded with neutral filler and must not win (length bias)."""
 
 STATISTIC_OF: dict[str, str] = {
     "below_reference": "discrimination",
     "near_zero": "adherence",
     "tie": "tie_rate",
     "a_preferred": "discrimination",
+    "padded_not_above": "length_bias",
+    "padded_not_preferred": "length_bias",
 }
 """The statistic a relation is measured by (the thresholds file has one section per statistic)."""
 
-PAIRWISE_RELATIONS = frozenset({"tie", "a_preferred"})
+REFERENCE_RELATIONS = frozenset({"below_reference", "padded_not_above"})
+"""The relations whose control is judged against a known-good reference item under the same rubric."""
+
+PAIRWISE_RELATIONS = frozenset({"tie", "a_preferred", "padded_not_preferred"})
 """The relations of pairwise controls (judged in both presentation orders)."""
 
 @dataclass(frozen=True)
@@ -64,11 +80,12 @@ class ControlItem:
     expected: Relation
     """What a sound judge gives the control (see Relation)."""
     reference: Mapping[str, Any] | None = field(default=None, hash=False)
-    """The known-good item's inputs under the same rubric (below_reference only), e.g. the gold fill."""
+    """The known-good item's inputs under the same rubric (below_reference, padded_not_above), e.g. the gold fill."""
 
     def __post_init__(self) -> None:
-        if (self.expected == "below_reference") != (self.reference is not None):
-            raise ValueError(f"control {self.check}/{self.instance_id}: a reference goes with below_reference, and only there")
+        if (self.expected in REFERENCE_RELATIONS) != (self.reference is not None):
+            raise ValueError(f"control {self.check}/{self.instance_id}: a reference goes with "
+                             f"{' and '.join(sorted(REFERENCE_RELATIONS))}, and only there")
 
 
 @dataclass(frozen=True)
@@ -169,6 +186,15 @@ class MinThreshold(_Section):
     """Lowest passing value."""
 
 
+class LengthBiasThreshold(_Section):
+    """Length bias fails above `max` or when its whole interval lies above `interval_excludes`."""
+
+    max: float = Field(ge=0, le=1)
+    """Highest passing share of padded outputs that win."""
+    interval_excludes: float = Field(ge=0, le=1)
+    """A value (an even split) the interval's lower bound must not exceed."""
+
+
 class FailureThreshold(_Section):
     """A check fails whatever its value when too many of its items were never judged."""
 
@@ -193,6 +219,8 @@ class CheckThresholds(BaseModel):
     """Share of A-preferences in both orders."""
     tie_rate: MinThreshold
     """Share of ties on identical pairs."""
+    length_bias: LengthBiasThreshold
+    """Share of padded outputs scored above (pairwise: preferred to) the output itself."""
     failures: FailureThreshold
     """Judgments that never validated."""
 
@@ -250,6 +278,39 @@ def shuffled_sentences(text: str, seed: int, key: str) -> str | None:
     return " ".join(parts[i] for i in order)
 
 
+def filler_sentences(path: str | Path | None = None) -> list[str]:
+    """The neutral sentences of the filler file (default: the shipped judges/filler.yaml)."""
+    path = Path(path) if path is not None else FILLER_FILE
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    found = [str(s).strip() for s in (data or {}).get("sentences", []) if str(s).strip()] if isinstance(data, dict) else []
+    if not found:
+        raise ValueError(f"{path}: needs a non-empty list of `sentences`")
+    return found
+
+
+def padded_text(text: str, seed: int, key: str, share: float = PADDING_SHARE, filler: Sequence[str] | None = None) -> str | None:
+    """The text with neutral filler sentences (filler.yaml) inserted between its sentences until they add at least
+    `share` of its words: longer, saying nothing more. The sentences and the places are seeded by (seed, key), like
+    shuffled_sentences, so the same text, seed and key give the same padding (and its verdict the request cache's).
+    None for a text without words."""
+    parts = sentences(text) or ([text.strip()] if text.strip() else [])
+    words = sum(len(part.split()) for part in parts)
+    if not words:
+        return None
+    rng = random.Random(derived_seed(seed, key, "padded"))
+    pool = list(filler if filler is not None else filler_sentences())
+    rng.shuffle(pool)
+    added, chosen = 0, []
+    while added < share * words:
+        sentence = pool[len(chosen) % len(pool)]
+        chosen.append(sentence)
+        added += len(sentence.split())
+    padded = list(parts)
+    for sentence in chosen:
+        padded.insert(rng.randint(1, len(padded)), sentence)  # after the first sentence: the opening stays the output's
+    return " ".join(padded)
+
+
 # --------------------------------------------------------------------------- judging
 
 
@@ -285,7 +346,7 @@ def judge_controls(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence
         pairwise = load_rubric(rubric).kind == "pairwise"
         wrong = [item.check for _, item in mine if (item.expected in PAIRWISE_RELATIONS) != pairwise]
         if wrong:
-            raise ValueError(f"controls {sorted(set(wrong))}: relations tie and a_preferred go with pairwise rubrics "
+            raise ValueError(f"controls {sorted(set(wrong))}: relations {', '.join(sorted(PAIRWISE_RELATIONS))} go with pairwise rubrics "
                              f"and only there; {rubric!r} is {'' if pairwise else 'not '}pairwise")
         if pairwise:
             results = _judge_pairs(backend, judge, rubric, [item for _, item in mine], progress)
@@ -301,7 +362,11 @@ def judge_controls(backend: GeneratingBackend, judge: JudgeSpec, items: Sequence
 
 __all__ = [
     "DEFAULT_CONTROLS",
+    "FILLER_FILE",
+    "PADDED",
+    "PADDING_SHARE",
     "PAIRWISE_RELATIONS",
+    "REFERENCE_RELATIONS",
     "STATISTIC_OF",
     "THRESHOLDS_FILE",
     "CheckThresholds",
@@ -311,7 +376,9 @@ __all__ = [
     "JudgeChecks",
     "Relation",
     "judge_controls",
+    "filler_sentences",
     "load_thresholds",
+    "padded_text",
     "pick_other",
     "sample_ids",
     "shuffled_sentences",

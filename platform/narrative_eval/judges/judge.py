@@ -19,11 +19,16 @@ from typing import Any, Protocol
 from narrative_eval.backends.base import Conversation
 from narrative_eval.judges.render import Requirement, normalize_requirements, render_item
 from narrative_eval.judges.rubric import Rubric, answer_schema, load_rubric
-from narrative_eval.judges.validate import JudgeReplyError, parse_reply
+from narrative_eval.judges.validate import JudgeReplyError, expected_scores, parse_reply
 from narrative_eval.records import GenerationParams, JudgeResult, JudgeSpec, Reply, stable_hash
+from narrative_eval.records.keys import expected_name
 
 HIGH_QUALITY_THRESHOLD = 4.0
 """An output is high-quality when its QAvg (mean over the rubric's dimensions) is strictly above this."""
+
+EXPECTED_TOP_LOGPROBS = 20
+"""Alternatives per token a judge with `scoring: expected` asks for (OpenAI's most): every score of a 1-5 or 1-10
+scale whose probability is not negligible is among them."""
 
 
 class GeneratingBackend(Protocol):
@@ -42,7 +47,19 @@ def judge_params(judge: JudgeSpec, schema: dict[str, Any] | None, attempt: int) 
         seed=judge.seed + attempt,
         max_new_tokens=judge.max_new_tokens,
         json_schema=schema,
+        top_logprobs=EXPECTED_TOP_LOGPROBS if judge.scoring == "expected" else 0,
     )
+
+
+def reply_expected_scores(judge: JudgeSpec, rubric: Rubric, reply: Reply) -> dict[str, float | None]:
+    """The probability-weighted scores of a validated reply, for a judge with `scoring: expected` under a scores
+    rubric ({} otherwise: checklists and pairwise verdicts have no score digit to weigh)."""
+    if judge.scoring != "expected" or rubric.kind != "scores":
+        return {}
+    if reply.logprobs is None:
+        raise ValueError(f"judge {judge.id!r} asks for scoring: expected, but its backend replied without token "
+                         "log-probabilities")
+    return expected_scores(rubric, reply.logprobs)
 
 
 def _requirement_ids(rubric: Rubric, item: Mapping) -> list[str]:
@@ -69,6 +86,7 @@ def judge_many(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items:
     raw: list[list[str]] = [[] for _ in items]
     errors: list[str | None] = [None] * len(items)
     done: dict[int, tuple[dict, dict]] = {}
+    expected: dict[int, dict[str, float | None]] = {}
     pending = list(range(len(items)))
     # A greedy judge on an engine that repeats greedy replies would only get the failed reply again.
     repeats = judge.temperature == 0 and getattr(backend, "repeats_greedy", False)
@@ -89,6 +107,7 @@ def judge_many(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items:
                     continue
                 try:
                     done[index] = parse_reply(loaded, reply.text, requirement_ids[index])
+                    expected[index] = reply_expected_scores(judge, loaded, reply)
                 except JudgeReplyError as error:
                     truncated = " (reply hit the token limit)" if reply.finish_reason == "length" else ""
                     errors[index] = f"attempt {attempt + 1}: {error}{truncated}{not_retried}"
@@ -99,7 +118,8 @@ def judge_many(backend: GeneratingBackend, judge: JudgeSpec, rubric: str, items:
         common = dict(judge_id=judge.id, rubric=loaded.name, rubric_hash=loaded.hash, attempts=len(raw[index]))
         if index in done:
             scores, details = done[index]
-            results.append(JudgeResult(ok=True, scores=scores, details=details, raw_replies=raw[index], **common))
+            results.append(JudgeResult(ok=True, scores=scores, details=details, raw_replies=raw[index],
+                                       expected_scores=expected[index], **common))
         else:
             results.append(JudgeResult(ok=False, raw_replies=raw[index], error=errors[index], **common))
     return results
@@ -226,6 +246,13 @@ def summarize(results: Sequence[JudgeResult]) -> dict[str, float]:
         per_item = [qavg(r.scores, rubric.keys) for r in valid]
         metrics["qavg"] = statistics.fmean(per_item) if per_item else math.nan
         metrics["high_pct"] = 100 * sum(q > HIGH_QUALITY_THRESHOLD for q in per_item) / len(per_item) if per_item else math.nan
+    weighted = [r.expected_scores for r in valid if r.expected_scores]
+    for key in list(dict.fromkeys(key for scores in weighted for key in scores)):
+        values = [scores[key] for scores in weighted if scores.get(key) is not None]
+        metrics[expected_name(key)] = statistics.fmean(values) if values else math.nan
+    if weighted and rubric.kind == "scores" and not any(d.nullable for d in rubric.dimensions):
+        readable = [scores for scores in weighted if all(scores.get(key) is not None for key in rubric.keys)]
+        metrics[expected_name("qavg")] = statistics.fmean(qavg(s, rubric.keys) for s in readable) if readable else math.nan
     if rubric.kind == "pairwise" and valid and "consistent" in valid[0].details:
         metrics["order_consistency"] = pairwise_consistency(valid)
         for key in valid[0].details["consistent"]:
@@ -242,6 +269,7 @@ __all__ = [
     "judge_pairwise",
     "judge_pairwise_orders",
     "judge_params",
+    "reply_expected_scores",
     "pairwise_consistency",
     "qavg",
     "summarize",

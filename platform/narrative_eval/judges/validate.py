@@ -9,6 +9,7 @@ and a checklist must answer every requirement id and no other.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from functools import cache
@@ -17,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from narrative_eval.judges.rubric import EVIDENCE_KEYS, Rubric
+from narrative_eval.records import TokenLogprob
 
 FENCE_PATTERN = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
@@ -257,3 +259,50 @@ def parse_reply(rubric: Rubric, text: str, requirement_ids: Sequence[str] = ()) 
             first_error = first_error or error
     assert first_error is not None
     raise first_error
+
+
+# --------------------------------------------------------------------------- probability-weighted scores
+
+
+def _score_token(tokens: Sequence[TokenLogprob], key: str) -> tuple[int, str, str] | None:
+    """(index, text before the score, text after it) of the token that holds dimension `key`'s score in the reply the
+    tokens spell, or None when the reply names no score for it or the score spans several tokens."""
+    text = "".join(token.token for token in tokens)
+    match = re.search(rf'"{re.escape(key)}"\s*:\s*(-?\d+)', text)
+    if match is None:
+        return None
+    start = 0
+    for index, token in enumerate(tokens):
+        end = start + len(token.token)
+        if start <= match.start(1) < end:
+            if match.end(1) > end:
+                return None
+            return index, token.token[: match.start(1) - start], token.token[match.end(1) - start :]
+        start = end
+    return None
+
+
+def expected_scores(rubric: Rubric, tokens: Sequence[TokenLogprob]) -> dict[str, float | None]:
+    """Each dimension's probability-weighted score (G-Eval, Liu et al. 2023): at the position of its score in the
+    reply, the probabilities of the tokens that spell an allowed score (with the same text around it in the token,
+    e.g. ' 4' where the reply has ' 3'), renormalised over them, weight the scores. None for a dimension whose score
+    the reply's tokens do not hold in one token. The alternatives are the engine's most probable `top_logprobs`
+    tokens, so a score less probable than all of them counts as 0."""
+    allowed = {str(score): score for score in rubric.scale}
+    found: dict[str, float | None] = {}
+    for key in rubric.keys:
+        position = _score_token(tokens, key)
+        if position is None:
+            found[key] = None
+            continue
+        index, before, after = position
+        mass: dict[int, float] = {}
+        for text, logprob in tokens[index].top.items():
+            if not (text.startswith(before) and text.endswith(after) and len(text) >= len(before) + len(after)):
+                continue
+            score = allowed.get(text[len(before) : len(text) - len(after)].strip())
+            if score is not None:
+                mass[score] = mass.get(score, 0.0) + math.exp(logprob)
+        total = sum(mass.values())
+        found[key] = sum(score * p for score, p in mass.items()) / total if total > 0 else None
+    return found

@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 Role = Literal["system", "user", "assistant"]
 
@@ -31,6 +31,17 @@ def finite_number(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def without_defaults(record: BaseModel, dumped: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """`dumped` (a record's model_dump) without the fields `names` while they hold their defaults: a field added to a
+    record later leaves the dumps, digests and hashes of the records that do not use it as they were (spec hashes of
+    finished cells, request-cache keys, files already written)."""
+    fields = type(record).model_fields
+    for name in names:
+        if name in dumped and getattr(record, name) == fields[name].get_default(call_default_factory=True):
+            del dumped[name]
+    return dumped
 
 
 class Frozen(BaseModel):
@@ -67,6 +78,26 @@ class GenerationParams(Frozen):
     """Strings that end generation."""
     json_schema: dict[str, Any] | None = None
     """When set, the reply must be JSON valid under this schema (constrained decoding where the engine allows)."""
+    top_logprobs: int = 0
+    """Alternatives per replied token whose log-probabilities the reply returns (0: none; backends that can declare
+    `score_logprobs`). A request that asks for them is a different request from one that does not."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return without_defaults(self, handler(self), ("top_logprobs",))
+
+
+class TokenLogprob(BaseModel):
+    """One replied token with its log-probability and the most probable tokens at its position."""
+
+    model_config = ConfigDict(frozen=True)
+
+    token: str
+    """The token's text."""
+    logprob: float
+    """Its natural log-probability under the engine's distribution at this position."""
+    top: dict[str, float] = Field(default_factory=dict)
+    """Token text -> log-probability of the most probable tokens at this position (the replied one included)."""
 
 
 class Reply(BaseModel):
@@ -86,6 +117,13 @@ class Reply(BaseModel):
     """True when served from the request cache."""
     error: str | None = None
     """Error message when the request failed after retries."""
+    logprobs: list[TokenLogprob] | None = None
+    """The reply's tokens with their log-probabilities, when the request asked for them (`top_logprobs`); the
+    request cache keeps and replays them."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return without_defaults(self, handler(self), ("logprobs",))
 
     @property
     def ok(self) -> bool:
@@ -132,6 +170,14 @@ class JudgeResult(BaseModel):
     """Every raw reply, for audit."""
     error: str | None = None
     """Why the last attempt failed validation."""
+    expected_scores: dict[str, float | None] = Field(default_factory=dict)
+    """Dimension -> the probability-weighted score (`scoring: expected`: the mean of the allowed scores weighted by
+    the judge's token probabilities at the score's position, renormalised over them); None where the position's
+    probabilities could not be read. Empty for a judge that samples its scores."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return without_defaults(self, handler(self), ("expected_scores",))
 
     def mean(self) -> float:
         values = [v for v in self.scores.values() if v is not None]

@@ -30,6 +30,12 @@ def parse_judge_key(key: str) -> tuple[str, str] | None:
     return (parts[1], parts[2]) if len(parts) == 3 and parts[0] == JUDGE else None
 
 
+def expected_name(name: str) -> str:
+    """`expected_<name>`: a judge's probability-weighted value of a dimension or of its QAvg (`scoring: expected`),
+    logged beside the sampled one."""
+    return f"expected_{name}"
+
+
 def seed_key(seed: int, name: str) -> str:
     """`seed<k>/<name>`: one seed's value of a number."""
     return f"seed{seed}/{name}"

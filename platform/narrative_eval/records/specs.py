@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from narrative_eval.records.base import Frozen, GenerationParams, stable_hash
+from narrative_eval.records.base import Frozen, GenerationParams, stable_hash, without_defaults
 
 FIRST_VERSION = 1
 """A study's or a metric's version until its scoring code changes what it computes (it adds nothing to a spec hash)."""
+
+Scoring = Literal["sampled", "expected"]
+"""How a judge's score is read: the digit it replied (sampled), or also the mean of the allowed scores weighted by
+its token probabilities at the score's position (expected; G-Eval, Liu et al. 2023)."""
 
 
 class ModelSpec(Frozen):
@@ -46,6 +50,13 @@ class JudgeSpec(Frozen):
     """Token budget for one judgment."""
     rubric: str | None = None
     """Rubric name from the rubric registry (None: the study's default rubric for this kind of output)."""
+    scoring: Scoring = "sampled"
+    """`expected` also reads the probability-weighted score of each dimension (a backend with `score_logprobs`)."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The default is left out, so the spec hashes of sweeps made before `scoring` existed stay as they were.
+        return without_defaults(self, handler(self), ("scoring",))
 
 
 class SubsetSpec(Frozen):

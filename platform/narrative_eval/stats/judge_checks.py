@@ -8,6 +8,8 @@
 - adherence (near_zero): the mean judge average of the controls (checklist: adherence 0..1), bootstrap interval.
 - tie_rate (tie): the share of tie verdicts over both orders and every dimension; the bootstrap resamples items,
   since the verdicts of one item are not independent.
+- length_bias (padded_not_above, padded_not_preferred): the share of items whose padded output beats the output
+  itself (ties half), Wilson's interval, and the mean gap in judge points (padded minus output), bootstrap interval.
 - position_bias (every pairwise control of a rubric): the share of A-preferences among the non-tie verdicts as
   shown, both orders pooled; ratio bootstrap over items.
 
@@ -19,9 +21,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -33,6 +35,7 @@ from narrative_eval.judges.checks import (
     load_thresholds,
 )
 from narrative_eval.lazy import lazy_module
+from narrative_eval.records import JudgeResult
 from narrative_eval.records.keys import with_interval
 from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
 
@@ -141,12 +144,21 @@ def _mean_interval(values: Sequence[float], clusters: Sequence[str], thresholds:
     return float(np.mean(values)), lo, hi
 
 
+def judge_average(result: JudgeResult) -> float:
+    """A verdict's judge average: of its probability-weighted scores where the judge reads them (`scoring:
+    expected`, the dimensions it could read), else of its scores."""
+    if result.expected_scores:
+        values = [value for value in result.expected_scores.values() if value is not None]
+        return float(np.mean(values)) if values else NAN
+    return result.mean()
+
+
 def margin(judgment: ControlJudgment) -> float:
     """How far the known-good side beats the control, in judge points: reference minus control average, or for a
     pairwise a_preferred item the order-restored preference for A (the mean over the rubric's dimensions)."""
-    if judgment.item.expected == "a_preferred":
+    if judgment.item.expected in ("a_preferred", "padded_not_preferred"):
         return judgment.result.mean()
-    return judgment.reference.mean() - judgment.result.mean()
+    return judge_average(judgment.reference) - judge_average(judgment.result)
 
 
 def discrimination(judgments: Sequence[ControlJudgment], thresholds: CheckThresholds) -> Estimate:
@@ -157,6 +169,14 @@ def discrimination(judgments: Sequence[ControlJudgment], thresholds: CheckThresh
     lo, hi = wilson_interval(wins, len(valid), thresholds.level)
     gap, gap_lo, gap_hi = _mean_interval(margins, [j.item.instance_id for j in valid], thresholds)
     return Estimate(wins / len(valid) if valid else NAN, lo, hi, len(valid), gap, gap_lo, gap_hi)
+
+
+def length_bias(judgments: Sequence[ControlJudgment], thresholds: CheckThresholds) -> Estimate:
+    """Share of valid items whose padded output beats the output (ties half), with Wilson's interval, and the mean
+    gap padded minus output: discrimination's share and gap seen from the padded side."""
+    known_good = discrimination(judgments, thresholds)
+    return Estimate(1 - known_good.value, 1 - known_good.hi, 1 - known_good.lo, known_good.n,
+                    -known_good.gap, -known_good.gap_hi, -known_good.gap_lo)
 
 
 def control_adherence(judgments: Sequence[ControlJudgment], thresholds: CheckThresholds) -> Estimate:
@@ -196,15 +216,16 @@ def position_bias(judgments: Sequence[ControlJudgment], thresholds: CheckThresho
 
 
 ESTIMATORS = {"discrimination": discrimination, "adherence": control_adherence, "tie_rate": tie_rate,
-              "position_bias": position_bias}
+              "position_bias": position_bias, "length_bias": length_bias}
 """Statistic name -> its estimator."""
 
 
 def threshold_of(statistic: str, thresholds: CheckThresholds) -> float:
-    """The number a statistic is held to: discrimination and tie_rate a minimum, adherence and position_bias a
-    maximum (position bias also 1 - it as a minimum)."""
+    """The number a statistic is held to: discrimination and tie_rate a minimum, adherence, position_bias and
+    length_bias a maximum (position bias also 1 - it as a minimum)."""
     return {"discrimination": thresholds.discrimination.min, "adherence": thresholds.adherence.max,
-            "tie_rate": thresholds.tie_rate.min, "position_bias": thresholds.position_bias.max}[statistic]
+            "tie_rate": thresholds.tie_rate.min, "position_bias": thresholds.position_bias.max,
+            "length_bias": thresholds.length_bias.max}[statistic]
 
 
 def _judged(statistic: str, estimate: Estimate, thresholds: CheckThresholds) -> list[str]:
@@ -218,6 +239,10 @@ def _judged(statistic: str, estimate: Estimate, thresholds: CheckThresholds) -> 
         return [f"above {limit}"] if value > limit else []
     if statistic == "tie_rate":
         return [f"below {limit}"] if value < limit else []
+    if statistic == "length_bias":
+        even = thresholds.length_bias.interval_excludes
+        return ([f"above {limit}"] if value > limit else []) + (
+            [f"interval above {even}: padding wins"] if estimate.lo > even else [])
     return [f"prefers {'A' if value > 0.5 else 'B'} beyond {limit}"] if max(value, 1 - value) > limit else []
 
 
@@ -349,6 +374,7 @@ __all__ = [
     "discrimination",
     "failed_checks_warning",
     "failing_judges",
+    "length_bias",
     "judge_checks_table",
     "margin",
     "position_bias",

@@ -8,9 +8,11 @@ where a task set has them). For each of K tasks with a story (judges.checks.samp
   requirements, adherence near 0; other_task_story, another task's story against this task's requirements,
   below this task's own story;
 - quality (the judge's quality rubric): shuffled_sentences, the story with its sentences in a seeded random
-  order (judges.checks.shuffled_sentences, seeded by the story id), below the story itself;
+  order (judges.checks.shuffled_sentences, seeded by the story id), below the story itself; padded_output, the
+  story padded with neutral filler (judges.checks.padded_text), not above the story itself;
 - pairwise (each pairwise rubric): identical_pair, the story against itself, a tie in both orders; refusal_pair,
-  the story (A) against the refusal (B), the story preferred in both orders. Position bias comes from both.
+  the story (A) against the refusal (B), the story preferred in both orders; padded_output, the story (A) against
+  itself padded (B), the padded one not preferred. Position bias comes from all three.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ import yaml
 from narrative_eval import tracking
 from narrative_eval.judges.checks import (
     DEFAULT_CONTROLS,
+    PADDED,
     ControlItem,
     ControlSet,
+    padded_text,
     pick_other,
     sample_ids,
     shuffled_sentences,
@@ -86,7 +90,7 @@ def checklist_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str],
 
 def quality_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str], k: int | None = DEFAULT_CONTROLS,
                      rubric: str | None = None, seed: int = 0) -> list[ControlItem]:
-    """shuffled_sentences items of K tasks under `rubric` (default: the study's quality rubric)."""
+    """shuffled_sentences and padded_output items of K tasks under `rubric` (default: the study's quality rubric)."""
     rubric = rubric or QUALITY_RUBRIC
     items = []
     for task in _chosen(tasks, stories, k):
@@ -94,12 +98,17 @@ def quality_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str], k
         if shuffled is not None:
             items.append(ControlItem(rubric, SHUFFLED, task.story_id, _inputs(task, shuffled), "below_reference",
                                      reference=_inputs(task, stories[task.story_id])))
+        padded = padded_text(stories[task.story_id], seed, task.story_id)
+        if padded is not None:
+            items.append(ControlItem(rubric, PADDED, task.story_id, _inputs(task, padded), "padded_not_above",
+                                     reference=_inputs(task, stories[task.story_id])))
     return items
 
 
 def pairwise_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str], k: int | None = DEFAULT_CONTROLS,
                       rubric: str = PAIRWISE_RUBRIC, refusal: str | None = None) -> list[ControlItem]:
-    """identical_pair and refusal_pair items of K tasks under a pairwise rubric (each judged in both orders)."""
+    """identical_pair, refusal_pair and padded_output items of K tasks under a pairwise rubric (each judged in both
+    orders)."""
     refusal = refusal or refusal_text()
     items = []
     for task in _chosen(tasks, stories, k):
@@ -107,6 +116,9 @@ def pairwise_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str], 
         pair = {"task": task.full_instruction, "requirements": list(task.constraints), "response_a": story}
         items.append(ControlItem(rubric, IDENTICAL, task.story_id, {**pair, "response_b": story}, "tie"))
         items.append(ControlItem(rubric, REFUSAL_PAIR, task.story_id, {**pair, "response_b": refusal}, "a_preferred"))
+        padded = padded_text(story, 0, task.story_id)
+        if padded is not None:
+            items.append(ControlItem(rubric, PADDED, task.story_id, {**pair, "response_b": padded}, "padded_not_preferred"))
     return items
 
 
@@ -165,12 +177,12 @@ def sweep_controls(section: IncrementalConfig, cells: Sequence[CellSpec], judge:
 
 def control_requests(section: IncrementalConfig, cells: Sequence[CellSpec], judges: Sequence[JudgeSpec],
                      k: int) -> list[RequestCount]:
-    """Before any story exists: at most K tasks per judge, each a refusal, another task's story and a shuffled
-    story judged alone (a story's own verdicts are its cell's, from the request cache) and two pairs in both
-    orders per pairwise rubric."""
+    """Before any story exists: at most K tasks per judge, each a refusal, another task's story, a shuffled and a
+    padded story judged alone (a story's own verdicts are its cell's, from the request cache) and three pairs in
+    both orders per pairwise rubric."""
     n = min(k, len(select_tasks(cells[0]))) if cells else 0
-    return [RequestCount(judge.model, 3 * n, judge.max_new_tokens) for judge in judges] + [
-        RequestCount(spec.model, 4 * n, spec.max_new_tokens)
+    return [RequestCount(judge.model, 4 * n, judge.max_new_tokens) for judge in judges] + [
+        RequestCount(spec.model, 6 * n, spec.max_new_tokens)
         for judge in judges for spec in (entry.judge_spec(judge) for entry in section.pairwise_judges)]
 
 

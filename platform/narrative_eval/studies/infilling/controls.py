@@ -5,7 +5,8 @@ infilling rubric:
 - mismatched_fill: the gold fill of another passage of the same domain (fluent, on topic for its own passage,
   wrong here; of another domain where the data has one passage per domain) must score below the gold fill;
 - degenerate_fill: the sentence just before the blank repeated (just after it for a blank at the opening; an empty
-  answer when the passage has neither) must score below the gold fill.
+  answer when the passage has neither) must score below the gold fill;
+- padded_output: the gold fill padded with neutral filler (judges.checks.padded_text) must not score above it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from narrative_eval.data.instances import domain, load_instances, sentences, split_problem
-from narrative_eval.judges.checks import DEFAULT_CONTROLS, ControlItem, ControlSet, pick_other, sample_ids
+from narrative_eval.judges.checks import DEFAULT_CONTROLS, PADDED, ControlItem, ControlSet, padded_text
+from narrative_eval.judges.checks import pick_other, sample_ids
 from narrative_eval.records import CellSpec, InfillingInstance, JudgeSpec
 from narrative_eval.studies.infilling.cell import judge_rubric, select_instances
 from narrative_eval.studies.infilling.vocabulary import RUBRIC
@@ -62,6 +64,10 @@ def infilling_controls(instances: Sequence[InfillingInstance], k: int | None = D
                                      "below_reference", reference=gold))
         items.append(ControlItem(rubric, DEGENERATE, instance_id, {**gold, "candidate": degenerate_fill(instance)},
                                  "below_reference", reference=gold))
+        padded = padded_text(instance.gold_answer, 0, instance_id)
+        if padded is not None:
+            items.append(ControlItem(rubric, PADDED, instance_id, {**gold, "candidate": padded}, "padded_not_above",
+                                     reference=gold))
     return items
 
 
