@@ -23,10 +23,12 @@ from itertools import combinations
 from typing import Literal
 
 import numpy as np
-import pandas as pd
 
 from narrative_eval.judges.agreement import krippendorff_alpha
+from narrative_eval.lazy import lazy_module
 from narrative_eval.stats.bootstrap import percentile_interval
+
+pd = lazy_module("pandas")
 
 Aggregate = Literal["mean", "median", "majority", "weighted"]
 """How a jury combines its members' scores of one output."""
