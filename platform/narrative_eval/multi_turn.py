@@ -17,6 +17,7 @@ import hashlib
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
@@ -24,11 +25,15 @@ from pydantic import BaseModel
 from narrative_eval.backends import in_batches
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.evaluation import Item, aggregate_seeds, judge_stage, mean_or_nan, shown_to_judge
-from narrative_eval.judges import judge_many, rubric_hash
+from narrative_eval.judges import judge_many, load_rubric, rubric_hash
 from narrative_eval.judges.judge import GeneratingBackend
 from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, JudgeSpec, Message, Reply, Turn, derived_seed
-from narrative_eval.records.keys import judge_key
+from narrative_eval.lazy import lazy_module
+from narrative_eval.records.keys import judge_key, seeded
 from narrative_eval.study import CellResult, ProgressFactory, Runtime, Study
+from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, TurnRecord, generation_attributes
+
+pd = lazy_module("pandas")
 
 TABLE = "conversations.json"
 """A multi-turn cell's table: one row per item, seed and turn (the final turn's row carries the judges' scores)."""
@@ -36,6 +41,12 @@ ATTEMPTS = "trajectories.json"
 """Every delivery attempt of a cell, kept or regenerated."""
 JUDGMENTS = "judgments.json"
 """Every verdict of a cell: one entry per item, seed and judge, with each scorer's verdict."""
+CONVERSATION = "conversation"
+"""A conversation's trace: its root span's name."""
+TURN_ATTRIBUTES = ("prompt_tokens", "completion_tokens", "finish_reason")
+"""What a turn's span carries beside the user turn and the reply."""
+NO_VALID_JUDGMENT = "no valid judgment for this conversation"
+"""Why a judge's dimensions on a conversation's trace have no value."""
 DEFAULT_MAX_REGENERATIONS = 1
 """Fresh attempts given to a truncated conversation before it is left unscored."""
 
@@ -66,6 +77,17 @@ class Conversation:
         return {id_column: self.item.id, "condition": self.condition, "seed": self.seed,
                 "turns": [turn.model_dump(mode="json") for turn in self.turns], "truncated": self.truncated,
                 "error": self.error}
+
+    @classmethod
+    def from_logged(cls, entry: Mapping[str, Any], id_column: str) -> Conversation:
+        """A conversation read back from its attempts log (`logged`); its item holds only the id."""
+        return cls(Item(str(entry[id_column]), {}, {}), entry["condition"], int(entry["seed"]),
+                   [Turn.model_validate(turn) for turn in entry["turns"]], bool(entry.get("truncated")),
+                   entry.get("error"), int(entry.get("attempt", 0)))
+
+    def scoreable(self, score_truncated: bool = False) -> bool:
+        """Whether its final reply may be judged (`scoreable`)."""
+        return scoreable(self.turns, self.truncated, self.error, score_truncated)
 
 
 def scoreable(turns: Sequence[Turn], truncated: bool, error: str | None, score_truncated: bool = False) -> bool:
@@ -145,6 +167,10 @@ class MultiTurnStudy(Study):
     def judge_inputs(self, item: Item, answer: str) -> dict[str, Any]:
         """A judge's inputs for `answer` to `item`."""
         return shown_to_judge(self.judge_sees, item, answer)
+
+    def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
+        """One trace per conversation, every scorer's verdict on it as assessments (`multi_turn_records`)."""
+        return multi_turn_records(self, cell, result)
 
 
 # --------------------------------------------------------------------------- delivery
@@ -451,11 +477,80 @@ def _params(study: MultiTurnStudy, cell: CellSpec, n_items: int, system_prompt: 
     return params
 
 
+# --------------------------------------------------------------------------- its MLflow records
+
+
+def multi_turn_records(study: MultiTurnStudy, cell: CellSpec, result: CellResult) -> CellRecords:
+    """One trace per conversation of a finished cell (a span per turn), each judge's verdicts on its final reply as
+    assessments (`verdict_assessments`), and its items (id and columns) as the dataset input. Rows are laid out as
+    `_rows` writes them: the id, the item's columns, then `condition`."""
+    rows = result.tables.get(TABLE, [])
+    judged = {(entry[study.id_column], entry["seed"], entry["judge"]): entry
+              for entry in result.artifacts.get(JUDGMENTS, [])}
+    columns = _item_columns(study, rows[0]) if rows else []
+    traces = []
+    for (item_id, seed), group in groupby(enumerate(rows), key=lambda pair: (pair[1][study.id_column], pair[1]["seed"])):
+        indexed = list(group)
+        turns = [row for _, row in indexed]
+        final = turns[-1]
+        assessments = [assessment for judge in cell.judges for assessment in verdict_assessments(
+            study, judge, judged.get((item_id, seed, judge.id)))]
+        traces.append(TraceRecord(
+            key=seeded(item_id, seed), name=CONVERSATION,
+            inputs={study.id_column: item_id, "condition": final["condition"],
+                    "user_turns": [turn["user"] for turn in turns]},
+            outputs={"final_reply": final["reply"]}, rows=tuple(index for index, _ in indexed),
+            attributes={**generation_attributes(cell, seed), study.id_column: item_id,
+                        **{column: final.get(column) for column in columns}, "turns": len(turns),
+                        "truncated": final.get("truncated"), "attempt": final.get("attempt")},
+            turns=tuple(TurnRecord(turn["user"], turn["reply"], {key: turn.get(key) for key in TURN_ATTRIBUTES})
+                        for turn in turns),
+            assessments=tuple(assessments)))
+    dataset_columns = [study.id_column, *columns]
+    frame = pd.DataFrame([{column: row.get(column) for column in dataset_columns} for row in rows],
+                         columns=dataset_columns)
+    return CellRecords(table=TABLE, traces=traces,
+                       dataset=frame.drop_duplicates(study.id_column).reset_index(drop=True))
+
+
+def verdict_assessments(study: MultiTurnStudy, judge: JudgeSpec, judgment: Mapping[str, Any] | None
+                        ) -> list[AssessmentRecord]:
+    """One judge's verdicts on a final reply (its `judgments.json` entry) as assessments, scorer by scorer: a
+    checklist's score of every requirement (`<judge>/<scorer>/<requirement id>`) and their mean, computed
+    (`<judge>/adherence`); a scores rubric's dimensions (`<judge>/<dimension>`, integers on its scale). Where the judge
+    gave no valid verdict for every scorer (the reply was not scored, or a verdict failed), its scores rubrics'
+    dimensions carry the reason instead (a checklist's requirements are known only from a verdict)."""
+    source = f"{judge.id} ({judge.model.id})"
+    verdicts = {scorer: JudgeResult.model_validate(judgment[scorer]) for scorer in study.scorers
+                if judgment is not None and scorer in judgment}
+    if len(verdicts) < len(study.scorers) or not all(verdict.ok for verdict in verdicts.values()):
+        return [AssessmentRecord(f"{judge.id}/{dimension}", None, "llm_judge", source, error=NO_VALID_JUDGMENT)
+                for scorer in study.scorers if (rubric := load_rubric(study.scorer_rubric(judge, scorer))).kind == "scores"
+                for dimension in rubric.keys]
+    found: list[AssessmentRecord] = []
+    for scorer, verdict in verdicts.items():
+        if load_rubric(verdict.rubric).kind == "checklist":
+            found += [AssessmentRecord(f"{judge.id}/{scorer}/{item['constraint_id']}", item["score"], "llm_judge", source)
+                      for item in verdict.details.get("items", [])]
+            found += [AssessmentRecord(f"{judge.id}/{name}", value, "code", "narrative_eval")
+                      for name, value in verdict.scores.items()]
+        else:
+            found += [AssessmentRecord(f"{judge.id}/{dimension}", None if value is None else round(value), "llm_judge",
+                                       source, error=None if value is not None else "not scored")
+                      for dimension, value in verdict.scores.items()]
+    return found
+
+
+def _item_columns(study: MultiTurnStudy, row: Mapping[str, Any]) -> list[str]:
+    keys = list(row)
+    return keys[keys.index(study.id_column) + 1 : keys.index("condition")]
+
+
 def _dumped(record: Any) -> Any:
     return record.model_dump(mode="json") if isinstance(record, BaseModel) else record
 
 
 __all__ = [
     "ATTEMPTS", "JUDGMENTS", "TABLE", "Conversation", "MultiTurnStudy", "deliver", "generate_grouped",
-    "is_truncated", "messages_of", "run_multi_turn", "scoreable",
+    "is_truncated", "messages_of", "multi_turn_records", "run_multi_turn", "scoreable", "verdict_assessments",
 ]

@@ -12,9 +12,10 @@ import pytest
 from narrative_eval import tracking
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.config import load_config
+from narrative_eval.multi_turn import Conversation
 from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec
 from narrative_eval.records.keys import interval_keys
-from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
+from narrative_eval.studies.incremental import IncrementalDeliveryStudy
 from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.report import NO_COMPARISON_TITLE
 from narrative_eval.studies.incremental.tasks import load_tasks
@@ -174,10 +175,8 @@ def test_tiny_sweep_writes_the_report_from_mlflow(tiny_sweep):
 def test_scoreable_rules(runtime, smollm2_spec):
     cell = make_cell(smollm2_spec, "full", GenerationParams(temperature=0.0, max_new_tokens=2), limit=1)
     result = IncrementalDeliveryStudy().run_cell(cell, runtime)
-    from narrative_eval.studies.incremental.records import Trajectory
-
-    [kept] = [Trajectory(**{k: v for k, v in a.items() if k not in ("model", "attempt", "kept")}) for a in result.artifacts["trajectories.json"] if a["kept"]]
-    assert kept.truncated and not is_scoreable(kept) and not is_scoreable(kept, score_truncated=True)
+    [kept] = [Conversation.from_logged(a, "story_id") for a in result.artifacts["trajectories.json"] if a["kept"]]
+    assert kept.truncated and not kept.scoreable() and not kept.scoreable(score_truncated=True)
 
 
 @pytest.mark.slow

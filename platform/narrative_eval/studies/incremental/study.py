@@ -35,7 +35,6 @@ from narrative_eval.studies.incremental.report_human import (
     human_validation_from_sweep,
     write_human_validation_report,
 )
-from narrative_eval.studies.incremental.tracing import conversation_records
 from narrative_eval.studies.incremental.turns import (
     CONDITIONS,
     DEFAULT_SYSTEM_PROMPTS_FILE,
@@ -57,7 +56,6 @@ from narrative_eval.studies.incremental.vocabulary import (
 )
 from narrative_eval.studies.viewers import ConversationView
 from narrative_eval.study import AfterSweepRequests, CellResult, RequestCount, ReportCommand, SweepSettings, study
-from narrative_eval.tracing import CellRecords
 
 REPORT = "creative-integrity"
 """The study's main report subcommand (its other names: the study's)."""
@@ -176,9 +174,6 @@ class IncrementalDeliveryStudy(MultiTurnStudy):
 
     def headline_labels(self, names: Sequence[str]) -> dict[str, str]:
         return labels(names)
-
-    def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
-        return conversation_records(cell, result)
 
     def used_templates(self, cell: CellSpec, result: CellResult) -> dict[str, Any]:
         """The system prompt (when it is a registered one), then the rubrics."""
