@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from narrative_eval.backends import in_batches
 from narrative_eval.backends.cache import CachedBackend
@@ -30,7 +30,7 @@ from narrative_eval.judges.judge import GeneratingBackend
 from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, JudgeSpec, Message, Reply, Turn, derived_seed
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key, seeded
-from narrative_eval.study import CellResult, ProgressFactory, Runtime, Study
+from narrative_eval.study import CellResult, ProgressFactory, Runtime, Study, StudyConfig, SweepSettings
 from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, TurnRecord, generation_attributes
 
 pd = lazy_module("pandas")
@@ -49,6 +49,51 @@ NO_VALID_JUDGMENT = "no valid judgment for this conversation"
 """Why a judge's dimensions on a conversation's trace have no value."""
 DEFAULT_MAX_REGENERATIONS = 1
 """Fresh attempts given to a truncated conversation before it is left unscored."""
+TRUNCATION_EXTRA = ("max_regenerations", "score_truncated")
+"""The keys of a cell's `extra` that carry the truncation rule (`Truncation`)."""
+TOKENS_PER_WORD = 4 / 3
+"""English text's tokens per word (about 0.75 words a token for the common BPE vocabularies): a prompt's word count
+as the new tokens its reply needs."""
+
+
+class Truncation(BaseModel):
+    """A multi-turn sweep's rule for a conversation a turn of which is cut by the token limit (config key
+    `truncation`): regenerate it up to `regenerate` times with fresh seeds, then score its cut reply (flagged) or
+    leave it unscored. A cell carries the rule in its `extra` (`max_regenerations`, `score_truncated`) only where it
+    differs from the default, so the hashes of sweeps run before the rule was a key stay."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    regenerate: int = Field(default=DEFAULT_MAX_REGENERATIONS, ge=0)
+    """Fresh attempts a truncated conversation gets."""
+    score: bool = False
+    """Score a reply cut by the token limit (flagged; the conversation goes on past a cut turn) rather than leave it
+    unscored."""
+
+    def cell_extra(self) -> dict[str, Any]:
+        """The rule as a cell's `extra` carries it (`TRUNCATION_EXTRA`)."""
+        extra: dict[str, Any] = {}
+        if self.score:
+            extra["score_truncated"] = True
+        if self.regenerate != DEFAULT_MAX_REGENERATIONS:
+            extra["max_regenerations"] = self.regenerate
+        return extra
+
+    @classmethod
+    def of_cell(cls, cell: CellSpec) -> Truncation:
+        """The rule a cell runs under."""
+        return cls(regenerate=int(cell.extra.get("max_regenerations", DEFAULT_MAX_REGENERATIONS)),
+                   score=bool(cell.extra.get("score_truncated", False)))
+
+
+class MultiTurnConfig(StudyConfig):
+    """Keys every multi-turn study's config may hold beside the generic ones (a study's own section extends it)."""
+
+    truncation: Truncation = Truncation()
+    """What happens to a conversation cut by the token limit: `{regenerate: N, score: true|false}`."""
+
+    def cell_extra(self) -> dict[str, Any]:
+        return self.truncation.cell_extra()
 
 
 @dataclass
@@ -100,6 +145,7 @@ def scoreable(turns: Sequence[Turn], truncated: bool, error: str | None, score_t
 class MultiTurnStudy(Study):
     """A study whose items are conversations, declared; the library runs its cells."""
 
+    config_section: ClassVar[type[StudyConfig]] = MultiTurnConfig
     scorers: ClassVar[tuple[str, ...]]
     """What every judge scores a final reply by, in order (one rubric each: `scorer_rubric`); a scorer's verdicts
     count their failures as `judge/<id>/<scorer>_failure_rate` and its rubric's digest as `<scorer>_rubric_sha256`."""
@@ -138,14 +184,19 @@ class MultiTurnStudy(Study):
     def record_scores(self, record: Any) -> Mapping[str, float | None]:
         """A judged record's numbers, under `dimensions`."""
 
+    def asked_tokens(self, cell: CellSpec) -> int | None:
+        """The most new tokens its prompts ask one reply of the cell for (a brief's word count times
+        `TOKENS_PER_WORD`...); the dry run warns when `max_new_tokens` is below it (None: its prompts say no length)."""
+        return None
+
     def max_regenerations(self, cell: CellSpec) -> int:
-        """Fresh attempts a truncated conversation gets before it is left unscored."""
-        return DEFAULT_MAX_REGENERATIONS
+        """Fresh attempts a truncated conversation gets before it is left unscored (the config's `truncation`)."""
+        return Truncation.of_cell(cell).regenerate
 
     def scores_truncated(self, cell: CellSpec) -> bool:
         """Whether a reply cut by the token limit is scored (flagged) rather than left unscored; the conversation
-        then goes on past a cut turn."""
-        return False
+        then goes on past a cut turn (the config's `truncation`)."""
+        return Truncation.of_cell(cell).score
 
     def cell_params(self, cell: CellSpec) -> dict[str, Any]:
         """Params of its own a cell's run logs beside the loop's (digests of its turn templates...)."""
@@ -167,6 +218,22 @@ class MultiTurnStudy(Study):
     def judge_inputs(self, item: Item, answer: str) -> dict[str, Any]:
         """A judge's inputs for `answer` to `item`."""
         return shown_to_judge(self.judge_sees, item, answer)
+
+    def check_config(self, config: SweepSettings) -> list[str]:
+        """The truncation rule is the config's `truncation` key, not `extra`'s cell-level encoding of it."""
+        return [f"extra.{key}: say it as the config's truncation rule, truncation: {{regenerate: N, score: true|false}}"
+                for key in TRUNCATION_EXTRA if key in config.extra]
+
+    def plan_warnings(self, cells: Sequence[CellSpec]) -> list[str]:
+        """Each cell whose `max_new_tokens` is below what its prompts ask a reply for (`asked_tokens`)."""
+        warnings = []
+        for cell in cells:
+            asked = self.asked_tokens(cell)
+            if asked is not None and cell.generation.max_new_tokens < asked:
+                warnings.append(f"{cell.run_name}: max_new_tokens {cell.generation.max_new_tokens} is below the "
+                                f"{asked} tokens its prompts ask a reply for: expect truncated conversations "
+                                f"(truncation: {Truncation.of_cell(cell).model_dump()})")
+        return warnings
 
     def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
         """One trace per conversation, every scorer's verdict on it as assessments (`multi_turn_records`)."""
@@ -551,6 +618,7 @@ def _dumped(record: Any) -> Any:
 
 
 __all__ = [
-    "ATTEMPTS", "JUDGMENTS", "TABLE", "Conversation", "MultiTurnStudy", "deliver", "generate_grouped",
+    "ATTEMPTS", "JUDGMENTS", "TABLE", "TOKENS_PER_WORD", "Conversation", "MultiTurnConfig", "MultiTurnStudy",
+    "Truncation", "deliver", "generate_grouped",
     "is_truncated", "messages_of", "multi_turn_records", "run_multi_turn", "scoreable", "verdict_assessments",
 ]

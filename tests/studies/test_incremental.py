@@ -188,7 +188,7 @@ def test_a_sweep_with_nothing_scored_keeps_its_cells_and_says_why(tmp_path, repo
         limit: 1
         generation: {temperature: 0.8, max_new_tokens: 3}
         judges: [{id: smollm2-judge, model: smollm2}]
-        extra: {max_regenerations: 0}
+        truncation: {regenerate: 0}
         """)
     assert outcome.count("failed") == 0 and outcome.count("finished") == 2, [c.error for c in outcome.cells]
     assert {tracking.client().get_run(c.run_id).info.status for c in outcome.cells} == {"FINISHED"}

@@ -30,7 +30,7 @@ from narrative_eval.judges.checks import (
     sample_ids,
     shuffled_sentences,
 )
-from narrative_eval.multi_turn import Conversation
+from narrative_eval.multi_turn import Conversation, Truncation
 from narrative_eval.records import CellSpec, JudgeSpec
 from narrative_eval.records.keys import seeded
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
@@ -127,7 +127,7 @@ def incremental_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str
 
 def _cell_stories(cell: CellSpec, run_id: str) -> dict[str, dict[str, str]]:
     """Story id -> {'<model>/<condition>/seed<k>': final reply} of a finished cell's replies it judged."""
-    score_truncated = bool(cell.extra.get("score_truncated", False))
+    score_truncated = Truncation.of_cell(cell).score
     found: dict[str, dict[str, str]] = {}
     for logged in tracking.load_json_artifact(run_id, "trajectories.json"):
         conversation = Conversation.from_logged(logged, "story_id")
