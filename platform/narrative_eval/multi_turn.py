@@ -18,6 +18,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,6 +31,7 @@ from narrative_eval.judges.judge import GeneratingBackend
 from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, JudgeSpec, Message, Reply, Turn, derived_seed
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key, seeded
+from narrative_eval.reports.multi_turn import write_multi_turn_report
 from narrative_eval.study import CellResult, ProgressFactory, Runtime, Study, StudyConfig, SweepSettings
 from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, TurnRecord, generation_attributes
 
@@ -223,6 +225,15 @@ class MultiTurnStudy(Study):
         """The truncation rule is the config's `truncation` key, not `extra`'s cell-level encoding of it."""
         return [f"extra.{key}: say it as the config's truncation rule, truncation: {{regenerate: N, score: true|false}}"
                 for key in TRUNCATION_EXTRA if key in config.extra]
+
+    def condition_order(self) -> Sequence[str]:
+        """Its conditions in report order, the reference first: its config grid's default conditions."""
+        return self.config_section.grid.conditions.default
+
+    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
+        """The default report (reports.multi_turn): headline numbers per cell with seed spread and intervals, the
+        paired contrasts between its conditions, the judges' control checks."""
+        return write_multi_turn_report(self, sweep, out_dir, data_sha256)
 
     def plan_warnings(self, cells: Sequence[CellSpec]) -> list[str]:
         """Each cell whose `max_new_tokens` is below what its prompts ask a reply for (`asked_tokens`)."""
