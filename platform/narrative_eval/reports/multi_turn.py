@@ -45,7 +45,8 @@ def write_multi_turn_report(study: ConversationStudy, sweep: str, out_dir: str |
     runs = tracking.report_cell_runs(study.experiment, sweep, data_sha256)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    judges = judges_logging(runs.columns, study.dimensions[0]) if study.dimensions else []
+    # A judge whose every verdict failed logs no dimension, only its failure rate: it keeps its rows (and says so).
+    judges = sorted({judge for name in (*study.dimensions, "failure_rate") for judge in judges_logging(runs.columns, name)})
     tables = {HEADLINE_TITLE: write_table(_headline(study, runs, judges), out_dir, "main")}
     conditions = _ordered(study, runs["params.condition"].dropna().unique())
     if len(conditions) > 1:
@@ -66,7 +67,7 @@ def _ordered(study: ConversationStudy, conditions: Sequence[str]) -> list[str]:
 def _headline(study: ConversationStudy, runs: Any, judges: Sequence[str]) -> Any:
     table = pd.DataFrame({"model": runs["params.model_id"], "setting": runs["params.prompt_setting"],
                           "condition": runs["params.condition"]})
-    names = [*RATES, *(judge_key(judge, dimension) for judge in judges for dimension in study.dimensions)]
+    names = [*RATES, *(judge_key(judge, name) for judge in judges for name in (*study.dimensions, "failure_rate"))]
     for name in names:
         for suffix in ("", "_sd", "_lo", "_hi"):
             if f"metrics.{name}{suffix}" in runs:
