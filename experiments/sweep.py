@@ -27,7 +27,7 @@ from narrative_eval.reports.judge_checks import JUDGE_CHECKS_NAME, failed_checks
 from narrative_eval.stats.judge_checks import CheckRow
 from narrative_eval.stats.mde import mde_summary, plan_from
 from narrative_eval.study import STUDIES, all_studies, load_study
-from narrative_eval.sweep import cannot_run_here, checked_grid, collect_batches, estimate_lines, expand_grid, run_sweep
+from narrative_eval.sweep import checked_grid, collect_batches, estimate_lines, expand_grid, plan_warnings, run_sweep
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         for model, setting, condition, digest in grid["cells"]:
             print(f"{model:<28} {setting:<16} {condition:<10} {digest}")
         print("\n".join(estimate_lines(config, grid)))
-        for line in cannot_run_here(config):
+        for line in plan_warnings(config):
             print(f"warning: {line}")
         if args.variance_from:
             print_plan(config, args.variance_from, args.mde_target)

@@ -39,7 +39,7 @@ CREATIVE: dict[str, Any] = {
     "generation": {"temperature": 0.8, "max_new_tokens": 48},
     "judges": [{"id": "smollm2-judge", "model": "smollm2", "max_new_tokens": 384}],
     # No regeneration; a cut reply is judged, flagged (SmolLM2 rarely ends a story in 48 tokens).
-    "extra": {"max_regenerations": 0, "score_truncated": True},
+    "truncation": {"regenerate": 0, "score": True},
 }
 """Sweep config keys of the creative pair."""
 

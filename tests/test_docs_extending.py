@@ -1,6 +1,7 @@
-"""docs/extending.md shows the example continuation study's whole code: the page's block is the file that
-tests/examples/test_continuation.py runs end to end (a sweep, its report, the app's Runs tab), so the page cannot
-drift from a working study."""
+"""docs/extending.md shows the example continuation study's whole code and the multi-turn `revision` study's: each
+page block is the file a test runs end to end (tests/examples/test_continuation.py: a sweep, its report, the app's
+Runs tab; tests/plugins/test_plugins.py: a multi-turn sweep, its traces and report), so the page cannot drift from a
+working study."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "extending.md"
 STUDY = ROOT / "examples" / "continuation" / "narrative_eval_continuation" / "study.py"
+MULTI_TURN_STUDY = ROOT / "tests" / "plugins" / "demo_plugin" / "narrative_eval_demo_plugin" / "revision.py"
+"""The page's multi-turn example: the test plugin's `revision` study, which tests/plugins/test_plugins.py sweeps."""
 
 
 def python_blocks(markdown: str) -> list[str]:
@@ -18,3 +21,7 @@ def python_blocks(markdown: str) -> list[str]:
 
 def test_the_page_shows_the_example_study_as_it_is():
     assert STUDY.read_text(encoding="utf-8").strip("\n") in python_blocks(PAGE.read_text(encoding="utf-8"))
+
+
+def test_the_page_shows_the_multi_turn_plugin_study_as_it_is():
+    assert MULTI_TURN_STUDY.read_text(encoding="utf-8").strip("\n") in python_blocks(PAGE.read_text(encoding="utf-8"))

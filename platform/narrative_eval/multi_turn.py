@@ -17,18 +17,26 @@ import hashlib
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
+from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from narrative_eval.backends import in_batches
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.evaluation import Item, aggregate_seeds, judge_stage, mean_or_nan, shown_to_judge
-from narrative_eval.judges import judge_many, rubric_hash
+from narrative_eval.judges import judge_many, load_rubric, rubric_hash
 from narrative_eval.judges.judge import GeneratingBackend
 from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, JudgeSpec, Message, Reply, Turn, derived_seed
-from narrative_eval.records.keys import judge_key
-from narrative_eval.study import CellResult, ProgressFactory, Runtime, Study, rubric_templates
+from narrative_eval.lazy import lazy_module
+from narrative_eval.records.keys import judge_key, seeded
+from narrative_eval.reports.multi_turn import write_multi_turn_report
+from narrative_eval.study import (CellResult, ProgressFactory, Runtime, Study, StudyConfig, SweepSettings,
+                                  rubric_templates)
+from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, TurnRecord, generation_attributes
+
+pd = lazy_module("pandas")
 
 TABLE = "conversations.json"
 """A multi-turn cell's table: one row per item, seed and turn (the final turn's row carries the judges' scores)."""
@@ -36,8 +44,59 @@ ATTEMPTS = "trajectories.json"
 """Every delivery attempt of a cell, kept or regenerated."""
 JUDGMENTS = "judgments.json"
 """Every verdict of a cell: one entry per item, seed and judge, with each scorer's verdict."""
+CONVERSATION = "conversation"
+"""A conversation's trace: its root span's name."""
+TURN_ATTRIBUTES = ("prompt_tokens", "completion_tokens", "finish_reason")
+"""What a turn's span carries beside the user turn and the reply."""
+NO_VALID_JUDGMENT = "no valid judgment for this conversation"
+"""Why a judge's dimensions on a conversation's trace have no value."""
 DEFAULT_MAX_REGENERATIONS = 1
 """Fresh attempts given to a truncated conversation before it is left unscored."""
+TRUNCATION_EXTRA = ("max_regenerations", "score_truncated")
+"""The keys of a cell's `extra` that carry the truncation rule (`Truncation`)."""
+TOKENS_PER_WORD = 4 / 3
+"""English text's tokens per word (about 0.75 words a token for the common BPE vocabularies): a prompt's word count
+as the new tokens its reply needs."""
+
+
+class Truncation(BaseModel):
+    """A multi-turn sweep's rule for a conversation a turn of which is cut by the token limit (config key
+    `truncation`): regenerate it up to `regenerate` times with fresh seeds, then score its cut reply (flagged) or
+    leave it unscored. A cell carries the rule in its `extra` (`max_regenerations`, `score_truncated`) only where it
+    differs from the default, so the hashes of sweeps run before the rule was a key stay."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    regenerate: int = Field(default=DEFAULT_MAX_REGENERATIONS, ge=0)
+    """Fresh attempts a truncated conversation gets."""
+    score: bool = False
+    """Score a reply cut by the token limit (flagged; the conversation goes on past a cut turn) rather than leave it
+    unscored."""
+
+    def cell_extra(self) -> dict[str, Any]:
+        """The rule as a cell's `extra` carries it (`TRUNCATION_EXTRA`)."""
+        extra: dict[str, Any] = {}
+        if self.score:
+            extra["score_truncated"] = True
+        if self.regenerate != DEFAULT_MAX_REGENERATIONS:
+            extra["max_regenerations"] = self.regenerate
+        return extra
+
+    @classmethod
+    def of_cell(cls, cell: CellSpec) -> Truncation:
+        """The rule a cell runs under."""
+        return cls(regenerate=int(cell.extra.get("max_regenerations", DEFAULT_MAX_REGENERATIONS)),
+                   score=bool(cell.extra.get("score_truncated", False)))
+
+
+class MultiTurnConfig(StudyConfig):
+    """Keys every multi-turn study's config may hold beside the generic ones (a study's own section extends it)."""
+
+    truncation: Truncation = Truncation()
+    """What happens to a conversation cut by the token limit: `{regenerate: N, score: true|false}`."""
+
+    def cell_extra(self) -> dict[str, Any]:
+        return self.truncation.cell_extra()
 
 
 @dataclass
@@ -67,6 +126,17 @@ class Conversation:
                 "turns": [turn.model_dump(mode="json") for turn in self.turns], "truncated": self.truncated,
                 "error": self.error}
 
+    @classmethod
+    def from_logged(cls, entry: Mapping[str, Any], id_column: str) -> Conversation:
+        """A conversation read back from its attempts log (`logged`); its item holds only the id."""
+        return cls(Item(str(entry[id_column]), {}, {}), entry["condition"], int(entry["seed"]),
+                   [Turn.model_validate(turn) for turn in entry["turns"]], bool(entry.get("truncated")),
+                   entry.get("error"), int(entry.get("attempt", 0)))
+
+    def scoreable(self, score_truncated: bool = False) -> bool:
+        """Whether its final reply may be judged (`scoreable`)."""
+        return scoreable(self.turns, self.truncated, self.error, score_truncated)
+
 
 def scoreable(turns: Sequence[Turn], truncated: bool, error: str | None, score_truncated: bool = False) -> bool:
     """Whether a conversation's final reply may be judged: complete, or (opted in) cut only by the token limit."""
@@ -78,6 +148,7 @@ def scoreable(turns: Sequence[Turn], truncated: bool, error: str | None, score_t
 class MultiTurnStudy(Study):
     """A study whose items are conversations, declared; the library runs its cells."""
 
+    config_section: ClassVar[type[StudyConfig]] = MultiTurnConfig
     scorers: ClassVar[tuple[str, ...]]
     """What every judge scores a final reply by, in order (one rubric each: `scorer_rubric`); a scorer's verdicts
     count their failures as `judge/<id>/<scorer>_failure_rate` and its rubric's digest as `<scorer>_rubric_sha256`."""
@@ -116,14 +187,19 @@ class MultiTurnStudy(Study):
     def record_scores(self, record: Any) -> Mapping[str, float | None]:
         """A judged record's numbers, under `dimensions`."""
 
+    def asked_tokens(self, cell: CellSpec) -> int | None:
+        """The most new tokens its prompts ask one reply of the cell for (a brief's word count times
+        `TOKENS_PER_WORD`...); the dry run warns when `max_new_tokens` is below it (None: its prompts say no length)."""
+        return None
+
     def max_regenerations(self, cell: CellSpec) -> int:
-        """Fresh attempts a truncated conversation gets before it is left unscored."""
-        return DEFAULT_MAX_REGENERATIONS
+        """Fresh attempts a truncated conversation gets before it is left unscored (the config's `truncation`)."""
+        return Truncation.of_cell(cell).regenerate
 
     def scores_truncated(self, cell: CellSpec) -> bool:
         """Whether a reply cut by the token limit is scored (flagged) rather than left unscored; the conversation
-        then goes on past a cut turn."""
-        return False
+        then goes on past a cut turn (the config's `truncation`)."""
+        return Truncation.of_cell(cell).score
 
     def cell_params(self, cell: CellSpec) -> dict[str, Any]:
         """Params of its own a cell's run logs beside the loop's (digests of its turn templates...)."""
@@ -151,6 +227,35 @@ class MultiTurnStudy(Study):
     def judge_inputs(self, item: Item, answer: str) -> dict[str, Any]:
         """A judge's inputs for `answer` to `item`."""
         return shown_to_judge(self.judge_sees, item, answer)
+
+    def check_config(self, config: SweepSettings) -> list[str]:
+        """The truncation rule is the config's `truncation` key, not `extra`'s cell-level encoding of it."""
+        return [f"extra.{key}: say it as the config's truncation rule, truncation: {{regenerate: N, score: true|false}}"
+                for key in TRUNCATION_EXTRA if key in config.extra]
+
+    def condition_order(self) -> Sequence[str]:
+        """Its conditions in report order, the reference first: its config grid's default conditions."""
+        return self.config_section.grid.conditions.default
+
+    def summarise(self, sweep: str, out_dir: Path, data_sha256: str | None = None) -> dict[str, str]:
+        """The default report (reports.multi_turn): headline numbers per cell with seed spread and intervals, the
+        paired contrasts between its conditions, the judges' control checks."""
+        return write_multi_turn_report(self, sweep, out_dir, data_sha256)
+
+    def plan_warnings(self, cells: Sequence[CellSpec]) -> list[str]:
+        """Each cell whose `max_new_tokens` is below what its prompts ask a reply for (`asked_tokens`)."""
+        warnings = []
+        for cell in cells:
+            asked = self.asked_tokens(cell)
+            if asked is not None and cell.generation.max_new_tokens < asked:
+                warnings.append(f"{cell.run_name}: max_new_tokens {cell.generation.max_new_tokens} is below the "
+                                f"{asked} tokens its prompts ask a reply for: expect truncated conversations "
+                                f"(truncation: {Truncation.of_cell(cell).model_dump()})")
+        return warnings
+
+    def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
+        """One trace per conversation, every scorer's verdict on it as assessments (`multi_turn_records`)."""
+        return multi_turn_records(self, cell, result)
 
 
 # --------------------------------------------------------------------------- delivery
@@ -457,11 +562,81 @@ def _params(study: MultiTurnStudy, cell: CellSpec, n_items: int, system_prompt: 
     return params
 
 
+# --------------------------------------------------------------------------- its MLflow records
+
+
+def multi_turn_records(study: MultiTurnStudy, cell: CellSpec, result: CellResult) -> CellRecords:
+    """One trace per conversation of a finished cell (a span per turn), each judge's verdicts on its final reply as
+    assessments (`verdict_assessments`), and its items (id and columns) as the dataset input. Rows are laid out as
+    `_rows` writes them: the id, the item's columns, then `condition`."""
+    rows = result.tables.get(TABLE, [])
+    judged = {(entry[study.id_column], entry["seed"], entry["judge"]): entry
+              for entry in result.artifacts.get(JUDGMENTS, [])}
+    columns = _item_columns(study, rows[0]) if rows else []
+    traces = []
+    for (item_id, seed), group in groupby(enumerate(rows), key=lambda pair: (pair[1][study.id_column], pair[1]["seed"])):
+        indexed = list(group)
+        turns = [row for _, row in indexed]
+        final = turns[-1]
+        assessments = [assessment for judge in cell.judges for assessment in verdict_assessments(
+            study, judge, judged.get((item_id, seed, judge.id)))]
+        traces.append(TraceRecord(
+            key=seeded(item_id, seed), name=CONVERSATION,
+            inputs={study.id_column: item_id, "condition": final["condition"],
+                    "user_turns": [turn["user"] for turn in turns]},
+            outputs={"final_reply": final["reply"]}, rows=tuple(index for index, _ in indexed),
+            attributes={**generation_attributes(cell, seed), study.id_column: item_id,
+                        **{column: final.get(column) for column in columns}, "turns": len(turns),
+                        "truncated": final.get("truncated"), "attempt": final.get("attempt")},
+            turns=tuple(TurnRecord(turn["user"], turn["reply"], {key: turn.get(key) for key in TURN_ATTRIBUTES})
+                        for turn in turns),
+            assessments=tuple(assessments)))
+    dataset_columns = [study.id_column, *columns]
+    frame = pd.DataFrame([{column: row.get(column) for column in dataset_columns} for row in rows],
+                         columns=dataset_columns)
+    return CellRecords(table=TABLE, traces=traces,
+                       dataset=frame.drop_duplicates(study.id_column).reset_index(drop=True))
+
+
+def verdict_assessments(study: MultiTurnStudy, judge: JudgeSpec, judgment: Mapping[str, Any] | None
+                        ) -> list[AssessmentRecord]:
+    """One judge's verdicts on a final reply (its `judgments.json` entry) as assessments, scorer by scorer: a
+    checklist's score of every requirement (`<judge>/<scorer>/<requirement id>`) and their mean, computed
+    (`<judge>/adherence`); a scores rubric's dimensions (`<judge>/<dimension>`, integers on its scale). Where the judge
+    gave no valid verdict for every scorer (the reply was not scored, or a verdict failed), its scores rubrics'
+    dimensions carry the reason instead (a checklist's requirements are known only from a verdict)."""
+    source = f"{judge.id} ({judge.model.id})"
+    verdicts = {scorer: JudgeResult.model_validate(judgment[scorer]) for scorer in study.scorers
+                if judgment is not None and scorer in judgment}
+    if len(verdicts) < len(study.scorers) or not all(verdict.ok for verdict in verdicts.values()):
+        return [AssessmentRecord(f"{judge.id}/{dimension}", None, "llm_judge", source, error=NO_VALID_JUDGMENT)
+                for scorer in study.scorers if (rubric := load_rubric(study.scorer_rubric(judge, scorer))).kind == "scores"
+                for dimension in rubric.keys]
+    found: list[AssessmentRecord] = []
+    for scorer, verdict in verdicts.items():
+        if load_rubric(verdict.rubric).kind == "checklist":
+            found += [AssessmentRecord(f"{judge.id}/{scorer}/{item['constraint_id']}", item["score"], "llm_judge", source)
+                      for item in verdict.details.get("items", [])]
+            found += [AssessmentRecord(f"{judge.id}/{name}", value, "code", "narrative_eval")
+                      for name, value in verdict.scores.items()]
+        else:
+            found += [AssessmentRecord(f"{judge.id}/{dimension}", None if value is None else round(value), "llm_judge",
+                                       source, error=None if value is not None else "not scored")
+                      for dimension, value in verdict.scores.items()]
+    return found
+
+
+def _item_columns(study: MultiTurnStudy, row: Mapping[str, Any]) -> list[str]:
+    keys = list(row)
+    return keys[keys.index(study.id_column) + 1 : keys.index("condition")]
+
+
 def _dumped(record: Any) -> Any:
     return record.model_dump(mode="json") if isinstance(record, BaseModel) else record
 
 
 __all__ = [
-    "ATTEMPTS", "JUDGMENTS", "TABLE", "Conversation", "MultiTurnStudy", "deliver", "generate_grouped",
-    "is_truncated", "messages_of", "run_multi_turn", "scoreable",
+    "ATTEMPTS", "JUDGMENTS", "TABLE", "TOKENS_PER_WORD", "Conversation", "MultiTurnConfig", "MultiTurnStudy",
+    "Truncation", "deliver", "generate_grouped",
+    "is_truncated", "messages_of", "multi_turn_records", "run_multi_turn", "scoreable", "verdict_assessments",
 ]

@@ -336,6 +336,11 @@ class Study(ABC):
         """What is wrong with a config of this study beyond its schema and names (empty when nothing)."""
         return []
 
+    def plan_warnings(self, cells: Sequence[CellSpec]) -> list[str]:
+        """What the dry run warns of in a grid of this study that may run but likely not as meant (a token limit
+        below what its prompts ask for...); none by default."""
+        return []
+
     def registries(self) -> list[Registry]:
         """Registries of its own (its conditions...), listed by `experiments.sweep --list` beside the generic ones."""
         return []

@@ -326,6 +326,12 @@ def cannot_run_here(config: SweepConfig) -> list[str]:
     return [f"{name} cannot run here: it {need}" for name, need in needs.items() if need]
 
 
+def plan_warnings(config: SweepConfig) -> list[str]:
+    """What the dry run warns of: engines that cannot run here, then what the study finds in its grid
+    (`Study.plan_warnings`)."""
+    return cannot_run_here(config) + load_study(config.study).plan_warnings(expand_grid(config))
+
+
 def estimate_lines(config: SweepConfig, grid: dict[str, Any]) -> list[str]:
     """describe_grid's counts and cost estimates in words, one line each (the dry run prints them, the app's
     Launch tab shows them)."""

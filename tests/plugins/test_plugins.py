@@ -268,3 +268,54 @@ def test_a_plugin_study_version_bump_reruns_its_cells_and_a_rerun_without_one_sk
     assert bumped["versions"] == {"study": "version 2, narrative-eval-demo-plugin 0.1.0"}
     assert bumped["status"] == "finished" and bumped["hash"] != first["hash"]
     assert bumped_again["status"] == "skipped"
+
+
+def test_a_declared_multi_turn_plugin_study_gets_traces_and_a_report_it_wrote_no_code_for(plugin_path, tmp_path,
+                                                                                          repo_root):
+    """The plugin's `revision` study (its own data file, two conditions, its own checklist and quality rubrics; no
+    code for records or reports) through the sweep command on the embedded model: one trace per conversation, a span
+    per turn, each judge verdict as assessments (per requirement for the checklist), and the default report."""
+    config = tmp_path / "revision.yaml"
+    # One brief (three requirements, two revision notes) under both conditions; SmolLM2 is cut at 48 tokens, so its
+    # cut replies are scored, flagged, rather than regenerated.
+    config.write_text(json.dumps({
+        "study": "revision", "sweep": "plugin-revision", "limit": 1, "models": ["smollm2"],
+        "data": str(HERE / "demo_plugin" / "narrative_eval_demo_plugin" / "revision_briefs.jsonl"),
+        "conditions": ["plain", "recap"], "generation": {"temperature": 0.3, "max_new_tokens": 48},
+        "truncation": {"regenerate": 0, "score": True}, "judge_checks": {"items": 1},
+        "judges": [{"id": "smollm2-judge", "model": "smollm2", "max_new_tokens": 256}],
+        "report_dir": str(tmp_path / "report")}))
+    swept = sweep_command(plugin_path, tmp_path, "--config", str(config), "--no-progress")
+    assert swept["code"] == 0, swept["text"]
+    found = run_with_plugin(plugin_path, tmp_path, """
+        import json, mlflow
+        from narrative_eval import tracking
+
+        runs = tracking.sweep_cell_runs("revision", "plugin-revision").to_dict("records")
+        traces = {}
+        for run in runs:
+            for trace in mlflow.search_traces(locations=[run["experiment_id"]], run_id=run["run_id"], return_type="list"):
+                traces.setdefault(run["params.condition"], []).append({
+                    "spans": [span.name for span in trace.data.spans],
+                    "assessments": {a.name: a.value for a in trace.info.assessments}})
+        print(json.dumps({"traces": traces, "metrics": {run["params.condition"]: {k[8:]: v for k, v in run.items()
+                                                                                   if k.startswith("metrics.")}
+                                                            for run in runs}}, default=str))
+    """)
+    assert sorted(found["traces"]) == ["plain", "recap"]
+    for condition, traces in found["traces"].items():
+        [trace] = traces  # one conversation (limit 1, one seed) per cell
+        assert trace["spans"] == ["conversation", "turn 1", "turn 2", "turn 3"], condition
+        judged = found["metrics"][condition]["judge/smollm2-judge/failure_rate"] == 0
+        names = set(trace["assessments"])
+        if judged:  # every requirement of the brief (ids r1..r3), their mean, and the quality dimension
+            assert names == {*(f"smollm2-judge/checklist/r{k}" for k in (1, 2, 3)), "smollm2-judge/adherence",
+                             "smollm2-judge/vividness"}, names
+        else:  # no valid verdict: the quality dimension with the reason
+            assert names == {"smollm2-judge/vividness"} and trace["assessments"]["smollm2-judge/vividness"] is None
+        assert "truncated_rate" in found["metrics"][condition]
+    main = pd.read_csv(tmp_path / "report" / "main.csv")
+    assert sorted(main["condition"]) == ["plain", "recap"] and "truncated_rate" in main
+    contrasts = pd.read_csv(tmp_path / "report" / "contrasts.csv")
+    assert set(contrasts["reference"]) == {"plain"} and set(contrasts["other"]) == {"recap"}
+    assert set(contrasts["dimension"]) == {"adherence", "vividness"}

@@ -12,10 +12,11 @@ import pytest
 from narrative_eval import tracking
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.config import load_config
+from narrative_eval.multi_turn import Conversation
 from narrative_eval.records import CellSpec, GenerationParams, JudgeSpec
 from narrative_eval.records.keys import interval_keys
 from narrative_eval.reports.tables import missing_tables
-from narrative_eval.studies.incremental import IncrementalDeliveryStudy, is_scoreable
+from narrative_eval.studies.incremental import IncrementalDeliveryStudy
 from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.report import PAIRED_TABLES
 from narrative_eval.studies.incremental.tasks import load_tasks
@@ -181,10 +182,8 @@ def test_tiny_sweep_writes_the_report_from_mlflow(tiny_sweep):
 def test_scoreable_rules(runtime, smollm2_spec):
     cell = make_cell(smollm2_spec, "full", GenerationParams(temperature=0.0, max_new_tokens=2), limit=1)
     result = IncrementalDeliveryStudy().run_cell(cell, runtime)
-    from narrative_eval.studies.incremental.records import Trajectory
-
-    [kept] = [Trajectory(**{k: v for k, v in a.items() if k not in ("model", "attempt", "kept")}) for a in result.artifacts["trajectories.json"] if a["kept"]]
-    assert kept.truncated and not is_scoreable(kept) and not is_scoreable(kept, score_truncated=True)
+    [kept] = [Conversation.from_logged(a, "story_id") for a in result.artifacts["trajectories.json"] if a["kept"]]
+    assert kept.truncated and not kept.scoreable() and not kept.scoreable(score_truncated=True)
 
 
 @pytest.mark.slow
@@ -200,7 +199,7 @@ def test_a_sweep_with_nothing_scored_keeps_its_cells_and_says_why(tmp_path, repo
         limit: 1
         generation: {temperature: 0.8, max_new_tokens: 3}
         judges: [{id: smollm2-judge, model: smollm2}]
-        extra: {max_regenerations: 0}
+        truncation: {regenerate: 0}
         """)
     assert outcome.count("failed") == 0 and outcome.count("finished") == 2, [c.error for c in outcome.cells]
     assert {tracking.client().get_run(c.run_id).info.status for c in outcome.cells} == {"FINISHED"}

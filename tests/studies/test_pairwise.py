@@ -57,7 +57,7 @@ generation: {{temperature: 0.8, max_new_tokens: 24}}
 judges:
   - {{id: smollm2-judge, model: smollm2, max_new_tokens: 160}}
 pairwise_judges: {pairwise}
-extra: {{max_regenerations: 0, score_truncated: true}}
+truncation: {{regenerate: 0, score: true}}
 report_dir: {tmp_path / 'report'}
 judge_checks: false  # what is counted here is the pairwise judges' own calls (tests/test_sweep_judge_checks.py: controls)
 """)

@@ -9,10 +9,15 @@ instance of a drawn passage comes along). p = 2·min(P*(Δ* <= 0), P*(Δ* >= 0))
 A comparison is undefined (NaN, with the reason and the count it had) when fewer than MIN_SHARED instances
 are shared, or when the metric is missing on some rows of the shared instances (an unextracted answer,
 a failed judgment): dropping those rows would silently compare a smaller, selected sample.
+
+`paired_contrast` is the plain paired contrast of two conditions over matched pairs (no test, pairs where either
+value is missing left out and counted): the incremental study's FULL - X effects and every multi-turn study's
+default report use it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -20,7 +25,7 @@ import numpy as np
 
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key
-from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
+from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, ClusterBootstrap, percentile_interval
 from narrative_eval.stats.cell_scores import passage_of, row_judges, row_scores
 
 pd = lazy_module("pandas")
@@ -212,3 +217,19 @@ def model_groups(gens: pd.DataFrame, by_model: pd.DataFrame) -> pd.DataFrame:
             rows += [{"setting": setting, "metric": label, "model": m, "mean": means[m], "group": letters[m],
                       "undefined": undefined} for m in order]
     return pd.DataFrame(rows, columns=["setting", "metric", "model", "mean", "group", "undefined"])
+
+
+def paired_contrast(reference: Sequence[float] | np.ndarray, other: Sequence[float] | np.ndarray,
+                    boot: ClusterBootstrap, level: float = DEFAULT_LEVEL) -> dict[str, float | int]:
+    """n (pairs where both values exist), the two means over them, delta = mean(reference - other) and its
+    percentile interval under `boot` (built on the pairs' clusters: an item with all its seeds); NaN where no pair has
+    both values."""
+    reference = np.asarray(reference, dtype=float)
+    other = np.asarray(other, dtype=float)
+    valid = ~(np.isnan(reference) | np.isnan(other))
+    diff = np.where(valid, reference - other, np.nan)
+    lo, hi = percentile_interval(boot.means(diff), level) if valid.any() else (np.nan, np.nan)
+    return {"n": int(valid.sum()),
+            "reference": float(reference[valid].mean()) if valid.any() else np.nan,
+            "other": float(other[valid].mean()) if valid.any() else np.nan,
+            "delta": float(diff[valid].mean()) if valid.any() else np.nan, "lo": lo, "hi": hi}

@@ -2,12 +2,11 @@
 judged by a requirement checklist and quality dimensions, compared in pairs and validated by people. One package:
 its words (`vocabulary`), records (`records`), tasks (`tasks`, `cell_tasks`), conditions (`turns`, `conditions`),
 score records and their numbers (`judged`, `score_records`), config keys (`config`),
-MLflow records (`tracing`), statistics (`effects`, `human_records`, `human_stats`), pairwise judges (`pairwise`,
+statistics (`effects`, `human_records`, `human_stats`), pairwise judges (`pairwise`,
 `pairwise_files`), reports (`report*`), story ratings for the app (`stories`) and its registration (`study`)."""
 
 from narrative_eval.studies.incremental import conditions  # registers the delivery conditions
-from narrative_eval.studies.incremental.records import is_scoreable
 from narrative_eval.studies.incremental.study import IncrementalDeliveryStudy
 from narrative_eval.studies.incremental.vocabulary import NAME
 
-__all__ = ["NAME", "conditions", "IncrementalDeliveryStudy", "is_scoreable"]
+__all__ = ["NAME", "conditions", "IncrementalDeliveryStudy"]

@@ -12,13 +12,14 @@ from narrative_eval.config_errors import Shorthand
 from narrative_eval.data.files import file_sha256
 from narrative_eval.judges import load_rubric
 from narrative_eval.judges.rubric import RUBRICS
+from narrative_eval.multi_turn import MultiTurnConfig
 from narrative_eval.prompts.render import PROMPT_SETTINGS, SYSTEM_PROMPT
 from narrative_eval.records import JudgeSpec
 from narrative_eval.registry import Registry
 from narrative_eval.studies.incremental.turns import CONDITIONS, DEFAULT_SYSTEM_PROMPTS_FILE, load_system_prompt
 from narrative_eval.studies.incremental.vocabulary import (FULL, PAIR_CONDITIONS, PAIRWISE_DIMENSIONS, RECAP, SHARDED,
                                                            SNOWBALL)
-from narrative_eval.study import Choices, Grid, StudyConfig
+from narrative_eval.study import Choices, Grid
 
 DEFAULT_SYSTEM_PROMPT = "default"
 """The system prompt of a config that names none: the published study's."""
@@ -61,7 +62,7 @@ class PairwiseJudging(BaseModel):
         return judge if self.max_new_tokens is None else judge.model_copy(update={"max_new_tokens": self.max_new_tokens})
 
 
-class IncrementalConfig(StudyConfig):
+class IncrementalConfig(MultiTurnConfig):
     """Keys of an incremental-delivery sweep config beside the generic ones."""
 
     grid: ClassVar[Grid] = Grid(
@@ -83,8 +84,9 @@ class IncrementalConfig(StudyConfig):
 
     def cell_extra(self) -> dict[str, Any]:
         if not self.constraints:
-            return {}
-        return {"constraints": self.constraints, "constraints_sha256": file_sha256(self.constraints)}
+            return super().cell_extra()
+        return {**super().cell_extra(), "constraints": self.constraints,
+                "constraints_sha256": file_sha256(self.constraints)}
 
     def input_files(self) -> list[str]:
         return [self.constraints] if self.constraints else []

@@ -34,11 +34,12 @@ from narrative_eval.judges.checks import (
     sample_ids,
     shuffled_sentences,
 )
+from narrative_eval.multi_turn import Conversation, Truncation
 from narrative_eval.records import CellSpec, JudgeSpec
 from narrative_eval.records.keys import seeded
 from narrative_eval.studies.incremental.cell_tasks import select_tasks
 from narrative_eval.studies.incremental.config import IncrementalConfig
-from narrative_eval.studies.incremental.records import Trajectory, WritingTask, is_scoreable
+from narrative_eval.studies.incremental.records import WritingTask
 from narrative_eval.studies.incremental.score_records import model_label
 from narrative_eval.studies.incremental.vocabulary import CHECKLIST_RUBRIC, PAIRWISE_RUBRIC, QUALITY_RUBRIC
 from narrative_eval.studies.incremental.vocabulary import NAME, REFERENCE
@@ -138,13 +139,13 @@ def incremental_controls(tasks: Sequence[WritingTask], stories: Mapping[str, str
 
 def _cell_stories(cell: CellSpec, run_id: str) -> dict[str, dict[str, str]]:
     """Story id -> {'<model>/<condition>/seed<k>': final reply} of a finished cell's replies it judged."""
-    score_truncated = bool(cell.extra.get("score_truncated", False))
+    score_truncated = Truncation.of_cell(cell).score
     found: dict[str, dict[str, str]] = {}
     for logged in tracking.load_json_artifact(run_id, "trajectories.json"):
-        trajectory = Trajectory.model_validate(logged)
-        if logged["kept"] and is_scoreable(trajectory, score_truncated) and trajectory.final_text.strip():
-            key = seeded(f"{model_label(cell)}/{cell.condition}", trajectory.seed)
-            found.setdefault(trajectory.story_id, {})[key] = trajectory.final_text
+        conversation = Conversation.from_logged(logged, "story_id")
+        if logged["kept"] and conversation.scoreable(score_truncated) and conversation.final_text.strip():
+            key = seeded(f"{model_label(cell)}/{cell.condition}", conversation.seed)
+            found.setdefault(conversation.item.id, {})[key] = conversation.final_text
     return found
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import with_interval
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
+from narrative_eval.stats.paired import paired_contrast
 from narrative_eval.studies.incremental.records import ScoreRecord
 from narrative_eval.studies.incremental.vocabulary import QUALITY_FIELDS
 from narrative_eval.studies.incremental.vocabulary import COMPARISON, REFERENCE
@@ -146,22 +147,9 @@ def paired_effects(pairs: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT, seed: int 
     boot = ClusterBootstrap(pairs["story_id"], n_boot=n_boot, seed=seed)
     rows = []
     for dim in DIMENSIONS:
-        full = pairs[f"{dim}_full"].to_numpy(dtype=float)
-        other = pairs[f"{dim}_x"].to_numpy(dtype=float)
-        valid = ~(np.isnan(full) | np.isnan(other))
-        diff = np.where(valid, full - other, np.nan)
-        lo, hi = percentile_interval(boot.means(diff), level) if valid.any() else (np.nan, np.nan)
-        rows.append(
-            {
-                "dimension": dim,
-                "n": int(valid.sum()),
-                "full": float(full[valid].mean()) if valid.any() else np.nan,
-                "x": float(other[valid].mean()) if valid.any() else np.nan,
-                "delta": float(diff[valid].mean()) if valid.any() else np.nan,
-                "lo": lo,
-                "hi": hi,
-            }
-        )
+        contrast = paired_contrast(pairs[f"{dim}_full"], pairs[f"{dim}_x"], boot, level)
+        rows.append({"dimension": dim, "n": contrast["n"], "full": contrast["reference"], "x": contrast["other"],
+                     "delta": contrast["delta"], "lo": contrast["lo"], "hi": contrast["hi"]})
     return pd.DataFrame(rows)
 
 

@@ -32,6 +32,7 @@ from narrative_eval import tracking
 from narrative_eval.errors import UserError
 from narrative_eval.judges import load_rubric
 from narrative_eval.judges.resumable import JudgedItem, Judgment, judge_items
+from narrative_eval.multi_turn import Conversation
 from narrative_eval.records import CellSpec, JudgeSpec, stable_hash
 from narrative_eval.records.keys import seeded
 from narrative_eval.reports.tables import write_table
@@ -49,7 +50,7 @@ from narrative_eval.studies.incremental.human_records import (
 )
 from narrative_eval.studies.incremental.human_stats import order_consistency, status_stability
 from narrative_eval.studies.incremental.pairwise_files import ARTIFACT_DIR, FILES, JUDGMENTS_FILE, artifact_dir, logged_files
-from narrative_eval.studies.incremental.records import Trajectory, WritingTask
+from narrative_eval.studies.incremental.records import WritingTask
 from narrative_eval.studies.incremental.score_records import model_label, record_id
 from narrative_eval.studies.incremental.vocabulary import (
     NAME,
@@ -89,7 +90,7 @@ def _cell_outputs(run_id: str) -> tuple[CellSpec, dict[str, WritingTask], dict[t
         tasks = {task.story_id: task for task in tasks_of_cell(cell)}
     except ValueError as error:
         raise UserError(f"pairwise judges: the tasks of cell {cell.run_name} (run {run_id}): {error}") from None
-    finals = {(a["story_id"], a["seed"]): Trajectory.model_validate(a).final_text
+    finals = {(a["story_id"], a["seed"]): Conversation.from_logged(a, "story_id").final_text
               for a in tracking.load_json_artifact(run_id, "trajectories.json") if a["kept"]}
     records = {r["record_id"] for r in tracking.load_json_artifact(run_id, "score_records.json")}
     return cell, tasks, finals, records

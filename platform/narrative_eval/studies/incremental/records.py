@@ -1,4 +1,5 @@
-"""Records of the incremental-delivery study: tasks and their checklists, conversations, score records."""
+"""Records of the incremental-delivery study: tasks and their checklists, score records (its conversations are the
+library's `multi_turn.Conversation`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from narrative_eval.multi_turn import scoreable
-from narrative_eval.records.base import Frozen, Turn
+from narrative_eval.records.base import Frozen
 from narrative_eval.records.keys import seeded
 
 
@@ -43,32 +43,6 @@ class WritingTask(Frozen):
     @property
     def story_id(self) -> str:
         return f"{self.domain}_{self.item_id:03d}"
-
-
-class Trajectory(BaseModel):
-    """A whole conversation for one task under one condition and seed."""
-
-    story_id: str
-    """Task key."""
-    condition: str
-    """full, sharded, recap or snowball."""
-    seed: int
-    """Cell seed."""
-    turns: list[Turn]
-    """Every assistant turn in order."""
-    truncated: bool = False
-    """True when a turn hit the length/context limit (never silently scored)."""
-    error: str | None = None
-    """Request error, if any."""
-
-    @property
-    def final_text(self) -> str:
-        return self.turns[-1].text if self.turns else ""
-
-
-def is_scoreable(trajectory: Trajectory, score_truncated: bool = False) -> bool:
-    """Whether a logged conversation's final reply was judged: complete, or (opted in) cut only by the token limit."""
-    return scoreable(trajectory.turns, trajectory.truncated, trajectory.error, score_truncated)
 
 
 class ScoreRecord(BaseModel):

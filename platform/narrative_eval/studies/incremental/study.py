@@ -4,13 +4,15 @@ judges after its cells, and its report commands (creative-integrity, human-valid
 from __future__ import annotations
 
 import argparse
+import math
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from narrative_eval.evaluation import ANSWER, Item
 from narrative_eval.judges.checks import ControlSet
-from narrative_eval.multi_turn import Conversation, MultiTurnStudy
+from narrative_eval.multi_turn import TOKENS_PER_WORD, Conversation, MultiTurnStudy
 from narrative_eval.prompts.render import PROMPT_SETTINGS
 from narrative_eval.records import CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.records.keys import judge_key
@@ -35,7 +37,6 @@ from narrative_eval.studies.incremental.report_human import (
     human_validation_from_sweep,
     write_human_validation_report,
 )
-from narrative_eval.studies.incremental.tracing import conversation_records
 from narrative_eval.studies.incremental.turns import (
     CONDITIONS,
     DEFAULT_SYSTEM_PROMPTS_FILE,
@@ -57,12 +58,13 @@ from narrative_eval.studies.incremental.vocabulary import (
 )
 from narrative_eval.studies.viewers import ConversationView
 from narrative_eval.study import AfterSweepRequests, CellResult, RequestCount, ReportCommand, SweepSettings, study
-from narrative_eval.tracing import CellRecords
 
 REPORT = "creative-integrity"
 """The study's main report subcommand (its other names: the study's)."""
 HUMAN_REPORT = "human-validation"
 """The subcommand of its human-validation tables."""
+WORD_COUNT = re.compile(r"\b(\d{2,5}) words\b")
+"""A brief's length request ("Write ... in 700 words")."""
 
 
 def creative_arguments(parser: argparse.ArgumentParser) -> None:
@@ -145,11 +147,10 @@ class IncrementalDeliveryStudy(MultiTurnStudy):
     def record_scores(self, record: ScoreRecord) -> dict[str, float | None]:
         return record_scores(record)
 
-    def max_regenerations(self, cell: CellSpec) -> int:
-        return int(cell.extra.get("max_regenerations", super().max_regenerations(cell)))
-
-    def scores_truncated(self, cell: CellSpec) -> bool:
-        return bool(cell.extra.get("score_truncated", False))
+    def asked_tokens(self, cell: CellSpec) -> int | None:
+        """The longest story its briefs ask for ("... in 700 words"), in tokens."""
+        words = [int(count) for task in select_tasks(cell) for count in WORD_COUNT.findall(task.full_instruction)]
+        return math.ceil(max(words) * TOKENS_PER_WORD) if words else None
 
     def cell_params(self, cell: CellSpec) -> dict[str, Any]:
         return {"turn_templates_sha256": self._templates(cell).sha256,
@@ -164,7 +165,7 @@ class IncrementalDeliveryStudy(MultiTurnStudy):
         return pairwise_names(config.section)
 
     def check_config(self, config: SweepSettings) -> list[str]:
-        return pairwise_problems(config)
+        return super().check_config(config) + pairwise_problems(config)
 
     def registries(self) -> list[Registry]:
         """Its delivery conditions (plugins add theirs with `studies.incremental.turns.condition`)."""
@@ -176,9 +177,6 @@ class IncrementalDeliveryStudy(MultiTurnStudy):
 
     def headline_labels(self, names: Sequence[str]) -> dict[str, str]:
         return labels(names)
-
-    def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
-        return conversation_records(cell, result)
 
     def used_templates(self, cell: CellSpec, result: CellResult) -> dict[str, Any]:
         """The system prompt (when it is a registered one), then the rubrics."""

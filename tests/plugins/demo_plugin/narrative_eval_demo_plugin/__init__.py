@@ -11,7 +11,7 @@ from narrative_eval.metrics import Metric, metric
 from narrative_eval.prompts.render import register_prompt_file
 from narrative_eval.studies.incremental.turns import condition
 from narrative_eval.study import CellResult, Study, study
-from narrative_eval_demo_plugin import opening  # noqa: F401 (registers the declared study `opening`)
+from narrative_eval_demo_plugin import opening, revision  # noqa: F401 (registers the declared studies `opening`, `revision`)
 
 HERE = Path(__file__).parent
 
