@@ -33,9 +33,17 @@ def at_avg_names() -> tuple[str, ...]:
     return tuple(entry.name for entry in METRICS.entries() if entry.meta.get("in_at_avg"))
 
 
-def metric_names(spec: MetricsSpec | None = None) -> tuple[str, ...]:
-    """The metrics a spec asks for: its names, or every registered metric when it names none."""
-    return tuple(spec.names) if spec is not None and spec.names is not None else METRICS.names()
+def project_metrics() -> tuple[str, ...]:
+    """The project's own metrics (a plugin's are not among them): what a study computes unless it declares its own."""
+    return tuple(entry.name for entry in METRICS.entries() if not entry.plugin)
+
+
+def metric_names(spec: MetricsSpec | None = None, default: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The metrics a spec asks for: its names, or when it names none the study's declared `default` (None: the
+    project's own metrics)."""
+    if spec is not None and spec.names is not None:
+        return tuple(spec.names)
+    return tuple(default) if default is not None else project_metrics()
 
 
 def get_metric(name: str, spec: MetricsSpec | None = None) -> Metric:
@@ -61,4 +69,4 @@ def at_avg(scores: Mapping[str, float]) -> float:
 
 
 __all__ = ["AT_AVG", "AT_AVG_LABEL", "METRICS", "Metric", "at_avg", "at_avg_names", "get_metric", "metric", "metric_label",
-           "metric_names", "score_all"]
+           "metric_names", "project_metrics", "score_all"]
