@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from narrative_eval.backends import in_batches
 from narrative_eval.data.rows import spread_limit
 from narrative_eval.judges import judge_many, load_rubric, qavg, summarize
-from narrative_eval.judges.checks import ControlItem, ControlSet, pick_other, sample_ids
+from narrative_eval.judges.checks import ControlItem, ControlSet, controls_for, pick_other, refusal_text, sample_ids
 from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import at_avg, at_avg_names, get_metric, metric_names, project_metrics
 from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
@@ -291,21 +291,41 @@ class SingleTurnStudy(Study):
 
     def control_items(self, config: SweepSettings, cells: Sequence[CellSpec], judge: JudgeSpec,
                       k: int) -> list[ControlSet]:
-        """For K items of the sweep: the item's reference shown as the answer, against another item's reference
-        (mismatched_reference) and against a blank answer (blank_answer); both must score below it."""
+        """For K items of the sweep, the controls that fit what the judge sees, each against the item's reference
+        shown as the answer: those of the rubric's kind (`judges.checks.controls_for`: a refusal, the answer's
+        sentences shuffled...), and where the judge also sees the item (an input that is an item field) another
+        item's reference (mismatched_reference) and a blank answer (blank_answer). A study adds its own by
+        extending this list with `ControlItem`s in a `ControlSet`."""
         items = {item.id: item for item in self.cell_items(cells[0])} if cells else {}
         rubric = self.judge_rubric(judge)
+        answers = answer_inputs(self.judge_sees)
+        sees_item = len(answers) < len(self.judge_sees)
+        refusal = refusal_text()
         controls = []
         for item_id in sample_ids(items, k):
-            gold = self.judge_inputs(items[item_id], items[item_id].references[self.reference])
-            other = pick_other(item_id, [i for i, it in items.items()
-                                         if it.references[self.reference] != items[item_id].references[self.reference]])
-            if other is not None:
-                wrong = self.judge_inputs(items[item_id], items[other].references[self.reference])
-                controls.append(ControlItem(rubric, "mismatched_reference", item_id, wrong, "below_reference", gold))
-            controls.append(ControlItem(rubric, "blank_answer", item_id, self.judge_inputs(items[item_id], ""),
-                                        "below_reference", gold))
+            gold = self.judge_inputs(items[item_id], self.reference_answer(items[item_id]))
+            if sees_item:
+                controls += self.reference_swaps(items, item_id, rubric, gold)
+            controls += controls_for(rubric, item_id, gold, answers, refusal)
         return [ControlSet(judge, tuple(controls))] if controls else []
+
+    def reference_answer(self, item: Item) -> Answer:
+        """The known-good answer to an item that its controls are judged against: its reference as the answer."""
+        return Answer(item.references[self.reference])
+
+    def reference_swaps(self, items: Mapping[str, Item], item_id: str, rubric: str,
+                        gold: Mapping[str, Any]) -> list[ControlItem]:
+        """Another item's reference and a blank in place of the answer, both below the item's own reference: controls
+        for a judge that sees the item, so that another item's good answer is a wrong one here."""
+        reference = items[item_id].references[self.reference]
+        other = pick_other(item_id, [i for i, it in items.items() if it.references[self.reference] != reference])
+        swaps = []
+        if other is not None:
+            wrong = self.judge_inputs(items[item_id], items[other].references[self.reference])
+            swaps.append(ControlItem(rubric, "mismatched_reference", item_id, wrong, "below_reference", gold))
+        swaps.append(ControlItem(rubric, "blank_answer", item_id, self.judge_inputs(items[item_id], ""),
+                                 "below_reference", gold))
+        return swaps
 
     def judge_inputs(self, item: Item, answer: Answer | str) -> dict[str, Any]:
         """A judge's inputs for `answer` to `item`."""
