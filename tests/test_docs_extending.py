@@ -1,6 +1,7 @@
-"""docs/extending.md shows the example continuation study's whole code: the page's block is the file that
-tests/examples/test_continuation.py runs end to end (a sweep, its report, the app's Runs tab), so the page cannot
-drift from a working study."""
+"""docs/extending.md shows the example continuation study's whole code and the sentence-ordering plugin's: each
+page block is the file its tests run (tests/examples/test_continuation.py end to end: a sweep, its report, the app's
+Runs tab; tests/plugins/test_ordering.py: its parsed answers, metric, data errors and control checks), so the page
+cannot drift from a working study."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "extending.md"
 STUDY = ROOT / "examples" / "continuation" / "narrative_eval_continuation" / "study.py"
+ORDERING = ROOT / "tests" / "plugins" / "ordering_plugin" / "narrative_eval_ordering" / "__init__.py"
 
 
 def python_blocks(markdown: str) -> list[str]:
@@ -18,3 +20,7 @@ def python_blocks(markdown: str) -> list[str]:
 
 def test_the_page_shows_the_example_study_as_it_is():
     assert STUDY.read_text(encoding="utf-8").strip("\n") in python_blocks(PAGE.read_text(encoding="utf-8"))
+
+
+def test_the_page_shows_the_ordering_plugin_as_it_is():
+    assert ORDERING.read_text(encoding="utf-8").strip("\n") in python_blocks(PAGE.read_text(encoding="utf-8"))

@@ -109,7 +109,9 @@ def test_one_run_per_cell_with_metrics_traces_and_dataset(swept, repo_root):
 def test_its_judge_is_checked_on_control_items_without_code_of_its_own(swept, config):
     checks = pd.read_csv(config.parent / "report" / "judge_checks.csv")
     assert set(checks["judge"]) == {JUDGE} and set(checks["rubric"]) == {"continuation_quality"}
-    assert {"mismatched_reference", "blank_answer"} == set(checks["check"])
+    # The judge sees the opening: another passage's true sentence is a wrong one here. A one-sentence answer has no
+    # order to shuffle, so its scores rubric gets the refusal beside them.
+    assert {"mismatched_reference", "blank_answer", "refusal"} == set(checks["check"])
     assert (checks["n"] == 2).all()
 
 
