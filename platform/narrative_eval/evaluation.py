@@ -29,7 +29,7 @@ from narrative_eval.data.rows import spread_limit
 from narrative_eval.judges import judge_many, load_rubric, qavg, summarize
 from narrative_eval.judges.checks import ControlItem, ControlSet, controls_for, pick_other, refusal_text, sample_ids
 from narrative_eval.lazy import lazy_module
-from narrative_eval.metrics import at_avg, at_avg_names, get_metric, metric_names, project_metrics
+from narrative_eval.metrics import METRICS, at_avg, at_avg_names, get_metric, metric_names
 from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
 from narrative_eval.records import CellSpec, JudgeResult, JudgeSpec, Message, Reply, derived_seed, finite_number
 from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key, seeded
@@ -271,9 +271,9 @@ class SingleTurnStudy(Study):
         return [GENERATE, SCORE, *(judge_stage(judge.id) for judge in cell.judges)]
 
     def headline_metrics(self, judges: Sequence[str]) -> list[str]:
-        """AtAvg, its metrics (declared, or the project's own), then each judge's QAvg and High%."""
-        metrics = self.metrics if self.metrics is not None else project_metrics()
-        return [AT_AVG, *metrics, *(judge_key(j, h) for j in judges for h in JUDGE_HEADLINES)]
+        """AtAvg, every registered metric (a cell shows those it computed: its study's, or those its config named), then
+        each judge's QAvg and High%."""
+        return [AT_AVG, *METRICS.names(), *(judge_key(j, h) for j in judges for h in JUDGE_HEADLINES)]
 
     def judge_rubric(self, judge: JudgeSpec) -> str:
         return judge.rubric or self.rubric
