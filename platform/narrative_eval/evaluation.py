@@ -29,7 +29,7 @@ from narrative_eval.data.rows import spread_limit
 from narrative_eval.judges import judge_many, load_rubric, qavg, summarize
 from narrative_eval.judges.checks import ControlItem, ControlSet, controls_for, pick_other, refusal_text, sample_ids
 from narrative_eval.lazy import lazy_module
-from narrative_eval.metrics import METRICS, at_avg, at_avg_names, get_metric, metric_names
+from narrative_eval.metrics import METRICS, at_avg, get_metric, has_at_avg, metric_names
 from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
 from narrative_eval.records import CellSpec, JudgeResult, JudgeSpec, Message, Reply, derived_seed, finite_number
 from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key, seeded
@@ -406,8 +406,8 @@ def _seed_summary(study: SingleTurnStudy, cell: CellSpec, samples: list[Sample])
     scored = [s for s in samples if s.answer.text is not None]
     names = metric_names(cell.metrics)
     summary = {name: mean_or_nan(s.metrics[name] for s in scored if name in s.metrics) for name in names}
-    if scored and set(at_avg_names()) <= set(names):
-        summary[AT_AVG] = at_avg(summary)
+    if scored and has_at_avg(names):
+        summary[AT_AVG] = at_avg(summary, names)
     summary.update(study.answer_rates(samples))
     total = len(samples) or 1
     summary["request_failure_rate"] = sum(s.reply.error is not None for s in samples) / total

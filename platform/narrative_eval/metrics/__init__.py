@@ -28,9 +28,11 @@ def metric_label(name: str) -> str:
     return str(METRICS.entry(name).meta.get("label") or name) if name in METRICS else name
 
 
-def at_avg_names() -> tuple[str, ...]:
-    """The metrics whose mean is AtAvg (registered with in_at_avg=True)."""
-    return tuple(entry.name for entry in METRICS.entries() if entry.meta.get("in_at_avg"))
+def at_avg_names(computed: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The metrics whose mean is AtAvg (registered with in_at_avg=True); of those a cell `computed`, when given (a
+    plugin's metric counts where it ran, and is no other cell's missing one)."""
+    flagged = tuple(entry.name for entry in METRICS.entries() if entry.meta.get("in_at_avg"))
+    return flagged if computed is None else tuple(name for name in flagged if name in computed)
 
 
 def project_metrics() -> tuple[str, ...]:
@@ -59,9 +61,15 @@ def score_all(
     return {name: get_metric(name, spec).score(candidates, references) for name in metric_names(spec)}
 
 
-def at_avg(scores: Mapping[str, float]) -> float:
-    """AtAvg: the mean of the AtAvg metrics (other keys are ignored); every one of them is required."""
-    names = at_avg_names()
+def has_at_avg(computed: Sequence[str]) -> bool:
+    """Whether a cell that computed these metrics has an AtAvg: it computed every AtAvg metric of the project's own."""
+    return set(at_avg_names(project_metrics())) <= set(computed)
+
+
+def at_avg(scores: Mapping[str, float], computed: Sequence[str] | None = None) -> float:
+    """AtAvg: the mean of the AtAvg metrics (of those `computed`, when given; other keys are ignored); every one of
+    them is required."""
+    names = at_avg_names(computed)
     missing = [name for name in names if name not in scores]
     if missing:
         raise KeyError(f"AtAvg needs all of {', '.join(names)}; missing {', '.join(missing)}")
@@ -69,4 +77,4 @@ def at_avg(scores: Mapping[str, float]) -> float:
 
 
 __all__ = ["AT_AVG", "AT_AVG_LABEL", "METRICS", "Metric", "at_avg", "at_avg_names", "get_metric", "metric", "metric_label",
-           "metric_names", "project_metrics", "score_all"]
+           "has_at_avg", "metric_names", "project_metrics", "score_all"]
