@@ -76,8 +76,8 @@ def test_a_dry_run_counts_the_grid(config):
     assert code == 0
     assert "(continuation): 2 cells" in printed
     # Two continuations per cell judged, and the generic control items of the library's single-turn loop: each of
-    # the two items' true sentence, another item's and a blank one, judged once each.
-    assert "generations: 4" in printed and "judge calls: 10 (1 judge(s); 6 on control items" in printed
+    # the two items' true sentence, another item's, a blank one and the refusal, judged once each.
+    assert "generations: 4" in printed and "judge calls: 12 (1 judge(s); 8 on control items" in printed
 
 
 def test_a_config_with_a_setting_of_another_study_is_refused(config):
