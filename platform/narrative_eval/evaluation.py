@@ -19,16 +19,17 @@ from __future__ import annotations
 import json
 import statistics
 from abc import abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from narrative_eval.backends import in_batches
+from narrative_eval.data.rows import spread_limit
 from narrative_eval.judges import judge_many, load_rubric, qavg, summarize
-from narrative_eval.judges.checks import PADDED, ControlItem, ControlSet, padded_text, pick_other, sample_ids
+from narrative_eval.judges.checks import ControlItem, ControlSet, controls_for, pick_other, refusal_text, sample_ids
 from narrative_eval.lazy import lazy_module
-from narrative_eval.metrics import METRICS, at_avg, at_avg_names, get_metric, load_metrics, metric_names
+from narrative_eval.metrics import METRICS, at_avg, get_metric, has_at_avg, load_metrics, metric_names
 from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
 from narrative_eval.records import CellSpec, JudgeResult, JudgeSpec, Message, Reply, derived_seed, finite_number
 from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key, seeded
@@ -47,7 +48,8 @@ JUDGE_HEADLINES: tuple[str, ...] = ("qavg", "high_pct")
 GENERATE, SCORE = "generate", "score"
 """Stages of a single-turn cell as its progress names them (a judge's is `judge_stage(id)`)."""
 ANSWER = "answer"
-"""What `judge_sees` maps a rubric input to for the cell's answer (any other value names an item field)."""
+"""What `judge_sees` maps a rubric input to for the cell's answer (a string names an item field, a function derives
+the input from the item and the answer)."""
 JUDGE_BOOKKEEPING = ("status", "raw", "error")
 """Per-judge row fields that are not scores."""
 
@@ -108,10 +110,22 @@ def judge_stage(judge_id: str) -> str:
     return f"judge {judge_id}"
 
 
-def shown_to_judge(judge_sees: Mapping[str, str], item: Item, answer: str) -> dict[str, Any]:
-    """A rubric's inputs for `answer` to `item`: what `judge_sees` declares (input -> item field, or `ANSWER`),
-    nothing else."""
-    return {name: answer if source == ANSWER else item.fields[source] for name, source in judge_sees.items()}
+JudgeSource = str | Callable[["Item", "Answer"], Any]
+"""What one rubric input shows: `ANSWER` (the answer's text), an item field's name, or a declared function of the item
+and the answer (the passage in the model's order...)."""
+
+
+def shown_to_judge(judge_sees: Mapping[str, JudgeSource], item: Item, answer: Answer | str) -> dict[str, Any]:
+    """A rubric's inputs for `answer` to `item`: what `judge_sees` declares (input -> `ANSWER`, an item field, or a
+    function of the item and the answer), nothing else."""
+    answer = answer if isinstance(answer, Answer) else Answer(answer)
+    return {name: source(item, answer) if callable(source) else answer.text if source == ANSWER else item.fields[source]
+            for name, source in judge_sees.items()}
+
+
+def answer_inputs(judge_sees: Mapping[str, JudgeSource]) -> list[str]:
+    """The rubric inputs that show the answer (`ANSWER` or derived from it): what a control replaces."""
+    return [name for name, source in judge_sees.items() if callable(source) or source == ANSWER]
 
 
 # --------------------------------------------------------------------------- what a single-turn study declares
@@ -138,7 +152,8 @@ class Item:
     columns: Mapping[str, Any] | None = None
     """What its rows, traces and dataset input carry about it beside its id (default: `fields`)."""
     record: Any = None
-    """The study's own record of it, for its solver and answer step."""
+    """Data kept from the model (never shown unless a prompt or judge input names it): the study's own record of the
+    item, which its `messages`, `answer` and `judge_sees` functions read (a shuffle's order, a source row)."""
 
     @property
     def shown(self) -> Mapping[str, Any]:
@@ -153,6 +168,9 @@ class Answer:
     """The answer ('' is scored and not judged; None: nothing to score)."""
     status: str | None = None
     """How it was found, for a study with an extraction step (its rows' `extraction_status`); None: no step."""
+    value: Any = None
+    """A structured value parsed from the reply beside its text (an order, a label), JSON-serialisable: logged in its
+    row as `<answer column>_value` and in its trace's outputs; None: none."""
 
 
 @dataclass
@@ -178,8 +196,12 @@ class SingleTurnStudy(Study):
     item's fields); a study that renders its own messages overrides `prompt_file` and `messages`."""
     rubric: ClassVar[str]
     """The judges' rubric unless a judge names its own."""
-    judge_sees: ClassVar[Mapping[str, str]]
-    """Rubric input -> the item field it shows (`ANSWER`: the answer): everything a judge sees."""
+    judge_sees: ClassVar[Mapping[str, JudgeSource]]
+    """Rubric input -> what it shows: `ANSWER` (the answer), an item field's name, or a function (item, answer) -> value
+    of what the study keeps: everything a judge sees."""
+    stratum: ClassVar[str | None] = None
+    """The item column (of `Item.shown`) that `--limit` spreads over, round-robin, so a small run spans every value;
+    None: the first items."""
     reference: ClassVar[str]
     """The reference the metrics score answers against."""
     id_column: ClassVar[str] = "item_id"
@@ -195,7 +217,14 @@ class SingleTurnStudy(Study):
 
     @abstractmethod
     def items(self, cell: CellSpec) -> list[Item]:
-        """The items of a cell, in order."""
+        """The items of a cell's data, in order (the library applies `--limit`: see `cell_items`)."""
+
+    def cell_items(self, cell: CellSpec) -> list[Item]:
+        """The items a cell runs: `items`, then the limit spread over `stratum`."""
+        items = self.items(cell)
+        if cell.limit is None:
+            return items
+        return spread_limit(items, cell.limit, *([lambda item: item.shown[self.stratum]] if self.stratum else []))
 
     def prompt_file(self, cell: CellSpec | None) -> PromptSettings:
         """The prompt file of a cell (logged as `prompt_file_sha256`, its setting registered as a prompt version)."""
@@ -235,7 +264,7 @@ class SingleTurnStudy(Study):
                 for name in config.prompt_settings if name not in known]
 
     def count_requests(self, cell: CellSpec) -> int:
-        return len(self.items(cell))
+        return len(self.cell_items(cell))
 
     def run_cell(self, cell: CellSpec, runtime: Runtime) -> CellResult:
         return run_single_turn(self, cell, runtime)
@@ -244,7 +273,8 @@ class SingleTurnStudy(Study):
         return [GENERATE, SCORE, *(judge_stage(judge.id) for judge in cell.judges)]
 
     def headline_metrics(self, judges: Sequence[str]) -> list[str]:
-        """AtAvg, every registered metric, then each judge's QAvg and High%."""
+        """AtAvg, every registered metric (a cell shows those it computed: its study's, or those its config named), then
+        each judge's QAvg and High%."""
         return [AT_AVG, *METRICS.names(), *(judge_key(j, h) for j in judges for h in JUDGE_HEADLINES)]
 
     def judge_rubric(self, judge: JudgeSpec) -> str:
@@ -263,28 +293,43 @@ class SingleTurnStudy(Study):
 
     def control_items(self, config: SweepSettings, cells: Sequence[CellSpec], judge: JudgeSpec,
                       k: int) -> list[ControlSet]:
-        """For K items of the sweep: the item's reference shown as the answer, against another item's reference
-        (mismatched_reference) and against a blank answer (blank_answer), both of which must score below it, and
-        against itself padded with neutral filler (padded_output), which must not score above it."""
-        items = {item.id: item for item in self.items(cells[0])} if cells else {}
+        """For K items of the sweep, the controls that fit what the judge sees, each against the item's reference
+        shown as the answer: those of the rubric's kind (`judges.checks.controls_for`: a refusal, the answer's
+        sentences shuffled, the answer padded with neutral filler...), and where the judge also sees the item (an input that is an item field) another
+        item's reference (mismatched_reference) and a blank answer (blank_answer). A study adds its own by
+        extending this list with `ControlItem`s in a `ControlSet`."""
+        items = {item.id: item for item in self.cell_items(cells[0])} if cells else {}
         rubric = self.judge_rubric(judge)
+        answers = answer_inputs(self.judge_sees)
+        sees_item = len(answers) < len(self.judge_sees)
+        refusal = refusal_text()
         controls = []
         for item_id in sample_ids(items, k):
-            gold = self.judge_inputs(items[item_id], items[item_id].references[self.reference])
-            other = pick_other(item_id, [i for i, it in items.items()
-                                         if it.references[self.reference] != items[item_id].references[self.reference]])
-            if other is not None:
-                wrong = self.judge_inputs(items[item_id], items[other].references[self.reference])
-                controls.append(ControlItem(rubric, "mismatched_reference", item_id, wrong, "below_reference", gold))
-            controls.append(ControlItem(rubric, "blank_answer", item_id, self.judge_inputs(items[item_id], ""),
-                                        "below_reference", gold))
-            padded = padded_text(items[item_id].references[self.reference], 0, item_id)
-            if padded is not None:
-                controls.append(ControlItem(rubric, PADDED, item_id, self.judge_inputs(items[item_id], padded),
-                                            "padded_not_above", gold))
+            gold = self.judge_inputs(items[item_id], self.reference_answer(items[item_id]))
+            if sees_item:
+                controls += self.reference_swaps(items, item_id, rubric, gold)
+            controls += controls_for(rubric, item_id, gold, answers, refusal)
         return [ControlSet(judge, tuple(controls))] if controls else []
 
-    def judge_inputs(self, item: Item, answer: str) -> dict[str, Any]:
+    def reference_answer(self, item: Item) -> Answer:
+        """The known-good answer to an item that its controls are judged against: its reference as the answer."""
+        return Answer(item.references[self.reference])
+
+    def reference_swaps(self, items: Mapping[str, Item], item_id: str, rubric: str,
+                        gold: Mapping[str, Any]) -> list[ControlItem]:
+        """Another item's reference and a blank in place of the answer, both below the item's own reference: controls
+        for a judge that sees the item, so that another item's good answer is a wrong one here."""
+        reference = items[item_id].references[self.reference]
+        other = pick_other(item_id, [i for i, it in items.items() if it.references[self.reference] != reference])
+        swaps = []
+        if other is not None:
+            wrong = self.judge_inputs(items[item_id], items[other].references[self.reference])
+            swaps.append(ControlItem(rubric, "mismatched_reference", item_id, wrong, "below_reference", gold))
+        swaps.append(ControlItem(rubric, "blank_answer", item_id, self.judge_inputs(items[item_id], ""),
+                                 "below_reference", gold))
+        return swaps
+
+    def judge_inputs(self, item: Item, answer: Answer | str) -> dict[str, Any]:
         """A judge's inputs for `answer` to `item`."""
         return shown_to_judge(self.judge_sees, item, answer)
 
@@ -295,7 +340,7 @@ class SingleTurnStudy(Study):
 def run_single_turn(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime) -> CellResult:
     """One cell of a single-turn study: every item under every seed generated, answered, scored, judged; what its
     MLflow run logs."""
-    items = study.items(cell)
+    items = study.cell_items(cell)
     metric_params = load_metrics(cell.metrics)  # weights that did not load whole stop the cell before it generates
     samples = _generate(study, cell, runtime, items)
     _score(study, cell, runtime, samples)
@@ -351,7 +396,7 @@ def _judge(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime, items: list
     position = {item.id: index for index, item in enumerate(items)}
     # An item's answers are judged together, so an engine reusing the previous prompt's prefix reads it once.
     judged = sorted((s for s in samples if s.answer.text), key=lambda s: position[s.item.id])
-    shown = [study.judge_inputs(s.item, s.answer.text or "") for s in judged]
+    shown = [study.judge_inputs(s.item, s.answer) for s in judged]
     for judge in cell.judges:
         verdicts = judge_in_batches(runtime, judge, study.judge_rubric(judge), shown,
                                     f"{cell.run_name}: {judge_stage(judge.id)}")
@@ -367,8 +412,8 @@ def _seed_summary(study: SingleTurnStudy, cell: CellSpec, samples: list[Sample])
     # A metric whose range holds 0.0 as an ordinary value scores a blank answer NaN (no score): left out of its mean.
     summary = {name: mean_or_nan(s.metrics[name] for s in scored if finite_number(s.metrics.get(name)) is not None)
                for name in names}
-    if scored and set(at_avg_names()) <= set(names):
-        summary[AT_AVG] = at_avg(summary)
+    if scored and has_at_avg(names):
+        summary[AT_AVG] = at_avg(summary, names)
     summary.update(study.answer_rates(samples))
     total = len(samples) or 1
     summary["request_failure_rate"] = sum(s.reply.error is not None for s in samples) / total
@@ -389,6 +434,8 @@ def _row(study: SingleTurnStudy, sample: Sample, rubrics: Mapping[str, Any]) -> 
                            study.answer_column: sample.answer.text}
     if sample.answer.status is not None:
         row["extraction_status"] = sample.answer.status
+    if sample.answer.value is not None:
+        row[value_column(study)] = sample.answer.value
     row.update(sample.item.references)
     row.update({"finish_reason": reply.finish_reason, "prompt_tokens": reply.prompt_tokens,
                 "completion_tokens": reply.completion_tokens, "seconds": round(reply.seconds, 4), "error": reply.error})
@@ -417,6 +464,8 @@ def single_turn_records(study: SingleTurnStudy, cell: CellSpec, result: CellResu
         columns = _item_columns(study, row)
         outputs = {"raw_reply": row["raw_reply"], study.answer_column: row[study.answer_column]}
         status = {"extraction_status": row["extraction_status"]} if "extraction_status" in row else {}
+        if value_column(study) in row:
+            outputs[value_column(study)] = row[value_column(study)]
         traces.append(TraceRecord(
             key=seeded(row[study.id_column], row["seed"]), name=study.trace_name, inputs={"messages": row["messages"]},
             outputs={**outputs, **status}, rows=(index,),
@@ -433,17 +482,23 @@ def single_turn_records(study: SingleTurnStudy, cell: CellSpec, result: CellResu
                        expectations=tuple(references))
 
 
+def value_column(study: SingleTurnStudy) -> str:
+    """The rows' column of the answer's structured value (`Answer.value`)."""
+    return f"{study.answer_column}_value"
+
+
 def _item_columns(study: SingleTurnStudy, row: Mapping[str, Any]) -> list[str]:
     keys = list(row)
     return keys[keys.index(study.id_column) + 1 : keys.index("seed")]
 
 
 def _item_references(study: SingleTurnStudy, rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The reference columns: between the answer (and its status) and `finish_reason`."""
+    """The reference columns: between the answer (with its status and value) and `finish_reason`."""
     if not rows:
         return []
     keys = list(rows[0])
-    start = keys.index("extraction_status" if "extraction_status" in keys else study.answer_column) + 1
+    start = max(keys.index(key) for key in (study.answer_column, "extraction_status", value_column(study))
+                if key in keys) + 1
     return keys[start : keys.index("finish_reason")]
 
 
@@ -483,7 +538,7 @@ def _rationale(raw: Any) -> str | None:
 
 
 __all__ = [
-    "ANSWER", "AT_AVG", "GENERATE", "JUDGE_HEADLINES", "SCORE", "TABLE", "Answer", "Item", "Sample",
+    "ANSWER", "AT_AVG", "GENERATE", "JUDGE_HEADLINES", "SCORE", "TABLE", "Answer", "Item", "JudgeSource", "Sample",
     "SingleTurnStudy", "aggregate_seeds", "judge_in_batches", "judge_metrics", "judge_stage",
-    "mean_or_nan", "prompt_file_grid", "run_single_turn", "seed_metrics", "shown_to_judge", "single_turn_records",
+    "mean_or_nan", "answer_inputs", "prompt_file_grid", "run_single_turn", "seed_metrics", "shown_to_judge", "single_turn_records", "value_column",
 ]

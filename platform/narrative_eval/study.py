@@ -302,6 +302,9 @@ class Study(ABC):
     """MLflow experiment its runs go to (set by @study)."""
     config_section: type[StudyConfig] = StudyConfig
     """The model of its own config keys (none by default)."""
+    metrics: tuple[str, ...] | None = None
+    """The automatic metrics its cells compute when a config names none (registered names; a plugin registers its own
+    with `@metric`); None: the project's own metrics (BERTScore, ROUGE-1, METEOR, chrF, Sem-F1), never a plugin's."""
     published_reference: tuple[str, str] | None = None
     """(reference name under data/reference/, source) of published rows the Runs tab can show beside its runs."""
     after_sweep_stage: str = "after-sweep steps"

@@ -56,7 +56,8 @@ def expand_grid(config: SweepConfig) -> list[CellSpec]:
     """One frozen CellSpec per model x prompt setting x condition."""
     data_sha = file_sha256(config.data)
     # Fix the metric list now, so a cell's spec (and hash) names exactly the metrics it computes.
-    metrics = config.metrics.model_copy(update={"names": metric_names(config.metrics)})
+    # A config that names none gets the study's own (a plugin's metric is no other study's default).
+    metrics = config.metrics.model_copy(update={"names": metric_names(config.metrics, load_study(config.study).metrics)})
     extra = {**config.extra, **config.section.cell_extra()}
     # The code that makes the numbers is part of each cell's hash: a study or metric whose version went up (or a
     # plugin's whose distribution changed) is new cells, never skipped ones.

@@ -76,8 +76,8 @@ def test_a_dry_run_counts_the_grid(config):
     assert code == 0
     assert "(continuation): 2 cells" in printed
     # Two continuations per cell judged, and the generic control items of the library's single-turn loop: each of
-    # the two items' true sentence, another item's, a blank one and the true one padded, judged once each.
-    assert "generations: 4" in printed and "judge calls: 12 (1 judge(s); 8 on control items" in printed
+    # the two items' true sentence, another item's, a blank one, the refusal and the true one padded, judged once each.
+    assert "generations: 4" in printed and "judge calls: 14 (1 judge(s); 10 on control items" in printed
 
 
 def test_a_config_with_a_setting_of_another_study_is_refused(config):
@@ -109,7 +109,9 @@ def test_one_run_per_cell_with_metrics_traces_and_dataset(swept, repo_root):
 def test_its_judge_is_checked_on_control_items_without_code_of_its_own(swept, config):
     checks = pd.read_csv(config.parent / "report" / "judge_checks.csv")
     assert set(checks["judge"]) == {JUDGE} and set(checks["rubric"]) == {"continuation_quality"}
-    assert {"mismatched_reference", "blank_answer", "padded_output"} == set(checks["check"])
+    # The judge sees the opening: another passage's true sentence is a wrong one here. A one-sentence answer has no
+    # order to shuffle, so its scores rubric gets the refusal and the padded answer beside them.
+    assert {"mismatched_reference", "blank_answer", "refusal", "padded_output"} == set(checks["check"])
     assert (checks["n"] == 2).all()
 
 

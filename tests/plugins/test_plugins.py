@@ -118,6 +118,7 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
         limit: 2
         models: [smollm2]
         prompt_settings: [L2, terse]
+        metrics: [bertscore, rouge1, meteor, chrf, semf1, length_ratio]
         generation: {{temperature: 0.3, max_new_tokens: 48}}
         judges:
           - {{id: demo-judge, model: smollm2, rubric: three_dims, max_new_tokens: 96}}
@@ -153,7 +154,8 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
         assert found["metrics"][setting]["length_balance"] == pytest.approx(sum(balances) / len(balances))
     assert any(row["length_balance"] < 0 for rows in found["rows"].values() for row in rows)
     for setting, metrics in found["metrics"].items():
-        # The plugin metric is computed, logged, and averaged into AtAvg with the five built-in ones.
+        # The plugin metric (named: it is no study's default) is computed, logged, and averaged into AtAvg with the
+        # five built-in ones.
         names = ("bertscore", "rouge1", "meteor", "chrf", "semf1", "length_ratio")
         assert "length_ratio" in metrics, setting
         assert metrics["at_avg"] == pytest.approx(sum(metrics[n] for n in names) / 6, abs=1e-9), setting
@@ -231,7 +233,8 @@ def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path
     assert {"first_sentence", "chrf", "smollm2-judge/fit"} <= set(found["assessments"])
     assert found["metrics"]["n_items"] == 2 and "judge/smollm2-judge/failure_rate" in found["metrics"]
     checks = pd.read_csv(tmp_path / "report" / "judge_checks.csv")
-    assert set(checks["check"]) == {"mismatched_reference", "blank_answer", "padded_output"} and set(checks["rubric"]) == {"opening_quality"}
+    assert set(checks["check"]) == {"mismatched_reference", "blank_answer", "refusal", "padded_output"}
+    assert set(checks["rubric"]) == {"opening_quality"}
     assert sorted(path.name for path in (tmp_path / "report").glob("*.csv")) == ["cost.csv", "judge_checks.csv",
                                                                                   "main.csv", "openings.csv"]
 

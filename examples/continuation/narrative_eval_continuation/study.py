@@ -32,14 +32,14 @@ class ContinuationStudy(SingleTurnStudy):
     reference, answer_column = "next_sentence", "continuation"
 
     def items(self, cell):
-        """One item per passage of the instances file (which may hold a passage several times), up to the limit."""
+        """One item per passage of the instances file (which may hold a passage several times)."""
         opening, items = int(cell.extra["opening_sentences"]), {}
         for instance in load_instances(cell.data_path):
             parts, item_id = sentences(instance.source_text), f"{instance.dataset}/{instance.ref_id}/{opening}"
             if len(parts) > opening and item_id not in items:
                 fields = {"domain": domain(instance.dataset), "opening": " ".join(parts[:opening])}
                 items[item_id] = Item(item_id, fields, {"next_sentence": parts[opening]})
-        return list(items.values())[: cell.limit]
+        return list(items.values())
 
     def answer(self, cell, item, reply):
         """The reply's first sentence: the study asks for one ('' for a blank reply, which scores 0)."""

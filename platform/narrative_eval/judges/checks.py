@@ -37,6 +37,12 @@ PADDING_SHARE = 0.3
 PADDED = "padded_output"
 """Check name of the length-bias control: an output against itself padded with neutral filler."""
 
+CONTROL_TEXTS_FILE = Path(__file__).with_name("controls.yaml")
+"""The fixed texts of the controls every study gets (the refusal)."""
+
+REFUSAL, SHUFFLED, IDENTICAL, REFUSAL_PAIR = "refusal", "shuffled_sentences", "identical_pair", "refusal_pair"
+"""The checks `controls_for` makes, by the rubric's kind."""
+
 DEFAULT_CONTROLS = 20
 """Instances a study turns into control items per check (K)."""
 
@@ -311,6 +317,49 @@ def padded_text(text: str, seed: int, key: str, share: float = PADDING_SHARE, fi
     return " ".join(padded)
 
 
+def refusal_text(path: str | Path | None = None) -> str:
+    """The refusal a control shows in place of an answer (controls.yaml's `refusal`)."""
+    path = Path(path) if path is not None else CONTROL_TEXTS_FILE
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not str(data.get("refusal") or "").strip():
+        raise ValueError(f"{path}: needs a non-empty `refusal` text")
+    return str(data["refusal"]).strip()
+
+
+def controls_for(rubric: str, instance_id: str, good: Mapping[str, Any], answer_inputs: Sequence[str],
+                 refusal: str | None = None, seed: int = 0) -> list[ControlItem]:
+    """The controls a rubric's kind calls for, from a known-good set of its inputs (`good`) whose `answer_inputs`
+    show the answer (the rest are the context the answer is judged against):
+
+    - checklist: refusal, the refusal in place of the answer, adherence near 0;
+    - scores: shuffled_sentences, the answer's sentences in a seeded order (when it has two or more), and refusal,
+      each below the known-good answer; padded_output, the answer padded with neutral filler, not above it (length
+      bias);
+    - pairwise (`good` holds the answer under `response_a`): identical_pair, the answer against itself, a tie in
+      both orders; refusal_pair, the answer (A) against the refusal (B), A preferred in both orders.
+
+    Which controls fit is a matter of what the judge sees, so every study's judges get these; controls that swap in
+    another item's reference fit only a judge that sees the item's context, and are the study's (`ControlItem`)."""
+    refusal = refusal or refusal_text()
+    kind = load_rubric(rubric).kind
+    if kind == "pairwise":
+        answer = good["response_a"]
+        return [ControlItem(rubric, IDENTICAL, instance_id, {**good, "response_b": answer}, "tie"),
+                ControlItem(rubric, REFUSAL_PAIR, instance_id, {**good, "response_b": refusal}, "a_preferred")]
+    refused = {**good, **{name: refusal for name in answer_inputs}}
+    if kind == "checklist":
+        return [ControlItem(rubric, REFUSAL, instance_id, refused, "near_zero")]
+    items = []
+    shuffled = {name: shuffled_sentences(str(good[name]), seed, instance_id) for name in answer_inputs}
+    if answer_inputs and None not in shuffled.values():
+        items.append(ControlItem(rubric, SHUFFLED, instance_id, {**good, **shuffled}, "below_reference", good))
+    items.append(ControlItem(rubric, REFUSAL, instance_id, refused, "below_reference", good))
+    padded = {name: padded_text(str(good[name]), seed, instance_id) for name in answer_inputs}
+    if answer_inputs and None not in padded.values():
+        items.append(ControlItem(rubric, PADDED, instance_id, {**good, **padded}, "padded_not_above", good))
+    return items
+
+
 # --------------------------------------------------------------------------- judging
 
 
@@ -369,17 +418,24 @@ __all__ = [
     "REFERENCE_RELATIONS",
     "STATISTIC_OF",
     "THRESHOLDS_FILE",
+    "CONTROL_TEXTS_FILE",
+    "IDENTICAL",
+    "REFUSAL",
+    "REFUSAL_PAIR",
+    "SHUFFLED",
     "CheckThresholds",
     "ControlItem",
     "ControlJudgment",
     "ControlSet",
     "JudgeChecks",
     "Relation",
+    "controls_for",
     "judge_controls",
     "filler_sentences",
     "load_thresholds",
     "padded_text",
     "pick_other",
+    "refusal_text",
     "sample_ids",
     "shuffled_sentences",
 ]

@@ -30,14 +30,24 @@ def metric_label(name: str) -> str:
     return str(METRICS.entry(name).meta.get("label") or name) if name in METRICS else name
 
 
-def at_avg_names() -> tuple[str, ...]:
-    """The metrics whose mean is AtAvg (registered with in_at_avg=True)."""
-    return tuple(entry.name for entry in METRICS.entries() if entry.meta.get("in_at_avg"))
+def at_avg_names(computed: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The metrics whose mean is AtAvg (registered with in_at_avg=True); of those a cell `computed`, when given (a
+    plugin's metric counts where it ran, and is no other cell's missing one)."""
+    flagged = tuple(entry.name for entry in METRICS.entries() if entry.meta.get("in_at_avg"))
+    return flagged if computed is None else tuple(name for name in flagged if name in computed)
 
 
-def metric_names(spec: MetricsSpec | None = None) -> tuple[str, ...]:
-    """The metrics a spec asks for: its names, or every registered metric when it names none."""
-    return tuple(spec.names) if spec is not None and spec.names is not None else METRICS.names()
+def project_metrics() -> tuple[str, ...]:
+    """The project's own metrics (a plugin's are not among them): what a study computes unless it declares its own."""
+    return tuple(entry.name for entry in METRICS.entries() if not entry.plugin)
+
+
+def metric_names(spec: MetricsSpec | None = None, default: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The metrics a spec asks for: its names, or when it names none the study's declared `default` (None: the
+    project's own metrics)."""
+    if spec is not None and spec.names is not None:
+        return tuple(spec.names)
+    return tuple(default) if default is not None else project_metrics()
 
 
 def get_metric(name: str, spec: MetricsSpec | None = None) -> Metric:
@@ -65,14 +75,20 @@ def score_all(
     return {name: get_metric(name, spec).score(candidates, references) for name in metric_names(spec)}
 
 
-def at_avg(scores: Mapping[str, float]) -> float:
-    """AtAvg: the mean of the AtAvg metrics (other keys are ignored); every one of them is required."""
-    names = at_avg_names()
+def has_at_avg(computed: Sequence[str]) -> bool:
+    """Whether a cell that computed these metrics has an AtAvg: it computed every AtAvg metric of the project's own."""
+    return set(at_avg_names(project_metrics())) <= set(computed)
+
+
+def at_avg(scores: Mapping[str, float], computed: Sequence[str] | None = None) -> float:
+    """AtAvg: the mean of the AtAvg metrics (of those `computed`, when given; other keys are ignored); every one of
+    them is required."""
+    names = at_avg_names(computed)
     missing = [name for name in names if name not in scores]
     if missing:
         raise KeyError(f"AtAvg needs all of {', '.join(names)}; missing {', '.join(missing)}")
     return sum(float(scores[name]) for name in names) / len(names)
 
 
-__all__ = ["AT_AVG", "AT_AVG_LABEL", "METRICS", "Metric", "MetricRangeError", "at_avg", "at_avg_names", "get_metric", "metric", "metric_label",
-           "metric_names", "load_metrics", "score_all"]
+__all__ = ["AT_AVG", "AT_AVG_LABEL", "METRICS", "Metric", "MetricRangeError", "at_avg", "at_avg_names", "get_metric",
+           "has_at_avg", "metric", "metric_label", "metric_names", "load_metrics", "project_metrics", "score_all"]

@@ -72,7 +72,8 @@ class MetricsSpec(Frozen):
     """Which automatic metrics to compute and with what models."""
 
     names: tuple[str, ...] | None = None
-    """Metric names from the metrics registry (None: every registered metric, fixed when the grid is expanded)."""
+    """Metric names from the metrics registry (None: the study's own, `Study.metrics`, by default the project's; fixed when
+    the grid is expanded)."""
     bertscore_model: str = "embedded:all-minilm-l6-v2"
     """BERTScore model (local dir, hub id or embedded name)."""
     bertscore_layers: int | None = 6

@@ -16,7 +16,7 @@ import numpy as np
 
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.lazy import lazy_module
-from narrative_eval.metrics import METRICS, at_avg_names
+from narrative_eval.metrics import METRICS, at_avg_names, has_at_avg
 from narrative_eval.records.keys import interval_keys, judge_key, parse_judge_key
 from narrative_eval.stats.bootstrap import ClusterBootstrap, percentile_interval
 
@@ -52,16 +52,16 @@ def row_judges(frame: pd.DataFrame) -> dict[str, list[str]]:
 def row_scores(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per-row value of every cell statistic the table supports, NaN where a row has none.
 
-    Keys are the logged metric names: each registered metric, `at_avg` (the row mean of the AtAvg metrics,
-    NaN unless all are there), and per judge `judge/<id>/<dimension>`, `judge/<id>/qavg` and
+    Keys are the logged metric names: each registered metric, `at_avg` (the row mean of the AtAvg metrics the
+    table has, none unless it has the project's own), and per judge `judge/<id>/<dimension>`, `judge/<id>/qavg` and
     `judge/<id>/high_pct` (100 when the row's QAvg is above 4, else 0); a failed judgment has no judge values.
     """
     scores: dict[str, np.ndarray] = {}
     for name in METRICS.names():
         if name in frame:
             scores[name] = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float)
-    if all(name in scores for name in at_avg_names()):
-        scores["at_avg"] = np.mean([scores[name] for name in at_avg_names()], axis=0)
+    if has_at_avg(list(scores)):
+        scores["at_avg"] = np.mean([scores[name] for name in at_avg_names(list(scores))], axis=0)
     for judge, dimensions in row_judges(frame).items():
         status = judge_key(judge, "status")
         ok = (frame[status] == "ok").to_numpy() if status in frame else np.ones(len(frame), bool)
@@ -100,9 +100,9 @@ def cell_intervals(
     boot = ClusterBootstrap(clusters, n_boot=n_boot, seed=seed)
     replicates = {name: seed_averaged_replicates(boot, values, seeds) for name, values in scores.items()
                   if name != "at_avg" and np.unique(clusters[~np.isnan(values)]).size >= 2}
-    if all(name in replicates for name in at_avg_names()):
+    if has_at_avg(list(replicates)):
         # Like the logged AtAvg: the mean of the metric means, resample by resample.
-        replicates["at_avg"] = np.mean([replicates[name] for name in at_avg_names()], axis=0)
+        replicates["at_avg"] = np.mean([replicates[name] for name in at_avg_names(list(replicates))], axis=0)
     intervals: dict[str, float] = {}
     for name, reps in replicates.items():
         if wanted is not None and name not in wanted:

@@ -21,8 +21,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from narrative_eval import tracking
 from narrative_eval.judges.checks import (
     DEFAULT_CONTROLS,
@@ -34,6 +32,7 @@ from narrative_eval.judges.checks import (
     sample_ids,
     shuffled_sentences,
 )
+from narrative_eval.judges.checks import refusal_text as generic_refusal
 from narrative_eval.multi_turn import Conversation, Truncation
 from narrative_eval.records import CellSpec, JudgeSpec
 from narrative_eval.records.keys import seeded
@@ -54,12 +53,8 @@ REFUSAL, OTHER_STORY, SHUFFLED, IDENTICAL, REFUSAL_PAIR = (
 
 
 def refusal_text(path: str | Path | None = None) -> str:
-    """The refusal a control shows in place of a story (controls.yaml's `refusal`)."""
-    path = Path(path) if path is not None else CONTROL_TEXTS_FILE
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or not str(data.get("refusal") or "").strip():
-        raise ValueError(f"{path}: needs a non-empty `refusal` text")
-    return str(data["refusal"]).strip()
+    """The refusal a control shows in place of a story (the study's controls.yaml's `refusal`)."""
+    return generic_refusal(path if path is not None else CONTROL_TEXTS_FILE)
 
 
 def _chosen(tasks: Sequence[WritingTask], stories: Mapping[str, str], k: int | None) -> list[WritingTask]:

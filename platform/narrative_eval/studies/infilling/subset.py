@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Sequence
 
 from narrative_eval.data.instances import domain
+from narrative_eval.data.rows import spread_limit as generic_spread
 from narrative_eval.records import InfillingInstance
 
 
@@ -42,18 +43,6 @@ def stratified_subset(
     return [instance for position, instance in enumerate(instances) if position in keep]
 
 
-def _interleave(members: list[int], keys: Sequence[Callable[[int], Hashable]]) -> list[int]:
-    """Positions ordered round-robin over keys[0]'s groups, each group itself interleaved by the next keys."""
-    if not keys or len(members) <= 1:
-        return list(members)
-    groups: dict[Hashable, list[int]] = defaultdict(list)
-    for position in members:
-        groups[keys[0](position)].append(position)
-    queues = [_interleave(group, keys[1:]) for group in groups.values()]
-    deepest = max(len(q) for q in queues)
-    return [q[depth] for depth in range(deepest) for q in queues if depth < len(q)]
-
-
 def spread_limit(instances: Sequence[InfillingInstance], limit: int) -> list[InfillingInstance]:
     """``limit`` instances taken round-robin over domains first, then span length (n), then blank position.
 
@@ -61,8 +50,4 @@ def spread_limit(instances: Sequence[InfillingInstance], limit: int) -> list[Inf
     every span length, instead of the head of a file sorted by dataset. Groups come in order of first
     appearance and, within one, file order is kept; the kept instances come back in file order.
     """
-    if limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")
-    keys = (lambda p: domain(instances[p].dataset), lambda p: instances[p].n, lambda p: instances[p].unit_idx)
-    chosen = set(_interleave(list(range(len(instances))), keys)[:limit])
-    return [instance for position, instance in enumerate(instances) if position in chosen]
+    return generic_spread(instances, limit, lambda i: domain(i.dataset), lambda i: i.n, lambda i: i.unit_idx)
