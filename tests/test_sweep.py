@@ -111,11 +111,13 @@ def test_report_written_and_attached_to_parent(first_run, tiny_config):
 
 
 def test_the_embedded_judge_is_checked_once_on_control_items(first_run):
-    """Its two instances' gold fills against another passage's gold and a repeated sentence: a row per check in
-    judge_checks.csv and its verdict as a tag on the parent run and both cells, whatever this small judge earns."""
+    """Its two instances' gold fills against another passage's gold, a repeated sentence and themselves padded with
+    neutral filler: a row per check in judge_checks.csv and its verdict as a tag on the parent run and both cells,
+    whatever this small judge earns."""
     table = pd.read_csv(first_run.report_dir / "judge_checks.csv")
-    assert list(table["check"]) == ["mismatched_fill", "degenerate_fill"] and set(table["judge"]) == {"tiny-judge"}
-    assert list(table["n"] + table["n_failed"]) == [2, 2]
+    assert list(table["check"]) == ["mismatched_fill", "degenerate_fill", "padded_output"]
+    assert set(table["judge"]) == {"tiny-judge"}
+    assert list(table["n"] + table["n_failed"]) == [2, 2, 2]
     failed = list(table.loc[~table["pass"], "check"])
     verdict = f"fail: {', '.join(failed)}" if failed else "pass"
     for run_id in [first_run.parent_run_id, *(cell.run_id for cell in first_run.cells)]:

@@ -5,6 +5,7 @@ table fits a 1440 px page."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 from browser_helpers import choose, open_tab, settle
 from job_helpers import wait_until_ended
@@ -16,6 +17,8 @@ from narrative_eval.studies.incremental.report import PAIRED_TABLES, write_creat
 from narrative_eval.study import experiment_of
 from tests.reports.test_creative import simulate
 from tests.shared_sweeps import CONTINUATION, tracking_store
+
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
 UNPAIRED_SWEEP = "incremental-unpaired"
 CHECKED_SWEEP = "continuation-checked"
