@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from narrative_eval.data.instances import BLANK, domain, sentences
-from narrative_eval.judges.checks import sample_ids
+from narrative_eval.judges.checks import PADDED, sample_ids
 from narrative_eval.studies.infilling.controls import (
     DEGENERATE,
     MISMATCHED,
@@ -23,7 +23,9 @@ def test_each_chosen_instance_gets_a_wrong_fill_and_a_degenerate_one_against_its
     assert [item.instance_id for item in items if item.check == DEGENERATE] == chosen
     for item in items:
         instance = by_id[item.instance_id]
-        assert item.rubric == "infilling_narrative" and item.expected == "below_reference"
+        # The gold fill padded with neutral filler must not score above it (length bias); the others below it.
+        assert item.rubric == "infilling_narrative"
+        assert item.expected == ("padded_not_above" if item.check == PADDED else "below_reference")
         assert item.reference == {"problem": instance.problem, "candidate": instance.gold_answer}
         assert item.inputs["problem"] == instance.problem and item.inputs["candidate"] != instance.gold_answer
         if item.check == MISMATCHED:
