@@ -208,7 +208,7 @@ def incremental_sweep(tmp_path_factory):
                         constraints=str(folder / "constraints.jsonl"), prompt_settings=["default"],
                         conditions=["full", "sharded"], generation={"temperature": 0.8, "max_new_tokens": 32},
                         judges=[judge_entry(ALWAYS_A, "control-always-a")], pairwise_judges=["pairwise"],
-                        extra={"max_regenerations": 0, "score_truncated": True})
+                        truncation={"regenerate": 0, "score": True})
     return load_config(path, catalog=CATALOG), run_sweep(load_config(path, catalog=CATALOG))
 
 

@@ -146,16 +146,9 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         sweep = gr.Dropdown([], label="Sweep", elem_id="figures-sweep", allow_custom_value=True)
         refresh = gr.Button("Refresh", scale=0, elem_id="figures-refresh")
 
-    # What is drawn: (sweep, how many times drawn). Every user action sets it once, and only its change draws the
-    # report, so a switch draws one report whole; the count makes Refresh draw the same sweep again. (The report drawn
-    # from the sweep's change, from the Refresh click and from the page load at once interleaved: the status of one
-    # sweep over the tables of another, and a dropdown that no longer opened.)
-    drawn = gr.State((None, 0))
-
-    @gr.render(inputs=[drawn], triggers=[drawn.change], concurrency_limit=1, concurrency_id="figures-view",
-               trigger_mode="always_last")
-    def report(shown: tuple[str | None, int]) -> None:
-        folder, message = report_folder(app, shown[0])
+    @gr.render(inputs=[sweep], triggers=[sweep.change, refresh.click, demo.load])
+    def report(sweep_name: str | None) -> None:
+        folder, message = report_folder(app, sweep_name)
         if folder is None:
             gr.Markdown(message, elem_id="figures-status")
             return
@@ -179,16 +172,10 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         if not tables and images:
             _gallery(images)
 
-    def on_refresh(current, shown):
+    def on_refresh(current):
         names = report_sweeps(app)
-        value = current if current in names else (names[0] if names else None)
-        return gr.Dropdown(choices=names, value=value), (value, shown[1] + 1)
+        return gr.Dropdown(choices=names, value=current if current in names else (names[0] if names else None))
 
-    def on_pick(current, shown):
-        # A pick sends its input event twice (Gradio's dropdown): the report already drawn is not drawn again.
-        return gr.skip() if current == shown[0] else (current, shown[1] + 1)
-
-    serial = {"concurrency_limit": 1, "concurrency_id": "figures-view", "trigger_mode": "always_last"}
-    gr.on([refresh.click, demo.load], on_refresh, [sweep, drawn], [sweep, drawn], **serial)
-    sweep.input(on_pick, [sweep, drawn], [drawn], **serial)
+    refresh.click(on_refresh, [sweep], [sweep])
+    demo.load(on_refresh, [sweep], [sweep])
     return {"sweep": sweep}

@@ -80,9 +80,12 @@ def test_its_controls_fit_what_its_judge_sees_and_a_right_judge_passes_them(plug
         print(json.dumps({{"verdicts": verdicts}}))
     """)
     # The judge sees only the answer (the passage in the model's order): another item's true order is another good
-    # passage, so no reference-swap control; the shuffled passage and a refusal fit.
-    assert found["verdicts"]["control-oracle"] == {"shuffled_sentences": [True, 20], "refusal": [True, 20]}
-    assert found["verdicts"]["control-constant"] == {"shuffled_sentences": [False, 20], "refusal": [False, 20]}
+    # passage, so no reference-swap control; the shuffled passage, a refusal and the passage padded with filler fit.
+    # A constant judge fails the first two and passes the length check (it never scores the padded one higher).
+    assert found["verdicts"]["control-oracle"] == {"shuffled_sentences": [True, 20], "refusal": [True, 20],
+                                                   "padded_output": [True, 20]}
+    assert found["verdicts"]["control-constant"] == {"shuffled_sentences": [False, 20], "refusal": [False, 20],
+                                                     "padded_output": [True, 20]}
 
 
 def test_its_answer_is_a_structure_and_its_metric_is_its_own(plugin_path, tmp_path):

@@ -118,7 +118,7 @@ def test_plugin_metric_rubric_and_setting_in_a_sweep_and_its_report(plugin_path,
         limit: 2
         models: [smollm2]
         prompt_settings: [L2, terse]
-        metrics: [bertscore, rouge1, meteor, chrf, semf1, length_ratio]
+        metrics: [bertscore, rouge1, meteor, chrf, semf1, length_ratio, length_balance]
         generation: {{temperature: 0.3, max_new_tokens: 48}}
         judges:
           - {{id: demo-judge, model: smollm2, rubric: three_dims, max_new_tokens: 96}}

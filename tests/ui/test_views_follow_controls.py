@@ -1,6 +1,5 @@
 """Every view shows what its controls say, however fast they are changed, in headless Chromium at 1440 px: the Runs
-table has exactly the column sets ticked, a Figures switch draws the picked sweep's report whole, and the screens of
-a study other than infilling speak its words. Each action comes at a quick user's pace (0.7 s apart) and at a
+table has exactly the column sets ticked, and the screens of a study other than infilling speak its words. Each action comes at a quick user's pace (0.7 s apart) and at a
 machine's (0.1 s apart); what the page shows after them is waited for as a condition."""
 
 from __future__ import annotations
@@ -8,10 +7,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from browser_helpers import (HUMAN_FAST_MS, MACHINE_FAST_MS, choose, console_errors, open_tab, pause, pick, settle)
-
-from narrative_eval.reports.catalog import report_tables
-from ui.figures import heading
+from browser_helpers import HUMAN_FAST_MS, MACHINE_FAST_MS, choose, open_tab, pause, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow]
 
@@ -75,36 +71,6 @@ def _figures_sweeps(page, ui_paths, continuation_sweep) -> str:
     page.locator("#figures-refresh").click()
     settle(page)
     return continuation_sweep.name
-
-
-def _shows_report(page, ui_paths, sweep: str) -> None:
-    """The Figures tab shows `sweep`'s report, whole: its status, every table in order, no other's."""
-    from playwright.sync_api import expect
-
-    expect(page.locator("#figures-sweep input")).to_have_value(sweep)
-    expect(page.locator("#figures-status")).to_contain_text(f"{sweep}/")
-    expected = [heading(table) for table in report_tables(ui_paths["reports"] / sweep)]
-    expect(page.locator(".figures-table .label-wrap > span:first-child")).to_have_text(expected)
-    expect(page.locator("#figures-table-0 .report-table tbody tr").first).to_be_visible()
-
-
-@PACES
-def test_a_figures_switch_draws_the_picked_sweeps_report_whole(page, e2e_sweep, continuation_sweep, ui_paths,
-                                                               screenshot, apart_ms):
-    """Picking the quickstart sweep, then the continuation one, left the quickstart's status over an empty main table,
-    two `e.trim is not a function` errors in the console, and a dropdown that no longer opened."""
-    errors = console_errors(page)
-    other = _figures_sweeps(page, ui_paths, continuation_sweep)
-    pick(page, "figures-sweep", e2e_sweep)
-    pause(page, apart_ms)
-    pick(page, "figures-sweep", other)
-    _shows_report(page, ui_paths, other)
-    screenshot(page, f"views-figures-switch-{apart_ms}ms")
-    # The dropdown still opens, and a switch back draws the first report again.
-    pick(page, "figures-sweep", e2e_sweep)
-    _shows_report(page, ui_paths, e2e_sweep)
-    settle(page)
-    assert not errors, errors
 
 
 def test_a_continuation_sweep_reads_in_its_own_words(page, continuation_sweep, e2e_sweep, ui_paths, screenshot):
