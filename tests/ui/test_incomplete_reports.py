@@ -1,6 +1,6 @@
 """A judge that failed its control checks, in the app: Launch's last message says the judge failed, its output box
-draws the report's tables as tables, and its jobs table fits a 1440 px page. (Figures' mark of an incomplete report is
-tested in tests/reports and tests/ui/test_app_library.py's report readers, not yet in a browser.)"""
+draws the report's tables as tables, and its jobs table fits a 1440 px page. (A report's record of the tables it could not
+write is tested in tests/reports/test_creative.py; Figures' mark of it is not yet tested in a browser.)"""
 
 from __future__ import annotations
 
