@@ -217,7 +217,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         seed = gr.Dropdown([], label="Seed", elem_id="compare-seed")
         disagree = gr.Checkbox(label="Most disagreement first", value=False, elem_id="compare-disagree")
         high = gr.Checkbox(label=high_label(study_named(studies[0])), value=False, elem_id="compare-high")
-        refresh = gr.Button("Refresh", scale=0)
+        refresh = gr.Button("Refresh", scale=0, elem_id="compare-refresh")
     runs = gr.CheckboxGroup([], label="Runs to compare", elem_id="compare-runs")
     with gr.Row():
         prev_button = gr.Button("◀ Previous", scale=0, elem_id="compare-prev")
@@ -259,21 +259,22 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
         url = app.mlflow_ui_url if mlflow_ui_available(app.mlflow_ui_url) else None
         return render(study_named(study_), sweep_, runs_, seed_, instance_, url, high_)
 
+    serial = {"concurrency_limit": 1, "concurrency_id": "compare-view"}
+    raw = {"preprocess": False, **serial}
     # The view is drawn once the instance list fits the runs, seed and filters (an instance of the previous list
     # would be drawn, or refused, otherwise).
-    refresh.click(on_refresh, [study, sweep], [sweep, high])
     # Another study lists its own sweeps (the sweep's change event then lists its runs).
     study.change(on_refresh, [study, sweep], [sweep, high])
     ordering = [study, runs, seed, disagree, high, instance]
     shown = [study, sweep, runs, seed, instance, high]
+    # Refresh re-reads the runs (their tags and metrics may have changed since the view was drawn) and redraws it.
+    refresh.click(on_refresh, [study, sweep], [sweep, high], **serial).then(show, shown, [view], **raw)
     # The events that lead to the view run one at a time in the order sent (one queue, shared by the pages open on the
     # app): side by side, a view drawn for the values before a click could finish after the one drawn for the click.
     # Those that read the run list take the values as the page sends them (preprocess=False): Gradio would refuse,
     # with an error in the log, a run of the previous sweep still checked in an event sent just before a new sweep
     # replaced the list. Such a run is never drawn (render keeps the chosen sweep's runs), and the seeds and instances
     # read from it are replaced by the new list's own change event, which follows.
-    serial = {"concurrency_limit": 1, "concurrency_id": "compare-view"}
-    raw = {"preprocess": False, **serial}
     sweep.change(on_sweep, [study, sweep], [runs, view], **serial)
     runs.change(on_runs, [runs, seed], [seed], **raw).then(on_order, ordering, [instance], **raw).then(
         show, shown, [view], **raw)

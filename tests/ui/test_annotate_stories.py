@@ -240,7 +240,9 @@ def test_a_failing_judge_is_warned_in_conversations_and_annotate_agreement(brows
     import mlflow
     from playwright.sync_api import expect
 
-    _, env = stories_env
+    from narrative_eval.annotations.store import AnnotationStore
+
+    root, env = stories_env
     client = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
     experiment = client.get_experiment_by_name("incremental-delivery").experiment_id
     runs = client.search_runs([experiment], f"tags.`narrative_eval.sweep` = '{SWEEP}' and tags.`narrative_eval.kind` = 'cell'")
@@ -262,6 +264,8 @@ def test_a_failing_judge_is_warned_in_conversations_and_annotate_agreement(brows
         screenshot(page, "truth-conversations-judge-warning")
         open_tab(page, "Annotate")
         open_tab(page, "Stories (incremental delivery)")
+        if not AnnotationStore(root / "annotations.sqlite").ratings():
+            _rate_one_story(page, "cara")  # run alone, without the rating test's ratings
         page.get_by_text("Agreement of story ratings with the judge").click()
         page.locator("#stories-few-compute").click()
         expect(page.locator("#stories-few")).to_contain_text(warning)
@@ -270,6 +274,21 @@ def test_a_failing_judge_is_warned_in_conversations_and_annotate_agreement(brows
     finally:
         for run in runs:
             client.delete_tag(run.info.run_id, tag)
+
+
+def _rate_one_story(page, rater: str) -> None:
+    """`rater` rates the first story offered, pointwise, in the open Stories tab."""
+    from playwright.sync_api import expect
+
+    page.locator("#annotate-rater textarea, #annotate-rater input").first.fill(rater)
+    choose(page, "stories-sweep", SWEEP)
+    page.locator("#stories-next").click()
+    expect(page.locator("#stories-item .checklist li").first).to_be_visible()
+    for key in ("craft", "structure_coherence", "originality", "genre_effectiveness"):
+        page.locator(f"#stories-{key}").get_by_text("3", exact=True).click()
+    page.locator("#stories-characterization").get_by_text("N/A", exact=True).click()
+    page.locator("#stories-submit").click()
+    expect(page.locator("#stories-progress")).to_contain_text("1 of 2")
 
 
 def _turns(env: dict[str, str], tmp_path: Path) -> dict[str, list[str]]:
