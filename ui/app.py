@@ -10,6 +10,7 @@ from narrative_eval import tracking
 from narrative_eval.study import all_studies
 from ui import annotate, compare, conversations, figures, launch, live, runs
 from ui.common import AppSettings, texts
+from ui.downloads import download_folder
 
 CSS_PATH = Path(__file__).with_name("style.css")
 
@@ -62,8 +63,9 @@ def css() -> str:
 
 
 def allowed_paths(settings: AppSettings) -> list[str]:
-    """The only folders the app may serve files from: data, reports and MLflow artifacts."""
-    paths = [settings.data_dir, settings.reports_dir, settings.repo / "mlruns"]
+    """The only folders the app may serve files from: data, reports, MLflow artifacts and the app's own downloads
+    (the Figures tab's LaTeX tables)."""
+    paths = [settings.data_dir, settings.reports_dir, settings.repo / "mlruns", download_folder()]
     return [str(p.resolve()) for p in paths]
 
 

@@ -10,15 +10,19 @@ from __future__ import annotations
 import hashlib
 import html
 from pathlib import Path
+from urllib.parse import quote
 
 import gradio as gr
 import pandas as pd
+from markdown_it import MarkdownIt
 
 from narrative_eval.reports.catalog import FoundTable, latex_table, report_tables, shown_table, study_of_report
 from narrative_eval.reports.judge_checks import failing_in_report, judge_warning, report_notes, sweep_failing_judges
 from narrative_eval.reports.tables import MISSING_TABLES, file_slug
 from ui.common import AppSettings, counted, html_table, texts
 from ui.downloads import download_file
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": False})
 
 LONG_TEXT = 60
 """Cells longer than this (passages, fills) wrap in a wide column instead of stretching the table."""
@@ -102,42 +106,73 @@ def report_marks(folder: Path, tables: list[FoundTable]) -> tuple[str, str]:
     return incomplete, " ".join(warnings)
 
 
-def _missing_block(table: FoundTable) -> None:
-    """Why the report has no such table, where the table would be."""
-    if table.caption:
-        gr.Markdown(table.caption, elem_classes=["figures-caption"])
-    gr.Markdown(f"**Not written:** {table.missing}", elem_classes=["figures-note", "figures-missing-reason"])
+def markdown_html(text: str) -> str:
+    """A report's caption or note (Markdown: bold, code) as HTML."""
+    return _MARKDOWN.renderInline(text)
 
 
-def _table_block(table: FoundTable, index: int) -> None:
-    """One table: its caption, the table, and its downloads, in an accordion (open for the main table); a table the
-    report could not write says why instead."""
-    with gr.Accordion(heading(table) + (" (not written)" if table.missing else ""), open=index == 0,
-                      elem_id=f"figures-table-{index}",
-                      elem_classes=["figures-table", *(["figures-missing"] if table.missing else [])]):
-        if table.missing:
-            _missing_block(table)
-            return
-        try:
-            shown = shown_table(table)
-        except (OSError, ValueError, pd.errors.ParserError) as error:
-            gr.Markdown(f"`{table.path.name}` could not be read ({error}).")
-            return
-        if table.caption:
-            gr.Markdown(table.caption, elem_classes=["figures-caption"])
-        notes = report_notes(table.path.with_suffix(".md"))  # the report's own notes (a failing judge's)
-        gr.Markdown("\n\n".join(f"**{note}**" for note in notes), visible=bool(notes),
-                    elem_classes=["figures-note", "judge-check-failed"])
-        gr.HTML(table_html(shown), elem_classes=["figures-table-body"])
-        with gr.Row():
-            gr.DownloadButton(f"CSV ({table.path.name})", value=str(table.path), size="sm", scale=0,
-                              elem_classes=["figures-csv"])
-            gr.DownloadButton("LaTeX", value=latex_file(table, shown), size="sm", scale=0,
-                              elem_classes=["figures-tex"])
+def file_url(path: Path | str) -> str:
+    """The app's address of a file it may serve (ui.app.allowed_paths: the reports, the downloads folder)."""
+    return f"/gradio_api/file={quote(str(Path(path).resolve()))}"
 
 
-def _gallery(images: list[tuple[str, str]]) -> None:
-    gr.Gallery(images, label="Figures", columns=2, height="auto", object_fit="contain", elem_id="figures-gallery")
+def _table_body(table: FoundTable) -> str:
+    """A written table's caption, the report's notes on it, the table and its CSV and LaTeX downloads."""
+    try:
+        shown = shown_table(table)
+    except (OSError, ValueError, pd.errors.ParserError) as error:
+        return f"<p>{html.escape(table.path.name)} could not be read ({html.escape(str(error))}).</p>"
+    caption = f"<p class='figures-caption'>{markdown_html(table.caption)}</p>" if table.caption else ""
+    notes = report_notes(table.path.with_suffix(".md"))  # the report's own notes (a failing judge's)
+    noted = "".join(f"<p class='figures-note judge-check-failed'><strong>{markdown_html(note)}</strong></p>"
+                    for note in notes)
+    downloads = (f"<div class='figures-downloads'><a class='figures-csv' href='{file_url(table.path)}' download>"
+                 f"CSV ({html.escape(table.path.name)})</a><a class='figures-tex' "
+                 f"href='{file_url(latex_file(table, shown))}' download>LaTeX</a></div>")
+    return caption + noted + f"<div class='figures-table-body'>{table_html(shown)}</div>" + downloads
+
+
+def _table_block(table: FoundTable, index: int) -> str:
+    """One table, folded under its heading (open for the main table); a table the report could not write says why
+    in its place."""
+    classes = "figures-table" + (" figures-missing" if table.missing else "")
+    title = heading(table) + (" (not written)" if table.missing else "")
+    if table.missing:
+        body = (f"<p class='figures-caption'>{markdown_html(table.caption)}</p>" if table.caption else "") + (
+            f"<p class='figures-note figures-missing-reason'><strong>Not written:</strong> "
+            f"{markdown_html(table.missing)}</p>")
+    else:
+        body = _table_body(table)
+    return (f"<details class='{classes}' id='figures-table-{index}'{' open' if index == 0 else ''}>"
+            f"<summary>{html.escape(title)}</summary>{body}</details>")
+
+
+def _gallery(images: list[tuple[str, str]]) -> str:
+    figures = "".join(f"<figure><img src='{file_url(path)}' alt='{html.escape(caption)}'>"
+                      f"<figcaption>{html.escape(caption)}</figcaption></figure>" for path, caption in images)
+    return f"<div id='figures-gallery'>{figures}</div>"
+
+
+def report_view(app: AppSettings, sweep: str | None) -> tuple[str, str, str, str]:
+    """(status, incomplete-report mark, judge warning, tables and figures) of the sweep's report: everything the tab
+    shows of it, made at once so that a switch replaces all of it."""
+    folder, message = report_folder(app, sweep)
+    if folder is None:
+        return message, "", "", ""
+    tables = report_tables(folder)
+    images = figure_files(folder)
+    written = sum(not table.missing for table in tables)
+    status = (f"{counted(written, 'table')} and {counted(len(images), 'figure')} in `{folder.name}/`; the main table "
+              "first, the others folded: open one to read it.")
+    incomplete, warning = report_marks(folder, tables)
+    blocks = []
+    for index, table in enumerate(tables):
+        blocks.append(_table_block(table, index))
+        if index == 0 and images:
+            blocks.append(f"<details id='figures-figures' open><summary>Figures</summary>{_gallery(images)}</details>")
+    if not tables and images:
+        blocks.append(_gallery(images))
+    return status, incomplete, warning, "".join(blocks)
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
@@ -145,37 +180,23 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     with gr.Row():
         sweep = gr.Dropdown([], label="Sweep", elem_id="figures-sweep", allow_custom_value=True)
         refresh = gr.Button("Refresh", scale=0, elem_id="figures-refresh")
-
-    @gr.render(inputs=[sweep], triggers=[sweep.change, refresh.click, demo.load])
-    def report(sweep_name: str | None) -> None:
-        folder, message = report_folder(app, sweep_name)
-        if folder is None:
-            gr.Markdown(message, elem_id="figures-status")
-            return
-        tables = report_tables(folder)
-        images = figure_files(folder)
-        written = sum(not table.missing for table in tables)
-        gr.Markdown(f"{counted(written, 'table')} and {counted(len(images), 'figure')} in `{folder.name}/`; the "
-                    "main table first, the others folded: open one to read it.", elem_id="figures-status")
-        incomplete, warning = report_marks(folder, tables)
-        # Always there (empty without a mark): a block that comes and goes between two reports made Gradio drop
-        # the last table of the next one.
-        gr.Markdown(incomplete, visible=bool(incomplete), elem_id="figures-incomplete",
-                    elem_classes=["judge-check-failed"])
-        gr.Markdown(warning, visible=bool(warning), elem_id="figures-judge-warning",
-                    elem_classes=["judge-check-failed"])
-        for index, table in enumerate(tables):
-            _table_block(table, index)
-            if index == 0 and images:
-                with gr.Accordion("Figures", open=True, elem_id="figures-figures"):
-                    _gallery(images)
-        if not tables and images:
-            _gallery(images)
+    status = gr.Markdown(elem_id="figures-status")
+    incomplete = gr.Markdown(elem_id="figures-incomplete", elem_classes=["judge-check-failed"])
+    warning = gr.Markdown(elem_id="figures-judge-warning", elem_classes=["judge-check-failed"])
+    report = gr.HTML(elem_id="figures-report")
 
     def on_refresh(current):
         names = report_sweeps(app)
         return gr.Dropdown(choices=names, value=current if current in names else (names[0] if names else None))
 
-    refresh.click(on_refresh, [sweep], [sweep])
-    demo.load(on_refresh, [sweep], [sweep])
+    def show(sweep_name: str | None):
+        return report_view(app, sweep_name)
+
+    # One event draws the whole view from the sweep's name: its four parts always come from one report, however
+    # fast the sweep is switched (the last pick is drawn last). Refresh lists the report folders again and redraws.
+    one_view = {"concurrency_limit": 1, "concurrency_id": "figures-view", "trigger_mode": "always_last"}
+    sweep.change(show, [sweep], [status, incomplete, warning, report], **one_view)
+    refresh.click(on_refresh, [sweep], [sweep], **one_view).then(show, [sweep], [status, incomplete, warning, report],
+                                                                 **one_view)
+    demo.load(on_refresh, [sweep], [sweep]).then(show, [sweep], [status, incomplete, warning, report], **one_view)
     return {"sweep": sweep}

@@ -199,7 +199,7 @@ def test_figures_carries_the_reports_judge_notes(page, e2e_sweep, ui_paths, scre
     choose(page, "figures-sweep", "checked-judge")
     warning = f"judge {judge} failed checks: Mismatched fill"
     expect(page.locator("#figures-judge-warning")).to_contain_text(warning)
-    expect(page.locator("#figures-table-0 .prose.figures-note")).to_contain_text(warning)
+    expect(page.locator("#figures-table-0 .figures-note")).to_contain_text(warning)
     screenshot(page, "truth-figures-judge-note")
 
 
