@@ -6,6 +6,8 @@ JSON reply out, through the request cache), and short stories for the shipped wr
   the bottom; in a pair it prefers the good story to the refusal or its padded copy and ties a story with itself.
 - control-constant: the same score (the middle one unless told), a tie, whatever it is shown.
 - control-always-a: the oracle, except that every pair goes to the response shown as A.
+- control-random: every score drawn at random from the scale (seeded by the request's seed and text), a judge that
+  agrees with itself only by chance.
 
 Each builds its answer from the JSON schema the judge request carries, so it answers every rubric the way a
 constrained decoder would: every key the rubric asks for, every value one the rubric allows.
@@ -14,6 +16,7 @@ constrained decoder would: every key the rubric asks for, every value one the ru
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -71,19 +74,23 @@ STORIES: dict[str, str] = {
 }
 
 
-def answer(schema: Mapping[str, Any], decision: str, defs: Mapping[str, Any] | None = None) -> Any:
+def answer(schema: Mapping[str, Any], decision: str, defs: Mapping[str, Any] | None = None,
+           rng: random.Random | None = None) -> Any:
     """A value valid under `schema` that says `decision`: good (top of a scale), bad (bottom), middle (the middle
-    score), or for verdict and facet labels A, B or tie (the labels of a pairwise rubric)."""
+    score), random (any score, drawn from `rng`), or for verdict and facet labels A, B or tie (the labels of a
+    pairwise rubric)."""
     defs = defs if defs is not None else schema.get("$defs", {})
     if "$ref" in schema:
-        return answer(defs[schema["$ref"].rsplit("/", 1)[-1]], decision, defs)
+        return answer(defs[schema["$ref"].rsplit("/", 1)[-1]], decision, defs, rng)
     if "anyOf" in schema:
-        return answer(next(s for s in schema["anyOf"] if s.get("type") != "null"), decision, defs)
+        return answer(next(s for s in schema["anyOf"] if s.get("type") != "null"), decision, defs, rng)
     if schema.get("type") == "object":
-        return {key: answer(sub, decision, defs) for key, sub in schema["properties"].items()}
+        return {key: answer(sub, decision, defs, rng) for key, sub in schema["properties"].items()}
     enum = schema.get("enum")
     if enum and all(isinstance(v, (int, float)) for v in enum):
         ordered = sorted(enum)
+        if decision == "random" and rng is not None:
+            return rng.choice(ordered)
         return {"good": ordered[-1], "bad": ordered[0]}.get(decision, ordered[len(ordered) // 2])
     if enum:
         if "tie" not in enum:
@@ -145,6 +152,22 @@ class ConstantJudge(SchemaJudge):
         return self.spec.options.get("decision", "middle")
 
 
+@backend("control-random")
+class RandomJudge(Backend):
+    """Every score at random from its scale, drawn afresh for each request (its seed and its text): its repeats
+    agree only by chance."""
+
+    supports_json_schema = True
+
+    def generate(self, conversations, params):
+        replies = []
+        for conversation in conversations:
+            rng = random.Random(stable_hash([params.seed, conversation[-1].content]))
+            text = json.dumps(answer(params.json_schema or {}, "random", rng=rng))
+            replies.append(Reply(text=text, prompt_tokens=1, completion_tokens=1))
+        return replies
+
+
 @backend("control-always-a")
 class AlwaysAJudge(OracleJudge):
     """The oracle on single items; every pair goes to the response shown as A."""
@@ -163,5 +186,5 @@ def control_judge(kind: str, good: Sequence[tuple[str, str]] = (), refusal: str 
     return CachedBackend(get_backend(spec), cache), JudgeSpec(id=kind, model=spec, max_retries=1)
 
 
-__all__ = ["STORIES", "AlwaysAJudge", "ConstantJudge", "OracleJudge", "answer", "control_judge", "shipped_instances",
+__all__ = ["STORIES", "AlwaysAJudge", "ConstantJudge", "OracleJudge", "RandomJudge", "answer", "control_judge", "shipped_instances",
            "shipped_tasks"]

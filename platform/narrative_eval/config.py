@@ -99,6 +99,10 @@ class SweepConfig(BaseModel):
     """Refuse to start when the cells still to run may cost more than this many dollars (None: no budget)."""
     batch: bool = False
     """Send every hosted model's and judge's requests through the provider's batch API (`options.batch: true`)."""
+    judge_repeats: int = Field(1, ge=1)
+    """How many times every judge judges each output under a scores or checklist rubric, each repeat with its own
+    judge seed (a judge's own `repeats` wins); the verdict is the repeats' mean and each cell logs the judge's
+    agreement with itself (`<dimension>_self_alpha`). docs/judge-checks.md."""
     section: SerializeAsAny[StudyConfig] = Field(default_factory=StudyConfig)
     """The study's own keys (written at the top level of the YAML), validated by its section model; dumped back
     at the top level, so a logged config reads like the file."""
@@ -191,6 +195,21 @@ class SweepConfig(BaseModel):
 
         self.models = [batched(m) for m in self.models]
         self.judges = [j.model_copy(update={"model": batched(j.model)}) for j in self.judges]
+        return self
+
+    @model_validator(mode="after")
+    def _judge_repeats_everywhere(self) -> SweepConfig:
+        """`judge_repeats: k` repeats every judge that names no `repeats` of its own."""
+        if self.judge_repeats > 1:
+            self.judges = [judge if "repeats" in judge.model_fields_set else
+                           judge.model_copy(update={"repeats": self.judge_repeats}) for judge in self.judges]
+        # A greedy judge on an engine whose greedy replies repeat would give the same verdict every time.
+        same = [f"judge {judge.id!r} repeats {judge.repeats} times at temperature 0 on the {judge.model.backend} "
+                "backend, whose greedy replies repeat bit for bit: every repeat would be the same verdict"
+                for judge in self.judges if judge.repeats > 1 and judge.temperature == 0
+                and judge.model.backend in BACKENDS and BACKENDS.get(judge.model.backend).repeats_greedy]
+        if same:
+            raise ValueError(f"{'; '.join(same)} (give it a temperature above 0, e.g. 0.7)")
         return self
 
     @field_validator("seeds")

@@ -11,7 +11,8 @@ named by stage (`generate`, `score`, `judge <id>`), per-seed summaries aggregate
 generations table, traces and the dataset input, and the judges' control items.
 
 A multi-turn study is declared the same way (`multi_turn.MultiTurnStudy`: a solver of several user turns), and its
-loop there runs through the helpers here (`aggregate_seeds`, `shown_to_judge`) and `backends.in_batches`.
+loop there runs through the helpers here (`aggregate_seeds`, `shown_to_judge`) and `backends.in_batches`; every
+judge of either kind is asked through the one judging step (`judges.resumable.judge_items`).
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ from typing import Any, ClassVar
 
 from narrative_eval.backends import in_batches
 from narrative_eval.data.rows import spread_limit
-from narrative_eval.judges import judge_many, load_rubric, qavg, summarize
+from narrative_eval.judges import load_rubric, qavg, summarize
 from narrative_eval.judges.checks import ControlItem, ControlSet, controls_for, pick_other, refusal_text, sample_ids
+from narrative_eval.judges.resumable import JudgedItem, judge_items
 from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import METRICS, at_avg, get_metric, has_at_avg, load_metrics, metric_names
 from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
 from narrative_eval.records import CellSpec, JudgeResult, JudgeSpec, Message, Reply, derived_seed, finite_number
 from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key, seeded
 from narrative_eval.stats.cell_scores import cell_intervals
+from narrative_eval.stats.judge_reliability import repeat_agreement
 from narrative_eval.study import CellResult, Choices, Grid, Runtime, Study, SweepSettings
 from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, generation_attributes
 
@@ -55,18 +58,6 @@ JUDGE_BOOKKEEPING = ("status", "raw", "error")
 
 
 # --------------------------------------------------------------------------- the helpers every study runs through
-
-
-def judge_in_batches(runtime: Runtime, judge: JudgeSpec, rubric: str, shown: Sequence[Mapping[str, Any]],
-                     label: str) -> list[JudgeResult]:
-    """One judge's verdicts under `rubric` on every item of `shown` (the rubric's inputs, nothing else), in batches
-    of its backend's batch size through the request cache, reported under `label`."""
-    backend = runtime.backend_for(judge.model)
-    positions = list(range(len(shown)))
-    results: list[JudgeResult] = []
-    for batch in in_batches(positions, backend, runtime.progress, label):
-        results += judge_many(backend, judge, rubric, [shown[i] for i in batch])
-    return results
 
 
 def mean_or_nan(values: Iterable[float]) -> float:
@@ -101,8 +92,11 @@ def aggregate_seeds(summaries: Mapping[int, Mapping[str, float]], rows: Sequence
 
 
 def judge_metrics(judge_id: str, results: Sequence[JudgeResult]) -> dict[str, float]:
-    """One judge's summary (judges.summarize) under 'judge/<id>/...', NaN failure rate when nothing was judged."""
+    """One judge's summary (judges.summarize) under 'judge/<id>/...', NaN failure rate when nothing was judged; a
+    judge that judged every output several times adds its agreement with itself across the repeats."""
     summary = summarize(results) if results else {"failure_rate": float("nan")}
+    if results:
+        summary.update(repeat_agreement(results, load_rubric(results[0].rubric)))
     return {judge_key(judge_id, key): value for key, value in summary.items()}
 
 
@@ -398,10 +392,12 @@ def _judge(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime, items: list
     judged = sorted((s for s in samples if s.answer.text), key=lambda s: position[s.item.id])
     shown = [study.judge_inputs(s.item, s.answer) for s in judged]
     for judge in cell.judges:
-        verdicts = judge_in_batches(runtime, judge, study.judge_rubric(judge), shown,
-                                    f"{cell.run_name}: {judge_stage(judge.id)}")
-        for sample, verdict in zip(judged, verdicts, strict=True):
-            sample.judges[judge.id] = verdict
+        backend = runtime.backend_for(judge.model)
+        made = judge_items(lambda: backend, judge, study.judge_rubric(judge),
+                           [JudgedItem(str(index), inputs) for index, inputs in enumerate(shown)],
+                           progress=runtime.progress, label=f"{cell.run_name}: {judge_stage(judge.id)}")
+        for sample, judgment in zip(judged, made, strict=True):
+            sample.judges[judge.id] = judgment.result
 
 
 def _seed_summary(study: SingleTurnStudy, cell: CellSpec, samples: list[Sample]) -> dict[str, float]:
@@ -539,6 +535,6 @@ def _rationale(raw: Any) -> str | None:
 
 __all__ = [
     "ANSWER", "AT_AVG", "GENERATE", "JUDGE_HEADLINES", "SCORE", "TABLE", "Answer", "Item", "JudgeSource", "Sample",
-    "SingleTurnStudy", "aggregate_seeds", "judge_in_batches", "judge_metrics", "judge_stage",
+    "SingleTurnStudy", "aggregate_seeds", "judge_metrics", "judge_stage",
     "mean_or_nan", "answer_inputs", "prompt_file_grid", "run_single_turn", "seed_metrics", "shown_to_judge", "single_turn_records", "value_column",
 ]

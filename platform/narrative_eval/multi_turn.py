@@ -23,15 +23,16 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from narrative_eval.backends import in_batches
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.evaluation import Item, aggregate_seeds, judge_stage, mean_or_nan, shown_to_judge
-from narrative_eval.judges import judge_many, load_rubric, rubric_hash
+from narrative_eval.judges import load_rubric, rubric_hash
 from narrative_eval.judges.judge import GeneratingBackend
-from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, JudgeSpec, Message, Reply, Turn, derived_seed
+from narrative_eval.judges.resumable import JudgedItem, judge_items
 from narrative_eval.lazy import lazy_module
+from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, JudgeSpec, Message, Reply, Turn, derived_seed
 from narrative_eval.records.keys import judge_key, seeded
 from narrative_eval.reports.multi_turn import write_multi_turn_report
+from narrative_eval.stats.judge_reliability import repeat_agreement
 from narrative_eval.study import (CellResult, ProgressFactory, Runtime, Study, StudyConfig, SweepSettings,
                                   rubric_templates)
 from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, TurnRecord, generation_attributes
@@ -463,16 +464,19 @@ def _deliver_with_regeneration(study: MultiTurnStudy, cell: CellSpec, runtime: R
 
 
 def _judge(study: MultiTurnStudy, cell: CellSpec, runtime: Runtime, scored: list[Conversation]) -> None:
-    """Every scorer of every judge on every scored final reply, in batches of the judge's batch size. A judge sees
-    what `judge_sees` declares (never the model, the condition or the conversation)."""
+    """Every scorer of every judge on every scored final reply, through the one judging step (a final reply's
+    scorers side by side, each under its rubric). A judge sees what `judge_sees` declares (never the model, the
+    condition or the conversation)."""
     for judge in cell.judges:
         backend = runtime.backend_for(judge.model)
-        for batch in in_batches(scored, backend, runtime.progress, f"{cell.run_name}: {judge_stage(judge.id)}"):
-            shown = [study.judge_inputs(c.item, c.final_text) for c in batch]
-            for scorer in study.scorers:
-                verdicts = judge_many(backend, judge, study.scorer_rubric(judge, scorer), shown)
-                for conversation, verdict in zip(batch, verdicts, strict=True):
-                    conversation.verdicts.setdefault(judge.id, {})[scorer] = verdict
+        asked = [(conversation, scorer) for conversation in scored for scorer in study.scorers]
+        rubrics = {scorer: study.scorer_rubric(judge, scorer) for scorer in study.scorers}
+        items = [JudgedItem(str(index), study.judge_inputs(conversation.item, conversation.final_text), rubrics[scorer])
+                 for index, (conversation, scorer) in enumerate(asked)]
+        made = judge_items(lambda: backend, judge, rubrics[study.scorers[0]], items, progress=runtime.progress,
+                           label=f"{cell.run_name}: {judge_stage(judge.id)}")
+        for (conversation, scorer), judgment in zip(asked, made, strict=True):
+            conversation.verdicts.setdefault(judge.id, {})[scorer] = judgment.result
 
 
 def _records(study: MultiTurnStudy, cell: CellSpec, scored: list[Conversation]
@@ -518,6 +522,12 @@ def _seed_summary(study: MultiTurnStudy, seed: _Seed, generation_seconds: float)
         for kind, count in seed.failures[judge_id].items():
             name = "failure_rate" if kind == "any" else f"{kind}_failure_rate"
             summary[judge_key(judge_id, name)] = count / n_scored if n_scored else float("nan")
+        # A judge that judged each final reply several times: its agreement with itself, scorer by scorer.
+        for scorer in study.scorers:
+            verdicts = [c.verdicts[judge_id][scorer] for c in seed.scored if scorer in c.verdicts.get(judge_id, {})]
+            if verdicts:
+                for name, value in repeat_agreement(verdicts, load_rubric(verdicts[0].rubric)).items():
+                    summary[judge_key(judge_id, f"{scorer}_{name}")] = value
     return summary
 
 

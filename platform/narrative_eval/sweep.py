@@ -281,9 +281,10 @@ def describe_grid(config: SweepConfig, cells: list[CellSpec] | None = None) -> d
     for cell in cells:
         units, judged = study.count_requests(cell) * seeds, study.count_judged(cell) * seeds
         generations += units
-        judge_calls += judged * len(config.judges)
+        # A judge that repeats (`judge_repeats`) judges each output that many times.
+        judge_calls += sum(judged * judge.repeats for judge in config.judges)
         per_cell.append(add([(cell.model, units, config.generation.max_new_tokens)]
-                            + [(judge.model, judged, judge.max_new_tokens) for judge in config.judges]))
+                            + [(judge.model, judged * judge.repeats, judge.max_new_tokens) for judge in config.judges]))
     after = study.after_sweep_requests(config, cells)
     after_calls = sum(requests for _, requests, _ in after)
     after_cost = add(after)

@@ -68,3 +68,39 @@ def test_a_scores_rubric_is_judged_once_per_item_as_given(briefs):
     with pytest.raises(ValueError, match="judged in 1 presentation order"):
         presentation_orders(load_rubric("creative_quality"), ORDERS)
     assert presentation_orders(load_rubric("pairwise")) == ("forward", "reversed")
+
+
+def test_items_under_their_own_rubrics_are_judged_in_one_call_in_item_order(briefs):
+    """A multi-turn cell's scorers: each final reply under the checklist and the quality rubric, side by side in one
+    call; each verdict is that rubric's (its own dimensions), in the order the items were given."""
+    cached, judge = control_judge("control-constant")
+    cached.backend.batch_size = 3  # batches that mix the two rubrics
+    items = [JudgedItem(f"{story_id}/{rubric}", {"task": task.full_instruction, "requirements": list(task.constraints),
+                                                 "response": STORIES[story_id]}, rubric)
+             for story_id, task in briefs.items() for rubric in ("creative_checklist", "creative_quality")]
+    made = judge_items(lambda: cached, judge, "creative_quality", items)
+    assert [j.key for j in made] == [item.key for item in items] and cached.generated == len(items)
+    quality = set(load_rubric("creative_quality").keys)
+    for item, judgment in zip(items, made, strict=True):
+        assert judgment.result.ok and judgment.result.rubric == item.rubric
+        assert (set(judgment.result.scores) == quality) == (item.rubric == "creative_quality")
+    # A pairwise rubric is judged in two orders: it cannot share a call with a pointwise one.
+    with pytest.raises(ValueError, match="other presentation orders"):
+        judge_items(lambda: cached, judge, "creative_quality", [JudgedItem("pair", {}, "pairwise")])
+
+
+def test_every_verdict_goes_through_the_one_judging_step():
+    """The judge engine (judges.judge's judge_many and judge_pairwise_orders) is called by the judging step alone:
+    no study, example, multi-turn loop or report asks a judge another way."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    engine = re.compile(r"\b(judge_many|judge_pairwise_orders)\(")
+    allowed = {root / "platform/narrative_eval/judges/judge.py", root / "platform/narrative_eval/judges/resumable.py"}
+    callers = [f"{path.relative_to(root)}:{number}"
+               for folder in ("platform", "examples", "experiments", "ui")
+               for path in sorted((root / folder).rglob("*.py")) if path not in allowed
+               for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+               if engine.search(line) and not line.lstrip().startswith(("def ", "#"))]
+    assert callers == []

@@ -20,7 +20,7 @@ from narrative_eval.backends.base import Conversation
 from narrative_eval.judges.render import Requirement, normalize_requirements, render_item
 from narrative_eval.judges.rubric import Rubric, answer_schema, load_rubric
 from narrative_eval.judges.validate import JudgeReplyError, expected_scores, parse_reply
-from narrative_eval.records import GenerationParams, JudgeResult, JudgeSpec, Reply, stable_hash
+from narrative_eval.records import GenerationParams, JudgeResult, JudgeSpec, Reply, derived_seed, stable_hash
 from narrative_eval.records.keys import expected_name
 
 HIGH_QUALITY_THRESHOLD = 4.0
@@ -163,6 +163,42 @@ def _sign(value: float) -> int:
     return (value > 0) - (value < 0)
 
 
+def repeat_judges(judge: JudgeSpec) -> list[JudgeSpec]:
+    """The judge of each repeat (`JudgeSpec.repeats`): the first is the judge itself, so its requests are those of a
+    judge that judges once (a rerun with more repeats sends only the new ones); each other has a seed of its own."""
+    return [judge] + [judge.model_copy(update={"seed": derived_seed(judge.seed, "judge repeat", index)})
+                      for index in range(1, judge.repeats)]
+
+
+def _mean_scores(scores: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
+    keys = list(dict.fromkeys(key for found in scores for key in found))
+    means = {}
+    for key in keys:
+        values = [found[key] for found in scores if found.get(key) is not None]
+        means[key] = statistics.fmean(values) if values else None
+    return means
+
+
+def combine_repeats(results: Sequence[JudgeResult]) -> JudgeResult:
+    """One verdict from the repeats of one output: the mean of the valid repeats' scores (and expected scores), every
+    repeat's scores kept in `repeats`; failed only when every repeat failed. A single result is returned as is."""
+    if len(results) == 1:
+        return results[0]
+    valid = [result for result in results if result.ok]
+    first = valid[0] if valid else results[0]
+    update: dict[str, Any] = {
+        "repeats": [dict(result.scores) if result.ok else None for result in results],
+        "attempts": sum(result.attempts for result in results),
+        "raw_replies": [reply for result in results for reply in result.raw_replies],
+    }
+    if valid:
+        update["scores"] = _mean_scores([result.scores for result in valid])
+        weighted = [result.expected_scores for result in valid if result.expected_scores]
+        if weighted:
+            update["expected_scores"] = _mean_scores(weighted)
+    return first.model_copy(update=update)
+
+
 def combine_orders(first: JudgeResult, second: JudgeResult) -> JudgeResult:
     """One pairwise verdict from the forward and the reversed one: scores averaged with the reversed restored,
     both verdicts in details and, per dimension, whether they agree in direction; failed if either failed."""
@@ -263,10 +299,12 @@ def summarize(results: Sequence[JudgeResult]) -> dict[str, float]:
 __all__ = [
     "Requirement",
     "combine_orders",
+    "combine_repeats",
     "failure_rate",
     "is_high_quality",
     "judge_many",
     "judge_pairwise",
+    "repeat_judges",
     "judge_pairwise_orders",
     "judge_params",
     "reply_expected_scores",

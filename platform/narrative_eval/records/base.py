@@ -174,10 +174,13 @@ class JudgeResult(BaseModel):
     """Dimension -> the probability-weighted score (`scoring: expected`: the mean of the allowed scores weighted by
     the judge's token probabilities at the score's position, renormalised over them); None where the position's
     probabilities could not be read. Empty for a judge that samples its scores."""
+    repeats: list[dict[str, float | None] | None] = Field(default_factory=list)
+    """A judge that judges every output several times (`judge_repeats`): each repeat's scores, in repeat order (None
+    for a repeat that failed); `scores` are their mean. Empty for a judge that judges once."""
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return without_defaults(self, handler(self), ("expected_scores",))
+        return without_defaults(self, handler(self), ("expected_scores", "repeats"))
 
     def mean(self) -> float:
         values = [v for v in self.scores.values() if v is not None]

@@ -52,11 +52,16 @@ class JudgeSpec(Frozen):
     """Rubric name from the rubric registry (None: the study's default rubric for this kind of output)."""
     scoring: Scoring = "sampled"
     """`expected` also reads the probability-weighted score of each dimension (a backend with `score_logprobs`)."""
+    repeats: int = Field(1, ge=1)
+    """How many times every output is judged under a scores or checklist rubric (`judge_repeats`), each repeat with
+    its own judge seed (the first with `seed` itself): the verdict's scores are the repeats' mean, and the cell logs
+    the judge's agreement with itself across them."""
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # The default is left out, so the spec hashes of sweeps made before `scoring` existed stay as they were.
-        return without_defaults(self, handler(self), ("scoring",))
+        # Defaults are left out, so the spec hashes of sweeps made before `scoring` and `repeats` existed stay as
+        # they were.
+        return without_defaults(self, handler(self), ("scoring", "repeats"))
 
 
 class SubsetSpec(Frozen):

@@ -25,7 +25,9 @@ from typing import Literal
 import numpy as np
 
 from narrative_eval.judges.agreement import krippendorff_alpha
+from narrative_eval.judges.rubric import Rubric
 from narrative_eval.lazy import lazy_module
+from narrative_eval.records import JudgeResult
 from narrative_eval.stats.bootstrap import percentile_interval
 
 pd = lazy_module("pandas")
@@ -59,6 +61,39 @@ def self_agreement_by_dimension(frame: pd.DataFrame) -> dict[str, float]:
     for dimension, rows in frame.groupby("dimension", sort=False):
         found[str(dimension)] = self_agreement(rows.pivot_table(index="item", columns="repeat", values="score",
                                                                 aggfunc="first").to_numpy(dtype=float))
+    return found
+
+
+SELF_ALPHA = "self_alpha"
+"""The suffix of a judge's logged agreement with itself across repeats (`<dimension>_self_alpha`, `mean_self_alpha`)."""
+
+
+def _repeat_mean(scores: Mapping[str, float | None] | None) -> float:
+    values = [value for value in (scores or {}).values() if value is not None]
+    return float(np.mean(values)) if values else math.nan
+
+
+def repeat_agreement(results: Sequence[JudgeResult], rubric: Rubric) -> dict[str, float]:
+    """A judge's agreement with itself across the repeats of `results` (one judge, one rubric, each judged the same
+    number of times: `JudgeResult.repeats`): per dimension of a scores rubric `<dimension>_self_alpha`, and for any
+    rubric `mean_self_alpha` over each repeat's mean score (a checklist's share of requirements met). Empty when the
+    outputs were judged once."""
+    repeated = [result.repeats for result in results if len(result.repeats) > 1]
+    if not repeated:
+        return {}
+    width = max(len(repeats) for repeats in repeated)
+    found = {}
+
+    def alpha(value) -> float:
+        matrix = [[value(repeats[index]) if index < len(repeats) else math.nan for index in range(width)]
+                  for repeats in repeated]
+        return self_agreement(matrix)
+
+    if rubric.kind == "scores":
+        for key in rubric.keys:
+            found[f"{key}_{SELF_ALPHA}"] = alpha(lambda scores, key=key: math.nan if scores is None or scores.get(key)
+                                                 is None else float(scores[key]))
+    found[f"mean_{SELF_ALPHA}"] = alpha(_repeat_mean)
     return found
 
 
