@@ -9,6 +9,7 @@ import pytest
 
 from narrative_eval.studies.incremental.human_records import EvidenceStatus, PairwiseVerdict, PointwiseRating
 from narrative_eval.studies.incremental.human_stats import (
+    win_rates,
     _resampled_spearman,
     agreement_row,
     human_aggregation,
@@ -173,6 +174,24 @@ def test_pairwise_agreement_by_hand():
     quality = table.loc["creative_quality"]
     assert quality.directional_agreement == 1.0 and math.isnan(quality.qwk) and math.isnan(quality.collapsed_kappa)
     assert "qwk undefined" in quality.reason and "collapsed_kappa undefined" in quality.reason
+
+
+def test_win_rates_by_hand_with_both_sides_lengths():
+    # j, constraint following, order-restored primary/reversed: c1 +1/+1 -> 1; c2 -1/+2 -> 0.5; c3 +1/0 -> 0.75;
+    # c4 -1/-2 -> 0; c5 -2/-1 -> 0: 2.25/5 = 0.45. h saw each case once: c1 1, c2 0.5, c3 0, c4 0, c5 (-1) 0: 0.3.
+    # Creative quality: ties only: 0.5. Equal lengths leave nothing for the length term: LC = raw.
+    words = {case: (100, 100) for case in ("c1", "c2", "c3", "c4", "c5")}
+    table = win_rates(VERDICTS, words, n_boot=200).set_index(["judge", "dimension"])
+    assert table.loc[("j", "constraint_following"), "win_rate"] == pytest.approx(0.45)
+    assert table.loc[("h", "constraint_following"), "win_rate"] == pytest.approx(0.3)
+    assert table.loc[("j", "creative_quality"), "win_rate"] == pytest.approx(0.5)
+    row = table.loc[("j", "constraint_following")]
+    assert row.lc_win_rate == pytest.approx(0.45, abs=1e-3) and row.lc_win_rate_lo <= row.lc_win_rate <= row.lc_win_rate_hi
+    assert (row.n, row.full_mean_words, row.sharded_mean_words) == (5, 100.0, 100.0)
+    # The lengths read are the pairs': FULL 50 words longer on every case.
+    longer = win_rates(VERDICTS, {case: (150, 100) for case in words}, n_boot=50).set_index(["judge", "dimension"])
+    assert longer.loc[("j", "constraint_following"), "full_mean_words"] - longer.loc[
+        ("j", "constraint_following"), "sharded_mean_words"] == 50.0
 
 
 def test_order_consistency_by_hand():

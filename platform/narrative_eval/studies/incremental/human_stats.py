@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import interval_keys
 from narrative_eval.stats.alt_test import EPSILON, MIN_OUTPUTS, alt_test_table
 from narrative_eval.stats.bootstrap import DEFAULT_LEVEL, DEFAULT_N_BOOT, ClusterBootstrap, percentile_interval
+from narrative_eval.stats.judge_reliability import length_controlled_win_rate
 from narrative_eval.stats.ppi import AnchoredOutputs, human_rating, judge_score
 from narrative_eval.studies.incremental.effects import pair_frame, responses_frame
 from narrative_eval.studies.incremental.human_records import PAIRWISE_DIMENSIONS, EvidenceStatus, PairwiseVerdict, PointwiseRating
@@ -306,6 +307,40 @@ def order_consistency(verdicts: Sequence[PairwiseVerdict]) -> pd.DataFrame:
             rows.append({"judge": rater, "dimension": dimension, "n": len(both), "n_consistent": int(same),
                          "order_restored_consistency": same / len(both), "reason": ""})
     return pd.DataFrame(rows, columns=["judge", "dimension", "n", "n_consistent", "order_restored_consistency", "reason"])
+
+
+WIN_RATE_COLUMNS = ["judge", "dimension", "n", "full_mean_words", "sharded_mean_words", "win_rate", "lc_win_rate",
+                    "lc_win_rate_lo", "lc_win_rate_hi", "length_slope", "reason"]
+
+
+def win_rates(verdicts: Sequence[PairwiseVerdict], words: Mapping[str, tuple[int, int]], n_boot: int = DEFAULT_N_BOOT,
+              seed: int = 0) -> pd.DataFrame:
+    """Per rater and dimension, FULL's win rate over SHARDED, raw and length-controlled (Dubois et al. 2024: a
+    logistic model on the length difference; stats.judge_reliability.length_controlled_win_rate), beside the two
+    sides' mean lengths in words. A case's win is the mean over the orders it was judged in of 1 (FULL preferred),
+    0.5 (a tie) or 0; `words` gives each case's (FULL, SHARDED) length in words."""
+    table = oriented_verdicts(verdicts)
+    rows = []
+    for rater in sorted({rater for rater, _ in table}):
+        cases = sorted(case for r, case in table if r == rater and case in words)
+        full = [words[case][0] for case in cases]
+        sharded = [words[case][1] for case in cases]
+        for dimension in PAIRWISE_DIMENSIONS:
+            wins = [float(np.mean([0.5 + 0.5 * np.sign(seen[dimension]) for seen in table[(rater, case)].values()]))
+                    for case in cases]
+            row = {"judge": rater, "dimension": dimension, "n": len(cases),
+                   "full_mean_words": float(np.mean(full)) if cases else math.nan,
+                   "sharded_mean_words": float(np.mean(sharded)) if cases else math.nan,
+                   "win_rate": float(np.mean(wins)) if cases else math.nan}
+            if len(cases) < 2:
+                rows.append({**row, "lc_win_rate": math.nan, "lc_win_rate_lo": math.nan, "lc_win_rate_hi": math.nan,
+                             "length_slope": math.nan, "reason": "fewer than two pairs: no length model"})
+                continue
+            lc = length_controlled_win_rate(wins, [a - b for a, b in zip(full, sharded, strict=True)], n_boot=n_boot,
+                                            seed=seed)
+            rows.append({**row, "lc_win_rate": lc.lc, "lc_win_rate_lo": lc.lo, "lc_win_rate_hi": lc.hi,
+                         "length_slope": lc.length_slope, "reason": ""})
+    return pd.DataFrame(rows, columns=WIN_RATE_COLUMNS)
 
 
 def status_stability(evidence: Iterable[EvidenceStatus]) -> pd.DataFrame:

@@ -48,7 +48,7 @@ from narrative_eval.studies.incremental.human_records import (
     save_pairwise_evidence,
     save_pairwise_verdicts,
 )
-from narrative_eval.studies.incremental.human_stats import order_consistency, status_stability
+from narrative_eval.studies.incremental.human_stats import order_consistency, status_stability, win_rates
 from narrative_eval.studies.incremental.pairwise_files import ARTIFACT_DIR, FILES, JUDGMENTS_FILE, artifact_dir, logged_files
 from narrative_eval.studies.incremental.records import WritingTask
 from narrative_eval.studies.incremental.score_records import model_label, record_id
@@ -244,14 +244,20 @@ def run_pairwise_judges(config: Any, out_dir: str | Path, backend_for: Callable[
              len(pairs) * len(raters) - judged)
     counts = {"pairwise/n_cases": len(pairs), "pairwise/judged": judged,
               "pairwise/reused": len(pairs) * len(raters) - judged}
-    return _summaries(parent, files, list(state.values()), Path(out_dir), counts)
+    words = {pair.case.case_id: (len(str(pair.item["response_a"]).split()), len(str(pair.item["response_b"]).split()))
+             for pair in pairs}
+    return _summaries(parent, files, list(state.values()), Path(out_dir), counts, words)
 
 
 def _summaries(parent: str, files: dict[str, Path], rows: list[dict], out_dir: Path,
-               counts: dict[str, float]) -> dict[str, str]:
-    """Order consistency and status stability as tables in out_dir and, per rater, as metrics on the parent run
-    (pairwise/<rater>/...) with each rater's failure rate (judgments that never validated, per order)."""
-    consistency = order_consistency(load_pairwise_verdicts(files["pairwise"]))
+               counts: dict[str, float], words: dict[str, tuple[int, int]]) -> dict[str, str]:
+    """Order consistency, FULL's raw and length-controlled win rates with both sides' mean lengths (`words`: each
+    case's FULL and SHARDED length in words) and status stability as tables in out_dir and, per rater, as metrics
+    on the parent run (pairwise/<rater>/...) with each rater's failure rate (judgments that never validated, per
+    order)."""
+    verdicts = load_pairwise_verdicts(files["pairwise"])
+    consistency = order_consistency(verdicts)
+    wins = win_rates(verdicts, words)
     stability = status_stability(load_pairwise_evidence(files["evidence"]))
     metrics = dict(counts)
     for rater in sorted({row["rater"] for row in rows}):
@@ -259,6 +265,9 @@ def _summaries(parent: str, files: dict[str, Path], rows: list[dict], out_dir: P
         metrics[f"pairwise/{rater}/failure_rate"] = sum(not row["ok"] for row in mine) / len(mine)
     for row in consistency.itertuples():
         metrics[f"pairwise/{row.judge}/order_consistency_{row.dimension}"] = row.order_restored_consistency
+    for row in wins.itertuples():
+        metrics[f"pairwise/{row.judge}/win_rate_{row.dimension}"] = row.win_rate
+        metrics[f"pairwise/{row.judge}/lc_win_rate_{row.dimension}"] = row.lc_win_rate
     for row in stability.itertuples():
         metrics[f"pairwise/{row.judge}/status_stability"] = row.status_stability
     tracking.log_sweep_outputs(parent, {}, [], metrics=metrics)
@@ -266,6 +275,9 @@ def _summaries(parent: str, files: dict[str, Path], rows: list[dict], out_dir: P
     if not consistency.empty:
         tables["Pairwise judges: order-restored consistency (appendix B.3)"] = write_table(
             consistency, out_dir, "pairwise_order_consistency")
+    if not wins.empty:
+        tables["Pairwise judges: FULL's win rate, raw and length-controlled, with both sides' lengths"] = write_table(
+            wins, out_dir, "pairwise_win_rates")
     if not stability.empty:
         tables["Evidence-first pairwise judges: atomic status stability"] = write_table(
             stability, out_dir, "pairwise_status_stability")
