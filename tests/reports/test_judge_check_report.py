@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from narrative_eval.reports.judge_card import JUDGE_CARD_TITLE
 from narrative_eval.reports.judge_checks import JUDGE_CHECKS_TITLE, judge_note, names_judge, with_judge_checks
 from narrative_eval.reports.tables import write_table
 from narrative_eval.stats.judge_checks import COLUMNS, CheckRow
@@ -37,7 +38,9 @@ def test_notes_go_under_the_failing_judges_tables_and_the_index_names_them(tmp_p
     assert marked["AtAvg"] == tables["AtAvg"] and "`good`" not in marked["Main results"]
     assert (tmp_path / "main.md").read_text().strip().endswith(note)
     assert not (tmp_path / "at_avg.md").read_text().strip().endswith(note)
-    assert list(marked)[-1] == JUDGE_CHECKS_TITLE
+    # The checks, then every judge's report card (reports.judge_card), end the index.
+    assert list(marked)[-2:] == [JUDGE_CHECKS_TITLE, JUDGE_CARD_TITLE]
+    assert "do not use its scores: it failed mismatched_fill" in marked[JUDGE_CARD_TITLE]
     assert "- `bad` failed mismatched_fill; its tables (a note under each): Main results; High-quality fills [bad]" \
         in marked[JUDGE_CHECKS_TITLE]
     table = pd.read_csv(tmp_path / "judge_checks.csv")

@@ -11,6 +11,7 @@ from pathlib import Path
 from narrative_eval import tracking
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_prefix
+from narrative_eval.reports.judge_card import JUDGE_CARD_TITLE, write_judge_card
 from narrative_eval.reports.labels import label
 from narrative_eval.reports.tables import write_table
 from narrative_eval.stats.judge_checks import (
@@ -120,12 +121,17 @@ def _note_file(out_dir: Path, markdown: str, notes: str) -> None:
 
 
 def with_judge_checks(tables: Mapping[str, str], rows: Sequence[CheckRow], out_dir: str | Path,
-                      judged: Mapping[str, Sequence[str]] | None = None, index: bool = True) -> dict[str, str]:
+                      judged: Mapping[str, Sequence[str]] | None = None, index: bool = True,
+                      numbers: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, str]:
     """The report's tables with a note under each whose scores come from a judge that failed a check (`judged`:
     title -> the judges of each table, default tables_naming); with `index`, judge_checks.csv/.md/.tex written to
-    out_dir and a last entry, JUDGE_CHECKS_TITLE, with that table and the failing judges' tables by name. The
-    tables unchanged when there are no rows (checks off, or a sweep run before them)."""
+    out_dir and an entry, JUDGE_CHECKS_TITLE, with that table and the failing judges' tables by name, then every
+    judge's report card (reports.judge_card, from the rows and `numbers`, what the cells logged about each judge:
+    judge_card.cell_numbers) as JUDGE_CARD_TITLE. The tables unchanged when there are neither rows (checks off, or
+    a sweep run before them) nor judges."""
     if not rows:
+        if index and numbers:
+            return {**tables, JUDGE_CARD_TITLE: write_judge_card(rows, numbers, out_dir)}
         return dict(tables)
     out_dir = Path(out_dir)
     failing = failing_judges(rows)
@@ -146,6 +152,7 @@ def with_judge_checks(tables: Mapping[str, str], rows: Sequence[CheckRow], out_d
                    f"{'; '.join(flagged.get(judge, [])) or 'none'}" for judge, checks in failing.items()]
         verdict = "\n".join(summary) if summary else "Every judge passed every check."
         marked[JUDGE_CHECKS_TITLE] = f"{write_judge_checks(rows, out_dir)}\n\n{verdict}"
+        marked[JUDGE_CARD_TITLE] = write_judge_card(rows, numbers or {}, out_dir)
     return marked
 
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from narrative_eval import tracking
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key, judges_logging
+from narrative_eval.reports.judge_card import cell_numbers
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import write_table
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT, ClusterBootstrap
@@ -55,7 +56,8 @@ def write_multi_turn_report(study: ConversationStudy, sweep: str, out_dir: str |
         finals = finals[finals["final"].astype(bool)]
         tables[CONTRAST_TITLE] = write_table(_contrasts(study, finals, judges, conditions, n_boot, seed), out_dir,
                                              "contrasts")
-    return with_judge_checks(tables, logged_rows(study.experiment, sweep, data_sha256), out_dir)
+    return with_judge_checks(tables, logged_rows(study.experiment, sweep, data_sha256), out_dir,
+                             numbers=cell_numbers(study.experiment, sweep, data_sha256))
 
 
 def _ordered(study: ConversationStudy, conditions: Sequence[str]) -> list[str]:

@@ -36,6 +36,7 @@ import numpy as np
 from narrative_eval import tracking
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key, judges_logging, metric_column, with_interval
+from narrative_eval.reports.judge_card import cell_numbers
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import file_slug, markdown_table, write_csv, write_missing_tables, write_table
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
@@ -377,4 +378,5 @@ def with_sweep_checks(tables: dict[str, str], sweep: str, out_dir: str | Path, d
     judges = list(dict.fromkeys(row.judge for row in rows))
     judged = {title: [] if title in DIAGNOSTIC_TITLES.values() else
               [judge for judge in judges if f"(judge {judge})" in title] or judges for title in tables}
-    return with_judge_checks(tables, rows, out_dir, judged, index=index)
+    numbers = cell_numbers(experiment_of(NAME), sweep, data_sha256) if index else None
+    return with_judge_checks(tables, rows, out_dir, judged, index=index, numbers=numbers)
