@@ -24,8 +24,10 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from narrative_eval.backends.cache import CachedBackend
-from narrative_eval.evaluation import Item, aggregate_seeds, judge_stage, mean_or_nan, shown_to_judge
+from narrative_eval import tracking
+from narrative_eval.evaluation import Item, aggregate_seeds, answer_inputs, judge_stage, mean_or_nan, shown_to_judge
 from narrative_eval.judges import load_rubric, rubric_hash
+from narrative_eval.judges.checks import ControlSet, controls_for, pick_other, refusal_text, sample_ids
 from narrative_eval.judges.judge import GeneratingBackend
 from narrative_eval.judges.resumable import JudgedItem, judge_items
 from narrative_eval.lazy import lazy_module
@@ -33,8 +35,8 @@ from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, Judg
 from narrative_eval.records.keys import judge_key, seeded
 from narrative_eval.reports.multi_turn import write_multi_turn_report
 from narrative_eval.stats.judge_reliability import repeat_agreement
-from narrative_eval.study import (CellResult, ProgressFactory, Runtime, Study, StudyConfig, SweepSettings,
-                                  rubric_templates)
+from narrative_eval.study import (CellResult, ProgressFactory, RequestCount, Runtime, Study, StudyConfig,
+                                  SweepSettings, experiment_of, rubric_templates)
 from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, TurnRecord, generation_attributes
 
 pd = lazy_module("pandas")
@@ -233,6 +235,55 @@ class MultiTurnStudy(Study):
         """The truncation rule is the config's `truncation` key, not `extra`'s cell-level encoding of it."""
         return [f"extra.{key}: say it as the config's truncation rule, truncation: {{regenerate: N, score: true|false}}"
                 for key in TRUNCATION_EXTRA if key in config.extra]
+
+    # ---------------------------------------------------------------- control checks, from the declaration
+
+    def control_items(self, config: SweepSettings, cells: Sequence[CellSpec], judge: JudgeSpec,
+                      k: int) -> list[ControlSet]:
+        """For K items with a judged final reply in the sweep's finished cells (`sweep_replies`), the controls each
+        scorer's rubric kind calls for (`judges.checks.controls_for`: a refusal in place of the reply; under a scores
+        rubric the reply's sentences shuffled and the reply padded with neutral filler), each against that reply,
+        whose own verdict is its cell's (from the request cache). A study adds its own by overriding this."""
+        if not cells:
+            return []
+        items = {item.id: item for item in self.items(cells[0])}
+        replies = {item_id: text for item_id, text in self.sweep_replies(cells).items() if item_id in items}
+        answers, refusal = answer_inputs(self.judge_sees), refusal_text()
+        controls = [control for item_id in sample_ids(replies, k) for scorer in self.scorers
+                    for control in controls_for(self.scorer_rubric(judge, scorer), item_id,
+                                                self.judge_inputs(items[item_id], replies[item_id]), answers, refusal)]
+        return [ControlSet(judge, tuple(controls))] if controls else []
+
+    def control_requests(self, config: SweepSettings, cells: Sequence[CellSpec], k: int) -> list[RequestCount]:
+        """Before any reply exists: at most K items per judge, each with the controls its scorers' rubrics call for
+        (counted on a stand-in reply of two sentences) and the reply itself."""
+        n = min(k, len(self.items(cells[0]))) if cells else 0
+        stand_in = {name: "A stand-in reply. Its second sentence." for name in self.judge_sees}
+        counts = []
+        for judge in config.judges:
+            controls = [control for scorer in self.scorers for control in controls_for(
+                self.scorer_rubric(judge, scorer), "item", stand_in, answer_inputs(self.judge_sees))]
+            counts.append(RequestCount(judge.model, n * ControlSet(judge, tuple(controls)).requests,
+                                       judge.max_new_tokens))
+        return counts
+
+    def sweep_replies(self, cells: Sequence[CellSpec]) -> dict[str, str]:
+        """Item id -> a final reply its controls are built on: one its finished cell judged (kept, scoreable under
+        the cell's truncation rule, not blank), of the reference condition's cells where the grid has them; of
+        several models and seeds, the one whose pairing with the item hashes lowest (stable as cells join)."""
+        reference = self.condition_order()[0] if self.condition_order() else None
+        candidates: dict[str, dict[str, str]] = {}
+        for cell in [c for c in cells if c.condition == reference] or list(cells):
+            found = tracking.find_cell_run(experiment_of(self.name), cell)
+            if found is None or found[1] != "FINISHED":
+                continue
+            for logged in tracking.load_json_artifact(found[0], ATTEMPTS):
+                conversation = Conversation.from_logged(logged, self.id_column)
+                if logged["kept"] and conversation.scoreable(self.scores_truncated(cell)) \
+                        and conversation.final_text.strip():
+                    key = seeded(f"{cell.model.id}/{cell.prompt_setting}/{cell.condition}", conversation.seed)
+                    candidates.setdefault(conversation.item.id, {})[key] = conversation.final_text
+        return {item_id: replies[pick_other(item_id, replies)] for item_id, replies in candidates.items()}
 
     def condition_order(self) -> Sequence[str]:
         """Its conditions in report order, the reference first: its config grid's default conditions."""

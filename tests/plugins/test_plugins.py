@@ -215,6 +215,10 @@ def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path
         judge_checks: {{items: 2}}
         report_dir: {tmp_path / 'report'}
     """))
+    # Before any reply exists the dry run counts the controls on one item: the checklist's refusal (held near 0
+    # adherence, no reply beside it) and the quality rubric's shuffled, refused and padded reply and the reply itself.
+    planned = sweep_command(plugin_path, tmp_path, "--config", str(config), "--dry-run")
+    assert planned["code"] == 0 and "5 on control items" in planned["text"], planned["text"]
     swept = sweep_command(plugin_path, tmp_path, "--config", str(config), "--no-progress")
     assert swept["code"] == 0, swept["text"]
     found = run_with_plugin(plugin_path, tmp_path, """
@@ -276,8 +280,9 @@ def test_a_plugin_study_version_bump_reruns_its_cells_and_a_rerun_without_one_sk
 def test_a_declared_multi_turn_plugin_study_gets_traces_and_a_report_it_wrote_no_code_for(plugin_path, tmp_path,
                                                                                           repo_root):
     """The plugin's `revision` study (its own data file, two conditions, its own checklist and quality rubrics; no
-    code for records or reports) through the sweep command on the embedded model: one trace per conversation, a span
-    per turn, each judge verdict as assessments (per requirement for the checklist), and the default report."""
+    code for records, controls or reports) through the sweep command on the embedded model: one trace per
+    conversation, a span per turn, each judge verdict as assessments (per requirement for the checklist), the
+    default report and the judge's control checks."""
     config = tmp_path / "revision.yaml"
     # One brief (three requirements, two revision notes) under both conditions; SmolLM2 is cut at 48 tokens, so its
     # cut replies are scored, flagged, rather than regenerated.
@@ -288,6 +293,10 @@ def test_a_declared_multi_turn_plugin_study_gets_traces_and_a_report_it_wrote_no
         "truncation": {"regenerate": 0, "score": True}, "judge_checks": {"items": 1},
         "judges": [{"id": "smollm2-judge", "model": "smollm2", "max_new_tokens": 256}],
         "report_dir": str(tmp_path / "report")}))
+    # Before any reply exists the dry run counts the controls on one item: the checklist's refusal (held near 0
+    # adherence, no reply beside it) and the quality rubric's shuffled, refused and padded reply and the reply itself.
+    planned = sweep_command(plugin_path, tmp_path, "--config", str(config), "--dry-run")
+    assert planned["code"] == 0 and "5 on control items" in planned["text"], planned["text"]
     swept = sweep_command(plugin_path, tmp_path, "--config", str(config), "--no-progress")
     assert swept["code"] == 0, swept["text"]
     found = run_with_plugin(plugin_path, tmp_path, """
@@ -322,3 +331,8 @@ def test_a_declared_multi_turn_plugin_study_gets_traces_and_a_report_it_wrote_no
     contrasts = pd.read_csv(tmp_path / "report" / "contrasts.csv")
     assert set(contrasts["reference"]) == {"plain"} and set(contrasts["other"]) == {"recap"}
     assert set(contrasts["dimension"]) == {"adherence", "vividness"}
+    # Its judge was checked on control items it declared nothing for: those its rubrics' kinds call for, built on
+    # the sweep's own replies (the checklist's refusal; the quality rubric's shuffled, refused and padded reply).
+    checks = pd.read_csv(tmp_path / "report" / "judge_checks.csv")
+    assert set(zip(checks["rubric"], checks["check"])) >= {
+        ("revision_checklist", "refusal"), ("revision_quality", "refusal"), ("revision_quality", "padded_output")}, checks
