@@ -284,3 +284,28 @@ def test_the_config_section_is_checked(tmp_path):
     assert not load_config(write_config(tmp_path, "off", **base, judge_checks=False), catalog=CATALOG).judge_checks.enabled
     with pytest.raises(UserError, match=r"bad.yaml:\d+: unknown key 'judge_checks.itmes' \(did you mean 'items'\?\)"):
         load_config(write_config(tmp_path, "bad", **base, judge_checks={"itmes": 5}), catalog=CATALOG)
+
+
+@pytest.mark.slow
+def test_a_judge_judging_every_fill_three_times_gets_its_noise_measured_and_a_report_card(tmp_path):
+    """A judge that answers at random, judging each of four fills three times (`judge_repeats: 3`): each cell logs
+    its self-agreement, the report sets its noise beside the gaps between settings, and its report card carries
+    both, with a verdict that follows from its checks."""
+    path = write_config(tmp_path, "repeated", study="infilling", data=str(SAMPLE), limit=4, prompt_settings=["L1", "L2"],
+                        generation={"temperature": 0.0, "max_new_tokens": 24}, metrics={"names": ["rouge1"]},
+                        judges=[judge_entry("random", "control-random")], judge_repeats=3, judge_checks={"items": 4})
+    config = load_config(path, catalog=CATALOG)
+    assert [judge.repeats for judge in config.judges] == [3]
+    outcome = run_sweep(config)
+    assert outcome.count("finished") == 2, [c.error for c in outcome.cells]
+    runs = tracking.sweep_cell_runs("infilling", config.sweep)
+    alphas = runs["metrics.judge/random/mean_self_alpha"].astype(float)
+    assert alphas.notna().all() and (alphas.abs() < 1).all(), alphas
+    noise = pd.read_csv(outcome.report_dir / "judge_noise.csv").set_index("judge")
+    assert noise.loc["random", "repeats"] == 3 and noise.loc["random", "within_sd"] > 0
+    assert noise.loc["random", "groups"] == 2 and noise.loc["random", "noise_gap"] > 0
+    card = pd.read_csv(outcome.report_dir / "judge_card.csv", keep_default_na=False).set_index("judge")
+    assert float(card.loc["random", "self_alpha"]) == pytest.approx(alphas.mean())
+    assert float(card.loc["random", "noise_gap"]) == pytest.approx(noise.loc["random", "noise_gap"])
+    verdict = card.loc["random", "verdict"]
+    assert verdict.startswith("do not use its scores") == bool(card.loc["random", "failed_checks"]), verdict

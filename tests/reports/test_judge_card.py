@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from narrative_eval.reports.judge_card import judge_card, write_judge_card
 from narrative_eval.stats.judge_checks import CheckRow
 
@@ -39,3 +41,22 @@ def test_each_judge_gets_its_numbers_and_a_verdict_that_follows_from_them(tmp_pa
     assert card.loc["unchecked", "verdict"].startswith("unchecked")
     markdown = write_judge_card(ROWS, numbers, tmp_path)
     assert (tmp_path / "judge_card.csv").is_file() and "do not use its scores" in markdown
+
+
+def test_the_noise_table_reads_each_repeats_mean_score_from_the_generations_rows(tmp_path):
+    """Two settings, two outputs each, three repeats: an output's repeats differ by 1 point (SD 1), the settings'
+    means by 2 points; the noise gap is 1.96 x 1 x sqrt(2 / (2 x 3)) = 1.13, so that gap is beyond it."""
+    import pandas as pd
+
+    from narrative_eval.reports.judge_card import write_judge_noise
+
+    rows = pd.DataFrame([{"model": "m", "setting": setting, "instance_id": item, "seed": 0,
+                          "judge/j/repeat_means": [base - 1, base, base + 1], "judge/k/qavg": 3.0}
+                         for setting, base in (("L1", 2.0), ("L2", 4.0)) for item in ("a", "b")])
+    markdown, gaps = write_judge_noise(rows, "instance_id", tmp_path)
+    noise = pd.read_csv(tmp_path / "judge_noise.csv").set_index("judge")
+    assert list(noise.index) == ["j"] and noise.loc["j", "within_sd"] == 1.0
+    assert gaps["j"] == pytest.approx(1.96 * (2 / 6) ** 0.5) and noise.loc["j", "noise_gap"] == pytest.approx(gaps["j"], abs=1e-6)
+    assert noise.loc["j", "max_gap"] == 2.0 and noise.loc["j", "gaps_within_noise"] == 0.0
+    # Without repeats there is nothing to write.
+    assert write_judge_noise(rows.drop(columns=["judge/j/repeat_means"]), "instance_id", tmp_path / "none") == ("", {})

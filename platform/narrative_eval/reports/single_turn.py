@@ -10,7 +10,7 @@ from narrative_eval import tracking
 from narrative_eval.evaluation import TABLE, SingleTurnStudy
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judges_logging
-from narrative_eval.reports.judge_card import cell_numbers
+from narrative_eval.reports.judge_card import judge_numbers
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import write_table
 
@@ -38,5 +38,6 @@ def write_single_turn_report(study: SingleTurnStudy, sweep: str, out_dir: str | 
     answers = rows[shown].sort_values(["model", "setting", study.id_column, "seed"])
     tables = {titles[0]: write_table(main.sort_values(["model", "setting"]), out_dir, "main"),
               titles[1]: write_table(answers, out_dir, answers_file)}
-    return with_judge_checks(tables, logged_rows(study.experiment, sweep, data_sha256), out_dir,
-                             numbers=cell_numbers(study.experiment, sweep, data_sha256))
+    noise, numbers = judge_numbers(study.experiment, sweep, data_sha256, out_dir, rows, study.id_column)
+    return with_judge_checks({**tables, **noise}, logged_rows(study.experiment, sweep, data_sha256), out_dir,
+                             numbers=numbers)

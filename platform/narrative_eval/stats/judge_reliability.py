@@ -64,6 +64,9 @@ def self_agreement_by_dimension(frame: pd.DataFrame) -> dict[str, float]:
     return found
 
 
+REPEAT_MEANS = "repeat_means"
+"""A generations row's column (`judge/<id>/repeat_means`) holding each repeat's mean score of the output."""
+
 SELF_ALPHA = "self_alpha"
 """The suffix of a judge's logged agreement with itself across repeats (`<dimension>_self_alpha`, `mean_self_alpha`)."""
 
@@ -280,12 +283,15 @@ def noise_table(frame: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:
 __all__ = [
     "AGGREGATES",
     "NOISE_COLUMNS",
+    "REPEAT_MEANS",
+    "SELF_ALPHA",
     "WinRate",
     "flip_rate",
     "jury_scores",
     "length_controlled_win_rate",
     "member_weights",
     "noise_table",
+    "repeat_agreement",
     "self_agreement",
     "self_agreement_by_dimension",
 ]
