@@ -126,7 +126,8 @@ def test_the_report_command_writes_its_tables(swept, tmp_path):
     code, printed = run(report, "continuation", "--sweep", name, "--out", str(tmp_path))
     assert code == 0 and "Continuations beside the true next sentence" in printed
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        f"{table}.{ext}" for table in ("main", "continuations", "judge_checks") for ext in ("csv", "md", "tex"))
+        f"{table}.{ext}" for table in ("main", "continuations", "judge_checks", "judge_card")
+        for ext in ("csv", "md", "tex"))
     main = pd.read_csv(tmp_path / "main.csv")
     assert sorted(main["setting"]) == sorted(SETTINGS) and set(main["model"]) == {"smollm2"}
     by_setting = runs.set_index("params.prompt_setting")

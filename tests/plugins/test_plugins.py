@@ -215,10 +215,10 @@ def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path
         judge_checks: {{items: 2}}
         report_dir: {tmp_path / 'report'}
     """))
-    # Before any reply exists the dry run counts the controls on one item: the checklist's refusal (held near 0
-    # adherence, no reply beside it) and the quality rubric's shuffled, refused and padded reply and the reply itself.
+    # The dry run counts the controls of both items: each item's true opening and its four controls (mismatched,
+    # blank, refused and padded), judged once.
     planned = sweep_command(plugin_path, tmp_path, "--config", str(config), "--dry-run")
-    assert planned["code"] == 0 and "5 on control items" in planned["text"], planned["text"]
+    assert planned["code"] == 0 and "10 on control items" in planned["text"], planned["text"]
     swept = sweep_command(plugin_path, tmp_path, "--config", str(config), "--no-progress")
     assert swept["code"] == 0, swept["text"]
     found = run_with_plugin(plugin_path, tmp_path, """
@@ -239,8 +239,8 @@ def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path
     checks = pd.read_csv(tmp_path / "report" / "judge_checks.csv")
     assert set(checks["check"]) == {"mismatched_reference", "blank_answer", "refusal", "padded_output"}
     assert set(checks["rubric"]) == {"opening_quality"}
-    assert sorted(path.name for path in (tmp_path / "report").glob("*.csv")) == ["cost.csv", "judge_checks.csv",
-                                                                                  "main.csv", "openings.csv"]
+    assert sorted(path.name for path in (tmp_path / "report").glob("*.csv")) == [
+        "cost.csv", "judge_card.csv", "judge_checks.csv", "main.csv", "openings.csv"]
 
 
 def test_a_plugin_study_version_bump_reruns_its_cells_and_a_rerun_without_one_skips_them(plugin_path, tmp_path,
