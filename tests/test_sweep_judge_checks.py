@@ -6,6 +6,7 @@ report's notes and the terminal summary; and the dry run's counts and prices of 
 from __future__ import annotations
 
 import json
+import statistics
 import sqlite3
 from pathlib import Path
 
@@ -309,3 +310,74 @@ def test_a_judge_judging_every_fill_three_times_gets_its_noise_measured_and_a_re
     assert float(card.loc["random", "noise_gap"]) == pytest.approx(noise.loc["random", "noise_gap"])
     verdict = card.loc["random", "verdict"]
     assert verdict.startswith("do not use its scores") == bool(card.loc["random", "failed_checks"]), verdict
+
+
+@pytest.mark.slow
+def test_a_jury_is_reported_and_checked_as_a_judge_with_no_call_of_its_own(tmp_path):
+    """The oracle, the same-score judge and the random judge as one jury (their median): every fill's jury scores
+    are its members' median, the cell logs the jury's numbers and traces its verdicts, and the jury is checked on
+    its members' control verdicts and gets a report card; the dry run counts no call for it."""
+    import mlflow
+
+    good = [(i.problem, i.gold_answer) for i in shipped_instances()]
+    keys = dict(study="infilling", data=str(SAMPLE), limit=4, prompt_settings=["L2"],
+                generation={"temperature": 0.0, "max_new_tokens": 24}, metrics={"names": ["rouge1"]},
+                judges=[judge_entry(ORACLE, "control-oracle", good), judge_entry(TOP, "control-constant", decision="good"),
+                        judge_entry("random", "control-random")], judge_checks={"items": 4})
+    members = [ORACLE, TOP, "random"]
+    alone = load_config(write_config(tmp_path, "members", **keys), catalog=CATALOG)
+    config = load_config(write_config(tmp_path, "jury", **keys,
+                                      juries=[{"id": "panel", "judges": members, "aggregate": "median"}]), catalog=CATALOG)
+    assert describe_grid(config)["judge_calls"] == describe_grid(alone)["judge_calls"]
+    outcome = run_sweep(config)
+    [cell] = outcome.cells
+    assert cell.status == "finished", cell.error
+    rows = tracking.load_table(cell.run_id, "generations.json").to_dict("records")
+    dimensions = [key.split("/")[2] for key in rows[0] if key.startswith(f"judge/{ORACLE}/")
+                  and key.split("/")[2] not in ("status", "raw", "error", "qavg")]
+    assert dimensions and len(rows) == 4
+    for row in rows:
+        for dimension in dimensions:
+            assert row[f"judge/panel/{dimension}"] == statistics.median(
+                row[f"judge/{member}/{dimension}"] for member in members), (row, dimension)
+    metrics = tracking.client().get_run(cell.run_id).data.metrics
+    assert metrics["judge/panel/qavg"] == pytest.approx(statistics.fmean(row["judge/panel/qavg"] for row in rows))
+    assert metrics["judge/panel/failure_rate"] == 0.0
+    traces = mlflow.search_traces(locations=[tracking.client().get_run(cell.run_id).info.experiment_id],
+                                  run_id=cell.run_id, return_type="list")
+    sources = {a.source.source_id for trace in traces for a in trace.info.assessments if a.name.startswith("panel/")}
+    assert sources == {f"panel (jury: median of {', '.join(members)})"}
+    checks = pd.read_csv(outcome.report_dir / "judge_checks.csv")
+    oracle = checks[checks["judge"] == ORACLE].set_index("check")
+    jury = checks[checks["judge"] == "panel"].set_index("check")
+    assert list(jury.index) == list(oracle.index) and (jury["n"] == oracle["n"]).all()
+    card = pd.read_csv(outcome.report_dir / "judge_card.csv", keep_default_na=False)
+    assert list(card["judge"]) == [*members, "panel"]
+
+
+@pytest.mark.slow
+def test_a_multi_turn_jury_combines_each_requirement_and_dimension_of_its_members(tmp_path):
+    """A jury (mean) of a judge that scores every story at the bottom and one that scores it at the top, on the
+    incremental study: each final story's checklist requirement is 0.5 and each quality dimension 3, in the cell's
+    numbers and in the report's, and the jury is checked on its members' control verdicts."""
+    (tmp_path / "tasks.json").write_text(json.dumps(TASKS))
+    (tmp_path / "constraints.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CHECKLISTS))
+    path = write_config(tmp_path, "jury", study="incremental-delivery", data=str(tmp_path / "tasks.json"),
+                        constraints=str(tmp_path / "constraints.jsonl"), prompt_settings=["default"],
+                        conditions=["full", "sharded"], generation={"temperature": 0.8, "max_new_tokens": 32},
+                        judges=[judge_entry("bottom", "control-oracle"), judge_entry(TOP, "control-constant", decision="good")],
+                        juries=[{"id": "panel", "judges": ["bottom", TOP]}], truncation={"regenerate": 0, "score": True})
+    outcome = run_sweep(load_config(path, catalog=CATALOG))
+    assert outcome.count("finished") == 2, [c.error for c in outcome.cells]
+    for cell in outcome.cells:
+        metrics = tracking.client().get_run(cell.run_id).data.metrics
+        assert metrics["judge/bottom/adherence"] == 0.0 and metrics[f"judge/{TOP}/adherence"] == 1.0
+        assert metrics["judge/panel/adherence"] == 0.5 and metrics["judge/panel/failure_rate"] == 0.0
+        quality = [key for key in metrics if key.startswith(f"judge/{TOP}/") and metrics[key] == 5.0]
+        assert quality and all(metrics[key.replace(TOP, "panel")] == 3.0 for key in quality), quality
+    judges = {row.judge for row in outcome.judge_checks}
+    assert judges == {"bottom", TOP, "panel"}
+    panel = {(row.rubric, row.check): row.n for row in outcome.judge_checks if row.judge == "panel"}
+    assert panel == {(row.rubric, row.check): row.n for row in outcome.judge_checks if row.judge == "bottom"}
+    scores = pd.read_csv(outcome.report_dir / "cell_scores.csv")
+    assert set(scores["judge"]) >= {"bottom", TOP, "panel"}, scores

@@ -17,7 +17,7 @@ from narrative_eval.errors import UserError, read_text
 from narrative_eval.judges.checks import JudgeChecks
 from narrative_eval.judges.rubric import RUBRICS
 from narrative_eval.metrics import METRICS
-from narrative_eval.records import GenerationParams, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
+from narrative_eval.records import GenerationParams, JudgeSpec, JurySpec, MetricsSpec, ModelSpec, SubsetSpec
 from narrative_eval.study import STUDIES, Grid, StudyConfig, load_study
 
 CATALOG_NAME = "models.yaml"
@@ -103,6 +103,9 @@ class SweepConfig(BaseModel):
     """How many times every judge judges each output under a scores or checklist rubric, each repeat with its own
     judge seed (a judge's own `repeats` wins); the verdict is the repeats' mean and each cell logs the judge's
     agreement with itself (`<dimension>_self_alpha`). docs/judge-checks.md."""
+    juries: list[JurySpec] = Field(default_factory=list)
+    """Judges of the panel read as one, each under its own id: their verdicts on every output combined (mean, median
+    or majority), no call of its own; reported wherever a judge is. docs/judge-checks.md."""
     section: SerializeAsAny[StudyConfig] = Field(default_factory=StudyConfig)
     """The study's own keys (written at the top level of the YAML), validated by its section model; dumped back
     at the top level, so a logged config reads like the file."""
@@ -210,6 +213,29 @@ class SweepConfig(BaseModel):
                 and judge.model.backend in BACKENDS and BACKENDS.get(judge.model.backend).repeats_greedy]
         if same:
             raise ValueError(f"{'; '.join(same)} (give it a temperature above 0, e.g. 0.7)")
+        return self
+
+    @model_validator(mode="after")
+    def _juries_of_the_panel(self) -> SweepConfig:
+        """A jury's members are two or more of the sweep's judges under one rubric; its id is its own."""
+        judges = {judge.id: judge for judge in self.judges}
+        problems = []
+        seen: set[str] = set()
+        for index, jury in enumerate(self.juries):
+            if jury.id in judges or jury.id in seen:
+                problems.append((("juries", index, "id"), f"{jury.id!r} is already a judge's or a jury's id"))
+            seen.add(jury.id)
+            unknown = [(j, member) for j, member in enumerate(jury.judges) if member not in judges]
+            problems += [(("juries", index, "judges", j), f"{member!r} is not one of the sweep's judges (its judges: "
+                                                          f"{', '.join(judges) or 'none'})") for j, member in unknown]
+            if len(set(jury.judges)) < 2:
+                problems.append((("juries", index, "judges"), "a jury needs two or more different judges"))
+            rubrics = {judges[member].rubric for member in jury.judges if member in judges}
+            if len(rubrics) > 1:
+                problems.append((("juries", index, "judges"), "its judges must judge under one rubric, not "
+                                                              f"{', '.join(sorted(str(r) for r in rubrics))}"))
+        if problems:
+            raise located(type(self).__name__, problems)
         return self
 
     @field_validator("seeds")

@@ -29,6 +29,7 @@ from narrative_eval.backends import in_batches
 from narrative_eval.data.rows import spread_limit
 from narrative_eval.judges import load_rubric, qavg, summarize
 from narrative_eval.judges.checks import ControlItem, ControlSet, controls_for, pick_other, refusal_text, sample_ids
+from narrative_eval.judges.jury import jury_verdict
 from narrative_eval.judges.resumable import JudgedItem, judge_items
 from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import METRICS, at_avg, get_metric, has_at_avg, load_metrics, metric_names
@@ -341,6 +342,7 @@ def run_single_turn(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime) ->
     _judge(study, cell, runtime, items, samples)
     per_seed = {seed: [s for s in samples if s.seed == seed] for seed in cell.seeds}
     rubrics = {judge.id: load_rubric(study.judge_rubric(judge)) for judge in cell.judges}
+    rubrics.update({jury.id: rubrics[jury.judges[0]] for jury in cell.juries})
     rows = [_row(study, sample, rubrics) for sample in samples]
     clusters = [study.interval_cluster(sample.item) for sample in samples]
     metrics = aggregate_seeds({seed: _seed_summary(study, cell, found) for seed, found in per_seed.items()}, rows,
@@ -398,6 +400,9 @@ def _judge(study: SingleTurnStudy, cell: CellSpec, runtime: Runtime, items: list
                            progress=runtime.progress, label=f"{cell.run_name}: {judge_stage(judge.id)}")
         for sample, judgment in zip(judged, made, strict=True):
             sample.judges[judge.id] = judgment.result
+    for jury in cell.juries:  # its members' verdicts combined: no call of its own
+        for sample in judged:
+            sample.judges[jury.id] = jury_verdict(jury, sample.judges)
 
 
 def _seed_summary(study: SingleTurnStudy, cell: CellSpec, samples: list[Sample]) -> dict[str, float]:
@@ -416,8 +421,8 @@ def _seed_summary(study: SingleTurnStudy, cell: CellSpec, samples: list[Sample])
     summary["prompt_tokens"] = float(sum(s.reply.prompt_tokens for s in samples))
     summary["completion_tokens"] = float(sum(s.reply.completion_tokens for s in samples))
     summary["generation_seconds"] = float(sum(s.reply.seconds for s in samples))
-    for judge in cell.judges:
-        summary.update(judge_metrics(judge.id, [s.judges[judge.id] for s in samples if judge.id in s.judges]))
+    for judge_id in cell.judge_ids:
+        summary.update(judge_metrics(judge_id, [s.judges[judge_id] for s in samples if judge_id in s.judges]))
     return summary
 
 
@@ -510,15 +515,17 @@ def _metric_scores(row: Mapping[str, Any], answer_column: str, names: list[str])
 
 def _judge_scores(cell: CellSpec, row: Mapping[str, Any]) -> list[AssessmentRecord]:
     scores = []
-    for judge in cell.judges:
-        prefix = judge_prefix(judge.id)
+    sources = {judge.id: f"{judge.id} ({judge.model.id})" for judge in cell.judges}
+    sources.update({jury.id: f"{jury.id} (jury: {jury.aggregate} of {', '.join(jury.judges)})" for jury in cell.juries})
+    for judge_id, source in sources.items():
+        prefix = judge_prefix(judge_id)
         rationale = _rationale(row.get(prefix + "raw"))
         error = row.get(prefix + "error") or None
         for key, value in row.items():
             dimension = key[len(prefix):] if key.startswith(prefix) else None
             if dimension and dimension not in JUDGE_BOOKKEEPING:
-                scores.append(AssessmentRecord(f"{judge.id}/{dimension}", finite_number(value), "llm_judge",
-                                               f"{judge.id} ({judge.model.id})", rationale=rationale,
+                scores.append(AssessmentRecord(f"{judge_id}/{dimension}", finite_number(value), "llm_judge",
+                                               source, rationale=rationale,
                                                error=(error or "judge failed") if finite_number(value) is None else None))
     return scores
 

@@ -29,6 +29,7 @@ from narrative_eval.evaluation import Item, aggregate_seeds, answer_inputs, judg
 from narrative_eval.judges import load_rubric, rubric_hash
 from narrative_eval.judges.checks import ControlSet, controls_for, pick_other, refusal_text, sample_ids
 from narrative_eval.judges.judge import GeneratingBackend
+from narrative_eval.judges.jury import jury_verdict
 from narrative_eval.judges.resumable import JudgedItem, judge_items
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, JudgeSpec, Message, Reply, Turn, derived_seed
@@ -466,9 +467,9 @@ def run_multi_turn(study: MultiTurnStudy, cell: CellSpec, runtime: Runtime) -> C
                          for c, kept in attempts]
         scored = [c for c in final if scoreable(c.turns, c.truncated, c.error, study.scores_truncated(cell))]
         _judge(study, cell, runtime, scored)
-        judgments += [{study.id_column: c.item.id, "seed": seed, "judge": judge.id,
-                       **{scorer: verdict.model_dump(mode="json") for scorer, verdict in c.verdicts[judge.id].items()}}
-                      for c in scored for judge in cell.judges]
+        judgments += [{study.id_column: c.item.id, "seed": seed, "judge": judge_id,
+                       **{scorer: verdict.model_dump(mode="json") for scorer, verdict in c.verdicts[judge_id].items()}}
+                      for c in scored for judge_id in cell.judge_ids]
         done = _Seed(final, attempts, scored, *_records(study, cell, scored))
         judged += [record for found in done.records.values() for _, record in found]
         summaries[seed] = _seed_summary(study, done, seconds.total)
@@ -528,22 +529,27 @@ def _judge(study: MultiTurnStudy, cell: CellSpec, runtime: Runtime, scored: list
                            label=f"{cell.run_name}: {judge_stage(judge.id)}")
         for (conversation, scorer), judgment in zip(asked, made, strict=True):
             conversation.verdicts.setdefault(judge.id, {})[scorer] = judgment.result
+    for jury in cell.juries:  # its members' verdicts combined, scorer by scorer: no call of its own
+        for conversation in scored:
+            conversation.verdicts[jury.id] = {scorer: jury_verdict(jury, {member: conversation.verdicts[member][scorer]
+                                                                          for member in jury.judges})
+                                              for scorer in study.scorers}
 
 
 def _records(study: MultiTurnStudy, cell: CellSpec, scored: list[Conversation]
              ) -> tuple[dict[str, list[tuple[Conversation, Any]]], dict[str, dict[str, int]]]:
     """Per judge, the study's record of every final reply all its scorers judged validly, and the failures."""
-    records: dict[str, list[tuple[Conversation, Any]]] = {judge.id: [] for judge in cell.judges}
-    failures = {judge.id: {"any": 0, **dict.fromkeys(study.scorers, 0)} for judge in cell.judges}
+    records: dict[str, list[tuple[Conversation, Any]]] = {judge_id: [] for judge_id in cell.judge_ids}
+    failures = {judge_id: {"any": 0, **dict.fromkeys(study.scorers, 0)} for judge_id in cell.judge_ids}
     for conversation in scored:
-        for judge in cell.judges:
-            verdicts = conversation.verdicts[judge.id]
+        for judge_id in cell.judge_ids:
+            verdicts = conversation.verdicts[judge_id]
             for scorer, verdict in verdicts.items():
-                failures[judge.id][scorer] += not verdict.ok
+                failures[judge_id][scorer] += not verdict.ok
             if all(verdict.ok for verdict in verdicts.values()):
-                records[judge.id].append((conversation, study.judged_record(cell, conversation, judge.id)))
+                records[judge_id].append((conversation, study.judged_record(cell, conversation, judge_id)))
             else:
-                failures[judge.id]["any"] += 1
+                failures[judge_id]["any"] += 1
     return records, failures
 
 
@@ -639,8 +645,8 @@ def multi_turn_records(study: MultiTurnStudy, cell: CellSpec, result: CellResult
         indexed = list(group)
         turns = [row for _, row in indexed]
         final = turns[-1]
-        assessments = [assessment for judge in cell.judges for assessment in verdict_assessments(
-            study, judge, judged.get((item_id, seed, judge.id)))]
+        assessments = [assessment for judge, source in verdict_sources(cell) for assessment in verdict_assessments(
+            study, judge, judged.get((item_id, seed, judge.id)), source)]
         traces.append(TraceRecord(
             key=seeded(item_id, seed), name=CONVERSATION,
             inputs={study.id_column: item_id, "condition": final["condition"],
@@ -659,14 +665,24 @@ def multi_turn_records(study: MultiTurnStudy, cell: CellSpec, result: CellResult
                        dataset=frame.drop_duplicates(study.id_column).reset_index(drop=True))
 
 
-def verdict_assessments(study: MultiTurnStudy, judge: JudgeSpec, judgment: Mapping[str, Any] | None
-                        ) -> list[AssessmentRecord]:
+def verdict_sources(cell: CellSpec) -> list[tuple[JudgeSpec, str]]:
+    """Whose verdicts a cell's traces carry and the source each names: every judge, then every jury (as its first
+    member's spec under the jury's id, for the rubrics its scorers ran)."""
+    judges = {judge.id: judge for judge in cell.judges}
+    found = [(judge, f"{judge.id} ({judge.model.id})") for judge in cell.judges]
+    return found + [(judges[jury.judges[0]].model_copy(update={"id": jury.id}),
+                     f"{jury.id} (jury: {jury.aggregate} of {', '.join(jury.judges)})") for jury in cell.juries]
+
+
+def verdict_assessments(study: MultiTurnStudy, judge: JudgeSpec, judgment: Mapping[str, Any] | None,
+                        source: str | None = None) -> list[AssessmentRecord]:
     """One judge's verdicts on a final reply (its `judgments.json` entry) as assessments, scorer by scorer: a
     checklist's score of every requirement (`<judge>/<scorer>/<requirement id>`) and their mean, computed
     (`<judge>/adherence`); a scores rubric's dimensions (`<judge>/<dimension>`, integers on its scale). Where the judge
     gave no valid verdict for every scorer (the reply was not scored, or a verdict failed), its scores rubrics'
-    dimensions carry the reason instead (a checklist's requirements are known only from a verdict)."""
-    source = f"{judge.id} ({judge.model.id})"
+    dimensions carry the reason instead (a checklist's requirements are known only from a verdict). `source`: who
+    gave them, when not the judge itself (a jury)."""
+    source = source or f"{judge.id} ({judge.model.id})"
     verdicts = {scorer: JudgeResult.model_validate(judgment[scorer]) for scorer in study.scorers
                 if judgment is not None and scorer in judgment}
     if len(verdicts) < len(study.scorers) or not all(verdict.ok for verdict in verdicts.values()):
@@ -700,4 +716,5 @@ __all__ = [
     "ATTEMPTS", "JUDGMENTS", "TABLE", "TOKENS_PER_WORD", "Conversation", "MultiTurnConfig", "MultiTurnStudy",
     "Truncation", "deliver", "generate_grouped",
     "is_truncated", "messages_of", "multi_turn_records", "run_multi_turn", "scoreable", "verdict_assessments",
+    "verdict_sources",
 ]

@@ -374,7 +374,7 @@ class Study(ABC):
 
     def evaluation(self, cell: CellSpec, result: CellResult) -> CellEvaluation:
         """What tracing writes for a finished cell beside its metrics: records, prompts, headline metrics."""
-        headline = self.headline_metrics([judge.id for judge in cell.judges])
+        headline = self.headline_metrics(cell.judge_ids)
         return CellEvaluation(self.cell_records(cell, result), self.used_templates(cell, result), headline,
                               self.headline_labels(headline))
 

@@ -19,6 +19,7 @@ from narrative_eval.data.files import file_sha256
 from narrative_eval.errors import UserError, require_file
 from narrative_eval.executors import EXECUTORS
 from narrative_eval.judges.checks import judge_controls
+from narrative_eval.judges.jury import jury_controls
 from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import metric_names
 from narrative_eval.records import CellSpec, ModelSpec
@@ -72,6 +73,7 @@ def expand_grid(config: SweepConfig) -> list[CellSpec]:
             seeds=tuple(config.seeds),
             generation=config.generation,
             judges=tuple(config.judges),
+            juries=tuple(config.juries),
             data_path=config.data,
             data_sha256=data_sha,
             limit=config.limit,
@@ -215,14 +217,14 @@ def run_judge_checks(study: Study, config: SweepConfig, cells: Sequence[CellSpec
     Nothing when the config turns the checks off or has no judge; never part of a cell's scores."""
     if not config.judge_checks.enabled:
         return [], []
-    rows: list[CheckRow] = []
-    records: list[dict[str, Any]] = []
-    for judge in config.judges:
-        judgments = [judgment for group in study.control_items(config, cells, judge, config.judge_checks.items)
-                     for judgment in judge_controls(backend_for(group.judge.model), group.judge, group.items, progress)]
-        rows.extend(check_rows(judge.id, judgments))
-        records.extend(judgment.record() for judgment in judgments)
-    return rows, records
+    judged = {judge.id: [judgment for group in study.control_items(config, cells, judge, config.judge_checks.items)
+                         for judgment in judge_controls(backend_for(group.judge.model), group.judge, group.items,
+                                                        progress)]
+              for judge in config.judges}
+    # A jury is checked on its members' verdicts on the same items, combined as its scores are: no call of its own.
+    judged.update({jury.id: jury_controls(jury, judged) for jury in config.juries})
+    rows = [row for judge_id, judgments in judged.items() for row in check_rows(judge_id, judgments)]
+    return rows, [judgment.record() for judgments in judged.values() for judgment in judgments]
 
 
 def log_judge_checks(outcome: SweepOutcome, judgments: list[dict[str, Any]], data_sha256: str) -> None:

@@ -25,7 +25,8 @@ from narrative_eval.records.base import (
     stable_hash,
 )
 from narrative_eval.records.instances import InfillingInstance, Position
-from narrative_eval.records.specs import FIRST_VERSION, CellSpec, JudgeSpec, MetricsSpec, ModelSpec, SubsetSpec
+from narrative_eval.records.specs import (FIRST_VERSION, CellSpec, JudgeSpec, JurySpec, MetricsSpec, ModelSpec,
+                                         SubsetSpec)
 
 __all__ = [
     "FIRST_VERSION",
@@ -35,6 +36,7 @@ __all__ = [
     "InfillingInstance",
     "JudgeResult",
     "JudgeSpec",
+    "JurySpec",
     "Message",
     "MetricsSpec",
     "ModelSpec",

@@ -64,6 +64,22 @@ class JudgeSpec(Frozen):
         return without_defaults(self, handler(self), ("scoring", "repeats"))
 
 
+Aggregate = Literal["mean", "median", "majority"]
+"""How a jury combines its members' scores on one output, dimension by dimension (docs/judge-checks.md, Juries)."""
+
+
+class JurySpec(Frozen):
+    """Judges already in a sweep read as one (Verga et al. 2024, "Replacing Judges with Juries"): their verdicts on
+    each output combined, no call of its own; reported wherever a judge is, under its own id."""
+
+    id: str
+    """Name under which the jury's combined scores are logged (not a judge's)."""
+    judges: tuple[str, ...]
+    """Its members: ids of the sweep's judges, two or more, all under the same rubric."""
+    aggregate: Aggregate = "mean"
+    """mean or median of the members' scores, or the score most members gave (majority; a tie: the median)."""
+
+
 class SubsetSpec(Frozen):
     """Stratified subsetting of instances (per dataset x unit_idx stratum)."""
 
@@ -109,6 +125,8 @@ class CellSpec(Frozen):
     """Sampling settings (the seed field is filled per request)."""
     judges: tuple[JudgeSpec, ...] = ()
     """Judge panel; each judge's scores are kept apart."""
+    juries: tuple[JurySpec, ...] = ()
+    """Judges of the panel combined into one verdict per output (none: the spec hash is what it was before juries)."""
     data_path: str
     """The study's data file."""
     data_sha256: str
@@ -130,9 +148,15 @@ class CellSpec(Frozen):
     @property
     def spec_hash(self) -> str:
         payload = self.model_dump(mode="json")
-        if not payload["versions"]:
-            del payload["versions"]
+        for name in ("versions", "juries"):  # fields added later hash as before while unused
+            if not payload[name]:
+                del payload[name]
         return stable_hash(payload)
+
+    @property
+    def judge_ids(self) -> list[str]:
+        """Whose verdicts the cell holds: its judges', then its juries' (each a judge to everything that reads them)."""
+        return [judge.id for judge in self.judges] + [jury.id for jury in self.juries]
 
     @property
     def run_name(self) -> str:

@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 
 from narrative_eval.judges.agreement import krippendorff_alpha
+from narrative_eval.judges.jury import combine_scores
 from narrative_eval.judges.rubric import Rubric
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records import JudgeResult
@@ -210,12 +211,10 @@ def member_weights(discrimination: Mapping[str, float], human_agreement: Mapping
 
 
 def _majority(row: np.ndarray) -> float:
-    """The most frequent score of the row (rounded to a whole score); of several equally frequent, their mean."""
+    """The most frequent score of the row, each rounded to a whole score (a repeats' mean is not one), by the one
+    rule every jury follows (judges.jury.combine_scores)."""
     values = np.round(row[~np.isnan(row)])
-    if values.size == 0:
-        return math.nan
-    options, counts = np.unique(values, return_counts=True)
-    return float(options[counts == counts.max()].mean())
+    return combine_scores([float(v) for v in values], "majority") if values.size else math.nan
 
 
 def jury_scores(scores: pd.DataFrame, aggregate: Aggregate, weights: Mapping[str, float] | None = None

@@ -82,21 +82,23 @@ def _cells(runs: pd.DataFrame) -> pd.DataFrame:
 def main_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per model x prompt setting with every automatic metric, AtAvg and each judge's dimensions."""
     runs = _cells(runs)
-    table = runs[["model", "setting"]].copy()
+    columns: dict[str, object] = {"model": runs["model"], "setting": runs["setting"]}
     for name in (*_metrics(runs), "at_avg"):
-        _with_interval(table, runs, name, f"metrics.{name}")
-    table["extraction_success_rate"] = runs.get("metrics.extraction_success_rate", np.nan)
+        _with_interval(columns, runs, name, f"metrics.{name}")
+    columns["extraction_success_rate"] = runs.get("metrics.extraction_success_rate", np.nan)
     for judge in _judges(runs):
         for dimension in (*_dimensions(runs, judge), "qavg", "high_pct"):
-            _with_interval(table, runs, f"{judge}:{dimension}", metric_column(judge_key(judge, dimension)))
-        table[f"{judge}:failure_rate"] = runs.get(metric_column(judge_key(judge, "failure_rate")), np.nan)
+            _with_interval(columns, runs, f"{judge}:{dimension}", metric_column(judge_key(judge, dimension)))
+        columns[f"{judge}:failure_rate"] = runs.get(metric_column(judge_key(judge, "failure_rate")), np.nan)
+    # Built at once: a column at a time, a panel of judges leaves pandas a fragmented frame (and a warning).
+    table = pd.DataFrame(columns, index=runs.index)
     return table.sort_values(["model", "setting"]).reset_index(drop=True)
 
 
-def _with_interval(table: pd.DataFrame, runs: pd.DataFrame, name: str, column: str) -> None:
+def _with_interval(columns: dict[str, object], runs: pd.DataFrame, name: str, column: str) -> None:
     """Add column `name` and its bootstrap interval `name_lo`, `name_hi` (NaN where a run logged none)."""
     for ours, logged in zip(with_interval(name), with_interval(column), strict=True):
-        table[ours] = runs.get(logged, np.nan)
+        columns[ours] = runs.get(logged, np.nan)
 
 
 def pivot(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -125,10 +127,10 @@ def seed_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 def judge_table(runs: pd.DataFrame) -> pd.DataFrame:
     runs = _cells(runs)
-    table = runs[["model", "setting"]].copy()
+    columns: dict[str, object] = {"model": runs["model"], "setting": runs["setting"]}
     for judge in _judges(runs):
-        _with_interval(table, runs, judge, metric_column(judge_key(judge, "qavg")))
-    table = table.sort_values(["model", "setting"]).reset_index(drop=True)
+        _with_interval(columns, runs, judge, metric_column(judge_key(judge, "qavg")))
+    table = pd.DataFrame(columns, index=runs.index).sort_values(["model", "setting"]).reset_index(drop=True)
     for judge in _judges(runs):
         table[f"rank[{judge}]"] = table[judge].rank(ascending=False, method="min")
     return table
