@@ -16,6 +16,7 @@ from browser_helpers import (BROWSER_PATIENCE_MS, HUMAN_FAST_MS, MACHINE_FAST_MS
 
 from tests import shared_sweeps
 from tests.servers import start_app, stop
+from tests.waiting import wait_until
 
 # One worker with tests/studies/test_incremental.py: the sweep below asks what its tiny sweep asked (tests/shared_sweeps.py).
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow, pytest.mark.xdist_group(shared_sweeps.CREATIVE_GROUP)]
@@ -252,13 +253,23 @@ def test_a_failing_judge_is_warned_in_conversations_and_annotate_agreement(brows
     try:
         page = browser.new_context(viewport=VIEWPORT).new_page()
         page.set_default_timeout(BROWSER_PATIENCE_MS)
-        page.goto(stories_app)
-        page.wait_for_selector("#tabs")
-        settle(page)
         warning = f"judge {JUDGE} failed checks: Other task story"
-        open_tab(page, "Conversations")
-        choose(page, "conv-sweep", SWEEP)
         finals = page.locator("#conv-finals")
+
+        def loaded_with_the_tags() -> bool:
+            page.goto(stories_app)
+            page.wait_for_selector("#tabs")
+            settle(page)
+            open_tab(page, "Conversations")
+            choose(page, "conv-sweep", SWEEP)
+            expect(finals).to_contain_text("FULL")
+            return warning in finals.inner_text()
+
+        # The app answers the judge checks from memory for a few seconds (ui.common.CACHE_SECONDS) after it last read
+        # them, and a test before this one may have read them just now, before the tags were set: the page is loaded
+        # until it shows them.
+        wait_until(loaded_with_the_tags, "the Conversations tab to show the judge-check tags set by the test",
+                   interval=1.0)
         expect(finals.locator(".judge-check-failed")).to_contain_text(warning)
         expect(finals).not_to_contain_text("structure_coherence")
         screenshot(page, "truth-conversations-judge-warning")
