@@ -516,7 +516,7 @@ def _metric_scores(row: Mapping[str, Any], answer_column: str, names: list[str])
 def _judge_scores(cell: CellSpec, row: Mapping[str, Any]) -> list[AssessmentRecord]:
     scores = []
     sources = {judge.id: f"{judge.id} ({judge.model.id})" for judge in cell.judges}
-    sources.update({jury.id: f"{jury.id} (jury: {jury.aggregate} of {', '.join(jury.judges)})" for jury in cell.juries})
+    sources.update({jury.id: jury.source for jury in cell.juries})
     for judge_id, source in sources.items():
         prefix = judge_prefix(judge_id)
         rationale = _rationale(row.get(prefix + "raw"))

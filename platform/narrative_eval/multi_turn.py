@@ -670,8 +670,7 @@ def verdict_sources(cell: CellSpec) -> list[tuple[JudgeSpec, str]]:
     member's spec under the jury's id, for the rubrics its scorers ran)."""
     judges = {judge.id: judge for judge in cell.judges}
     found = [(judge, f"{judge.id} ({judge.model.id})") for judge in cell.judges]
-    return found + [(judges[jury.judges[0]].model_copy(update={"id": jury.id}),
-                     f"{jury.id} (jury: {jury.aggregate} of {', '.join(jury.judges)})") for jury in cell.juries]
+    return found + [(judges[jury.judges[0]].model_copy(update={"id": jury.id}), jury.source) for jury in cell.juries]
 
 
 def verdict_assessments(study: MultiTurnStudy, judge: JudgeSpec, judgment: Mapping[str, Any] | None,

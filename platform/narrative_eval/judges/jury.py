@@ -21,6 +21,7 @@ from narrative_eval.judges.checks import PAIRWISE_RELATIONS, ControlJudgment
 from narrative_eval.judges.resumable import json_form
 from narrative_eval.records import JudgeResult, JurySpec, stable_hash
 
+
 def quorum(members: int) -> int:
     """The fewest valid member verdicts a jury of `members` needs to give one: more than half."""
     return members // 2 + 1

@@ -77,7 +77,13 @@ class JurySpec(Frozen):
     judges: tuple[str, ...]
     """Its members: ids of the sweep's judges, two or more, all under the same rubric."""
     aggregate: Aggregate = "mean"
-    """mean or median of the members' scores, or the score most members gave (majority; a tie: the median)."""
+    """mean or median of the members' scores, or the score most members gave (majority; several equally frequent:
+    their mean)."""
+
+    @property
+    def source(self) -> str:
+        """Who gave its verdicts, as its traces' assessments and its run params name it."""
+        return f"{self.id} (jury: {self.aggregate} of {', '.join(self.judges)})"
 
 
 class SubsetSpec(Frozen):

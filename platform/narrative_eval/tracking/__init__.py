@@ -238,7 +238,7 @@ def cell_params(cell: CellSpec) -> dict[str, str]:
         "judges": [j.id for j in cell.judges],
         "judge_models": {j.id: j.model.weights for j in cell.judges},
         "judge_temperature": {j.id: j.temperature for j in cell.judges},
-        **({"juries": {j.id: f"{j.aggregate} of {', '.join(j.judges)}" for j in cell.juries}} if cell.juries else {}),
+        **({"juries": [j.source for j in cell.juries]} if cell.juries else {}),
         "data_path": cell.data_path,
         "data_sha256": cell.data_sha256,
         "limit": cell.limit if cell.limit is not None else "none",
