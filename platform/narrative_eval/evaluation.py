@@ -68,7 +68,8 @@ def mean_or_nan(values: Iterable[float]) -> float:
 
 
 def seed_metrics(summaries: Mapping[int, Mapping[str, float]]) -> dict[str, float]:
-    """Per-seed values as 'seed<k>/<key>', plus their mean '<key>' and SD '<key>_sd' across seeds (NaNs left out)."""
+    """Per-seed values as 'seed<k>/<key>', plus their mean '<key>' and SD '<key>_sd' across seeds (NaNs left out).
+    The SD needs two values: a number with one is logged without it (an SD of 0.0 would claim seeds that agree)."""
     metrics: dict[str, float] = {}
     for key in sorted({k for s in summaries.values() for k in s}):
         for seed, summary in summaries.items():
@@ -77,7 +78,8 @@ def seed_metrics(summaries: Mapping[int, Mapping[str, float]]) -> dict[str, floa
         values = [s[key] for s in summaries.values() if key in s and s[key] == s[key]]
         if values:
             metrics[key] = statistics.fmean(values)
-            metrics[sd_key(key)] = statistics.stdev(values) if len(values) > 1 else 0.0
+            if len(values) > 1:
+                metrics[sd_key(key)] = statistics.stdev(values)
     return metrics
 
 

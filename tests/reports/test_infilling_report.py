@@ -55,6 +55,12 @@ def test_seed_table_mean_and_sd():
     assert table.loc[("m1", "L0"), "QAvg[j]"] == "3.0000 ± 0.0000"
 
 
+def test_seed_table_gives_one_seeds_mean_without_an_sd():
+    runs = _runs().drop(columns=["metrics.judge/j/qavg_sd"]).assign(**{"metrics.n_seeds": 1.0})
+    table = seed_table(runs).set_index(["model", "setting"])
+    assert table.loc[("m1", "L2"), "QAvg[j]"] == "4.0000" and table.loc[("m1", "L2"), "seeds"] == 1
+
+
 def test_high_pct_uses_strict_threshold_and_position_breakdown():
     gens = pd.DataFrame({
         "setting": ["L2"] * 5,

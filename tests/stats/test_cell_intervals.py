@@ -91,3 +91,10 @@ def test_a_multi_turn_cell_s_judge_numbers_get_intervals_drawing_its_stories():
     assert metrics["judge/j/adherence"] == pytest.approx(0.45) and metrics["seed1/judge/j/adherence"] == pytest.approx(0.5)
     assert (metrics["judge/j/adherence_lo"], metrics["judge/j/adherence_hi"]) == pytest.approx((0.3, 0.6))
     assert aggregate_seeds(summaries, rows) == seed_metrics(summaries)  # no clusters: no intervals
+
+
+def test_an_sd_across_seeds_needs_two_seeds():
+    two = seed_metrics({0: {"at_avg": 0.2}, 1: {"at_avg": 0.4}})
+    assert two["at_avg"] == pytest.approx(0.3) and two["at_avg_sd"] == pytest.approx(0.1414, abs=1e-4)
+    one = seed_metrics({0: {"at_avg": 0.2, "chrf": float("nan")}})
+    assert one == {"seed0/at_avg": 0.2, "seed0/chrf": one["seed0/chrf"], "at_avg": 0.2}  # no SD of one value

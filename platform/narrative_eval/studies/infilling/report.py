@@ -118,7 +118,10 @@ def seed_table(runs: pd.DataFrame) -> pd.DataFrame:
         row: dict[str, Any] = {"model": run["model"], "setting": run["setting"], "seeds": int(run.get("metrics.n_seeds", 1))}
         for key, label in [("at_avg", "AtAvg")] + [(judge_key(j, "qavg"), f"QAvg[{j}]") for j in _judges(runs)]:
             mean, sd = run.get(f"metrics.{key}", np.nan), run.get(f"metrics.{key}_sd", np.nan)
-            row[label] = f"{mean:.4f} ± {sd:.4f}" if finite_number(mean) is not None else "n/a"
+            if finite_number(mean) is None:
+                row[label] = "n/a"
+            else:  # one seed has no SD: the mean alone
+                row[label] = f"{mean:.4f} ± {sd:.4f}" if finite_number(sd) is not None else f"{mean:.4f}"
             row.update({ours: run.get(logged, np.nan)
                         for ours, logged in zip(interval_keys(label), interval_keys(metric_column(key)), strict=True)})
         rows.append(row)
