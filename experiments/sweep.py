@@ -108,8 +108,13 @@ def _run_stoppable(config: SweepConfig, progress, executor: str | None):
     except BaseException as error:
         stopped = isinstance(error, KeyboardInterrupt)
         ended = tracking.end_open_runs("KILLED" if stopped else "FAILED")
-        print(f"\nsweep {'stopped' if stopped else 'failed'}: {len(ended)} open run(s) marked "
-              f"{'KILLED' if stopped else 'FAILED'}; rerun the same command to resume", file=sys.stderr)
+        # A user error (a broken model, bad data) is fixed before a rerun, and its `error:` line says so; the
+        # resume hint is for a crash or a stop, and for a user error only when it left runs to resume.
+        if not isinstance(error, UserError) or ended:
+            print(f"\nsweep {'stopped' if stopped else 'failed'}: {len(ended)} open run(s) marked "
+                  f"{'KILLED' if stopped else 'FAILED'}; "
+                  f"{'once the error below is fixed, ' if isinstance(error, UserError) else ''}"
+                  "rerun the same command to resume", file=sys.stderr)
         if isinstance(error, Stopped):
             # Die of the signal, so whoever sent it (the app's job runner) sees a cancelled, not a failed, sweep.
             signal.signal(signal.SIGTERM, signal.SIG_DFL)

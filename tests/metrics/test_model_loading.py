@@ -88,3 +88,5 @@ def test_a_sweep_given_broken_weights_stops_with_one_error_line(broken):
     [line] = errors_of(result)
     assert line.startswith(f"error: BERTScore model at {broken['cut']}: the weights cannot be read"), line
     assert "Traceback" not in result.stderr
+    # Nothing was left to resume, so no resume hint: the error line is all the user reads.
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [line], result.stderr[-3000:]
