@@ -277,6 +277,12 @@ def test_the_incremental_dry_run_counts_controls_from_its_tasks(tmp_path):
     assert grid["control_calls"] == 2 * (4 + 6 + 6)
     one = describe_grid(load_config(write_config(tmp_path, "one", **keys, judge_checks={"items": 1}), catalog=CATALOG))
     assert one["control_calls"] == 4 + 6 + 6
+    # A judge that judges twice: every control call and every pairwise call of the sweep counted twice.
+    sampled = {**keys, "judges": [{"id": "j", "model": "smollm2", "temperature": 0.7}], "judge_checks": {"items": 1}}
+    once = describe_grid(load_config(write_config(tmp_path, "once", **sampled), catalog=CATALOG))
+    twice = describe_grid(load_config(write_config(tmp_path, "twice", **sampled, judge_repeats=2), catalog=CATALOG))
+    assert twice["control_calls"] == 2 * once["control_calls"] == 2 * (4 + 6 + 6)
+    assert twice["after_sweep_calls"] == 2 * once["after_sweep_calls"] == 2 * (2 * 2 * 2)
 
 
 def test_the_config_section_is_checked(tmp_path):

@@ -100,9 +100,10 @@ class SweepConfig(BaseModel):
     batch: bool = False
     """Send every hosted model's and judge's requests through the provider's batch API (`options.batch: true`)."""
     judge_repeats: int = Field(1, ge=1)
-    """How many times every judge judges each output under a scores or checklist rubric, each repeat with its own
-    judge seed (a judge's own `repeats` wins); the verdict is the repeats' mean and each cell logs the judge's
-    agreement with itself (`<dimension>_self_alpha`). docs/judge-checks.md."""
+    """How many times every judge judges each output (a pair in each presentation order), each repeat with its own
+    judge seed (a judge's own `repeats` wins); the verdict is the repeats' mean (a pairwise verdict: the one most
+    repeats gave) and each cell logs the judge's agreement with itself (`<dimension>_self_alpha`; a pairwise judge
+    its flip rate on the parent run). docs/judge-checks.md."""
     juries: list[JurySpec] = Field(default_factory=list)
     """Judges of the panel read as one, each under its own id: their verdicts on every output combined (mean, median
     or majority), no call of its own; reported wherever a judge is. docs/judge-checks.md."""

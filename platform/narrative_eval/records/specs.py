@@ -53,9 +53,10 @@ class JudgeSpec(Frozen):
     scoring: Scoring = "sampled"
     """`expected` also reads the probability-weighted score of each dimension (a backend with `score_logprobs`)."""
     repeats: int = Field(1, ge=1)
-    """How many times every output is judged under a scores or checklist rubric (`judge_repeats`), each repeat with
-    its own judge seed (the first with `seed` itself): the verdict's scores are the repeats' mean, and the cell logs
-    the judge's agreement with itself across them."""
+    """How many times every output is judged (`judge_repeats`; a pair in each presentation order), each repeat with
+    its own judge seed (the first with `seed` itself): the verdict's scores are the repeats' mean (a pairwise verdict:
+    the one most repeats gave), and the judge's agreement with itself across them is logged (a pairwise judge's as its
+    flip rate)."""
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -196,14 +196,14 @@ class IncrementalDeliveryStudy(MultiTurnStudy):
 
     def after_sweep_requests(self, config: SweepSettings, cells: Sequence[CellSpec]) -> AfterSweepRequests:
         """The pairwise judges: every pair of the grid, up to `pairwise_sample`, judged in both orders by every panel
-        judge under every pairwise rubric (judgments an earlier run made are reused, so an upper bound)."""
+        judge under every pairwise rubric, once per repeat of the judge (judgments an earlier run made are reused, so an upper bound)."""
         section: IncrementalConfig = config.section
         if not section.pairwise_judges:
             return []
         pairs = count_pairs(cells)
         if section.pairwise_sample is not None:
             pairs = min(pairs, section.pairwise_sample)
-        return [RequestCount(judge.model, 2 * pairs, entry.max_new_tokens or judge.max_new_tokens)
+        return [RequestCount(judge.model, 2 * pairs * judge.repeats, entry.max_new_tokens or judge.max_new_tokens)
                 for judge in config.judges for entry in section.pairwise_judges]
 
     def after_sweep(self, config: SweepSettings, out_dir: Path, data_sha256: str,
