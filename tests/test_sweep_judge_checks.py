@@ -387,3 +387,38 @@ def test_a_multi_turn_jury_combines_each_requirement_and_dimension_of_its_member
     assert panel == {(row.rubric, row.check): row.n for row in outcome.judge_checks if row.judge == "bottom"}
     scores = pd.read_csv(outcome.report_dir / "cell_scores.csv")
     assert set(scores["judge"]) >= {"bottom", TOP, "panel"}, scores
+
+
+@pytest.mark.slow
+def test_a_multi_turn_judge_that_repeats_gets_its_noise_table_and_its_pairwise_flip_rate(tmp_path):
+    """The random judge judging every final story and every FULL/SHARDED pair twice (`judge_repeats: 2`) in the
+    incremental study: each final row keeps each scorer's repeats, the report sets each scorer's noise beside the gaps
+    between the model x setting x condition groups (judge_noise.csv), and the parent run logs the pairwise judge's
+    flip rate per dimension, also in pairwise_flip_rates.csv."""
+    (tmp_path / "tasks.json").write_text(json.dumps(TASKS))
+    (tmp_path / "constraints.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CHECKLISTS))
+    path = write_config(tmp_path, "noisy", study="incremental-delivery", data=str(tmp_path / "tasks.json"),
+                        constraints=str(tmp_path / "constraints.jsonl"), prompt_settings=["default"],
+                        conditions=["full", "sharded"], generation={"temperature": 0.8, "max_new_tokens": 32},
+                        judges=[judge_entry("random", "control-random")], judge_repeats=2, pairwise_judges=["pairwise"],
+                        judge_checks={"items": 1}, truncation={"regenerate": 0, "score": True})
+    outcome = run_sweep(load_config(path, catalog=CATALOG))
+    assert outcome.count("finished") == 2, [c.error for c in outcome.cells]
+    for cell in outcome.cells:
+        finals = [row for row in tracking.load_table(cell.run_id, "conversations.json").to_dict("records") if row["final"]]
+        kept = [row[f"judge/random/{scorer}_repeat_means"] for row in finals for scorer in ("checklist", "quality")]
+        # A logged table keeps a list cell as its JSON text.
+        assert finals and all(len(json.loads(v) if isinstance(v, str) else v) == 2 for v in kept), kept
+    noise = pd.read_csv(outcome.report_dir / "judge_noise.csv").set_index("judge")
+    assert list(noise.index) == ["random/checklist", "random/quality"]
+    assert (noise["repeats"] == 2).all() and (noise["groups"] == 2).all() and noise.loc["random/quality", "within_sd"] > 0
+    assert any(title.startswith("How much of a gap") for title in outcome.tables)
+    metrics = tracking.client().get_run(outcome.parent_run_id).data.metrics
+    flips = {key: value for key, value in metrics.items() if key.startswith("pairwise/random/pairwise/flip_rate_")}
+    assert sorted(flips) == ["pairwise/random/pairwise/flip_rate_constraint_following",
+                             "pairwise/random/pairwise/flip_rate_creative_quality"]
+    assert all(0 <= value <= 1 for value in flips.values())
+    table = pd.read_csv(outcome.report_dir / "pairwise_flip_rates.csv").set_index("dimension")
+    assert table["flip_rate"].to_dict() == pytest.approx({key.rsplit("flip_rate_", 1)[1]: value
+                                                          for key, value in flips.items()})
+    assert (table["repeats"] == 2).all() and (table["n_judgments"] == 4).all()

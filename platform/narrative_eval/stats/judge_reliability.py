@@ -77,6 +77,12 @@ def _repeat_mean(scores: Mapping[str, float | None] | None) -> float:
     return float(np.mean(values)) if values else math.nan
 
 
+def repeat_means(result: JudgeResult) -> list[float | None]:
+    """Each repeat's mean score of one output (None: that repeat failed; a checklist's adherence), as a generations
+    or conversations row keeps it (`REPEAT_MEANS`) for the noise table; empty for an output judged once."""
+    return [None if scores is None else _repeat_mean(scores) for scores in result.repeats]
+
+
 def repeat_agreement(results: Sequence[JudgeResult], rubric: Rubric) -> dict[str, float]:
     """A judge's agreement with itself across the repeats of `results` (one judge, one rubric, each judged the same
     number of times: `JudgeResult.repeats`): per dimension of a scores rubric `<dimension>_self_alpha`, and for any
@@ -291,6 +297,7 @@ __all__ = [
     "member_weights",
     "noise_table",
     "repeat_agreement",
+    "repeat_means",
     "self_agreement",
     "self_agreement_by_dimension",
 ]

@@ -48,6 +48,7 @@ from narrative_eval.studies.incremental.turns import (
 )
 from narrative_eval.studies.incremental.vocabulary import (
     ALIASES,
+    ID_COLUMN,
     CHECKLIST,
     CHECKLIST_RUBRIC,
     HEADLINES,
@@ -122,7 +123,7 @@ class IncrementalDeliveryStudy(MultiTurnStudy):
     scorers = SCORERS
     judge_sees = {"task": "task", "requirements": "requirements", "response": ANSWER}  # never the model, condition or turns
     dimensions = SCORE_DIMENSIONS
-    id_column, items_name, judged_artifact = "story_id", "tasks", "score_records.json"
+    id_column, items_name, judged_artifact = ID_COLUMN, "tasks", "score_records.json"
 
     def items(self, cell: CellSpec) -> list[Item]:
         return [Item(task.story_id, {"task": task.full_instruction, "requirements": list(task.constraints)}, {},
