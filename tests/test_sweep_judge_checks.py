@@ -422,3 +422,32 @@ def test_a_multi_turn_judge_that_repeats_gets_its_noise_table_and_its_pairwise_f
     assert table["flip_rate"].to_dict() == pytest.approx({key.rsplit("flip_rate_", 1)[1]: value
                                                           for key, value in flips.items()})
     assert (table["repeats"] == 2).all() and (table["n_judgments"] == 4).all()
+
+
+@pytest.mark.slow
+def test_a_weighted_jury_is_weighed_by_its_members_checks_and_combined_in_the_report(tmp_path):
+    """The oracle and the judge that rates everything 5 as a weighted jury: the checks give the oracle every weight
+    (discrimination 1) and the other none (it ties every control, 0.5: chance), logged on the parent run; no cell
+    holds the jury, and the report's weighted_juries.csv is the oracle's scores."""
+    good = [(i.problem, i.gold_answer) for i in shipped_instances()]
+    keys = dict(study="infilling", data=str(SAMPLE), limit=4, prompt_settings=["L2"],
+                generation={"temperature": 0.0, "max_new_tokens": 24}, metrics={"names": ["rouge1"]},
+                judges=[judge_entry(ORACLE, "control-oracle", good), judge_entry(TOP, "control-constant", decision="good")],
+                judge_checks={"items": 4})
+    alone = load_config(write_config(tmp_path, "members", **keys), catalog=CATALOG)
+    config = load_config(write_config(tmp_path, "weighted", **keys,
+                                      juries=[{"id": "panel", "judges": [ORACLE, TOP], "aggregate": "weighted"}]),
+                         catalog=CATALOG)
+    assert describe_grid(config)["judge_calls"] == describe_grid(alone)["judge_calls"]
+    outcome = run_sweep(config)
+    [cell] = outcome.cells
+    assert cell.status == "finished", cell.error
+    assert not [key for key in tracking.client().get_run(cell.run_id).data.metrics if key.startswith("judge/panel/")]
+    metrics = tracking.client().get_run(outcome.parent_run_id).data.metrics
+    assert (metrics[f"jury/panel/weight/{ORACLE}"], metrics[f"jury/panel/weight/{TOP}"]) == (1.0, 0.0)
+    rows = tracking.load_table(cell.run_id, "generations.json")
+    table = pd.read_csv(outcome.report_dir / "weighted_juries.csv").set_index("dimension")
+    assert table.loc["qavg", "score"] == pytest.approx(pd.to_numeric(rows[f"judge/{ORACLE}/qavg"]).mean())
+    assert table.loc["qavg", "n"] == 4 and table.loc["qavg", "weights"] == f"{ORACLE} 1.000, {TOP} 0.000"
+    assert any(title.startswith("Weighted juries") for title in outcome.tables)
+    assert "panel" not in set(pd.read_csv(outcome.report_dir / "judge_checks.csv")["judge"])

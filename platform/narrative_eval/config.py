@@ -106,7 +106,8 @@ class SweepConfig(BaseModel):
     its flip rate on the parent run). docs/judge-checks.md."""
     juries: list[JurySpec] = Field(default_factory=list)
     """Judges of the panel read as one, each under its own id: their verdicts on every output combined (mean, median
-    or majority), no call of its own; reported wherever a judge is. docs/judge-checks.md."""
+    or majority), no call of its own; reported wherever a judge is. A weighted jury (weights from its members'
+    control checks) is combined after the checks, in the report's weighted_juries table. docs/judge-checks.md."""
     section: SerializeAsAny[StudyConfig] = Field(default_factory=StudyConfig)
     """The study's own keys (written at the top level of the YAML), validated by its section model; dumped back
     at the top level, so a logged config reads like the file."""
@@ -235,6 +236,9 @@ class SweepConfig(BaseModel):
             if len(rubrics) > 1:
                 problems.append((("juries", index, "judges"), "its judges must judge under one rubric, not "
                                                               f"{', '.join(sorted(str(r) for r in rubrics))}"))
+            if jury.after_checks and not self.judge_checks.enabled:
+                problems.append((("juries", index, "aggregate"), "a weighted jury's weights come from its members' "
+                                                                 "control checks: turn judge_checks on"))
         if problems:
             raise located(type(self).__name__, problems)
         return self

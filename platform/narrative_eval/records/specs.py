@@ -65,8 +65,11 @@ class JudgeSpec(Frozen):
         return without_defaults(self, handler(self), ("scoring", "repeats"))
 
 
-Aggregate = Literal["mean", "median", "majority"]
+Aggregate = Literal["mean", "median", "majority", "weighted"]
 """How a jury combines its members' scores on one output, dimension by dimension (docs/judge-checks.md, Juries)."""
+
+WEIGHTED = "weighted"
+"""The aggregate whose weights come from the members' control checks: combined after the checks, in the report."""
 
 
 class JurySpec(Frozen):
@@ -79,7 +82,13 @@ class JurySpec(Frozen):
     """Its members: ids of the sweep's judges, two or more, all under the same rubric."""
     aggregate: Aggregate = "mean"
     """mean or median of the members' scores, or the score most members gave (majority; several equally frequent:
-    their mean)."""
+    their mean); or weighted: their mean weighted by each member's discrimination on its control checks, which run
+    after the cells, so such a jury is no cell's and its scores are the report's (`after_checks`)."""
+
+    @property
+    def after_checks(self) -> bool:
+        """Whether the jury is combined after the control checks (a weighted one), not in the cells."""
+        return self.aggregate == WEIGHTED
 
     @property
     def source(self) -> str:

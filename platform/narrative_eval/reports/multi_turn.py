@@ -2,7 +2,7 @@
 x condition (each judge's dimensions with their seed spread and intervals, the truncation and scoring rates), the
 paired contrasts between its conditions (the reference condition against each other one, pairs matched on item and
 seed, intervals resampling items), the noise of the judges that judged every reply several times (judge_noise.csv),
-and its judges' control checks. The sweep adds its cost table."""
+its weighted juries (weighted_juries.csv, reports.juries) and its judges' control checks. The sweep adds its cost table."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key, judges_logging
 from narrative_eval.reports.judge_card import JUDGE_NOISE_NAME, JUDGE_NOISE_TITLE, cell_numbers, noise_gaps, repeat_frame
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
+from narrative_eval.reports.juries import logged_weights, write_weighted_juries
 from narrative_eval.reports.tables import write_table
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT, ClusterBootstrap
 from narrative_eval.stats.judge_reliability import REPEAT_MEANS, noise_table
@@ -59,7 +60,8 @@ def write_multi_turn_report(study: ConversationStudy, sweep: str, out_dir: str |
         tables[CONTRAST_TITLE] = write_table(_contrasts(study, finals, judges, conditions, n_boot, seed), out_dir,
                                              "contrasts")
     noise, numbers = conversation_numbers(study.experiment, sweep, data_sha256, out_dir, finals, study.id_column)
-    return with_judge_checks({**tables, **noise}, logged_rows(study.experiment, sweep, data_sha256), out_dir,
+    juries = write_weighted_juries(finals, logged_weights(study.experiment, sweep, data_sha256), GROUPS, out_dir)
+    return with_judge_checks({**tables, **noise, **juries}, logged_rows(study.experiment, sweep, data_sha256), out_dir,
                              numbers=numbers)
 
 

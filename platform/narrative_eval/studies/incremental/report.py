@@ -38,7 +38,8 @@ from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key, judges_logging, metric_column, with_interval
 from narrative_eval.reports.judge_card import cell_numbers
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
-from narrative_eval.reports.multi_turn import conversation_numbers, final_rows
+from narrative_eval.reports.juries import logged_weights, write_weighted_juries
+from narrative_eval.reports.multi_turn import GROUPS, conversation_numbers, final_rows
 from narrative_eval.reports.tables import file_slug, markdown_table, write_csv, write_missing_tables, write_table
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.studies.incremental.effects import (
@@ -370,9 +371,11 @@ def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DE
     tables = write_creative_report(records, out_dir, n_boot=n_boot, seed=seed, diagnostics=diagnostics,
                                    unscored=unscored)
     # The judges that judged every final story several times: their noise beside the gaps between the cells.
-    noise, numbers = conversation_numbers(experiment_of(NAME), sweep, data_sha256, out_dir, final_rows(runs),
-                                          ID_COLUMN)
-    return with_sweep_checks({**tables, **noise}, sweep, out_dir, data_sha256, numbers=numbers)
+    finals = final_rows(runs)
+    noise, numbers = conversation_numbers(experiment_of(NAME), sweep, data_sha256, out_dir, finals, ID_COLUMN)
+    # Weighted juries, combined from their members' verdicts on the final stories after the control checks.
+    juries = write_weighted_juries(finals, logged_weights(experiment_of(NAME), sweep, data_sha256), GROUPS, out_dir)
+    return with_sweep_checks({**tables, **noise, **juries}, sweep, out_dir, data_sha256, numbers=numbers)
 
 
 def with_sweep_checks(tables: dict[str, str], sweep: str, out_dir: str | Path, data_sha256: str | None = None,
