@@ -7,7 +7,8 @@ JSON reply out, through the request cache), and short stories for the shipped wr
 - control-constant: the same score (the middle one unless told), a tie, whatever it is shown.
 - control-always-a: the oracle, except that every pair goes to the response shown as A.
 - control-random: every score drawn at random from the scale (seeded by the request's seed and text), a judge that
-  agrees with itself only by chance.
+  agrees with itself only by chance; in a pair a coin picks the side (never a tie), so two of its verdicts on one
+  pair point the same way half the time.
 
 Each builds its answer from the JSON schema the judge request carries, so it answers every rubric the way a
 constrained decoder would: every key the rubric asks for, every value one the rubric allows.
@@ -95,6 +96,9 @@ def answer(schema: Mapping[str, Any], decision: str, defs: Mapping[str, Any] | N
     if enum:
         if "tie" not in enum:
             return enum[-1]  # a requirement status: "missing" needs no quote
+        if decision == "random" and rng is not None:  # a coin for the side, then any of that side's labels
+            side = rng.choice(("A", "B"))
+            return rng.choice([label for label in enum if label.upper().startswith(side)])
         side = [label for label in enum if label.upper().startswith(decision)] if decision in ("A", "B") else []
         return (side[0] if decision == "A" else side[-1]) if side else "tie"
     return ""

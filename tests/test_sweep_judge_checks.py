@@ -277,6 +277,12 @@ def test_the_incremental_dry_run_counts_controls_from_its_tasks(tmp_path):
     assert grid["control_calls"] == 2 * (4 + 6 + 6)
     one = describe_grid(load_config(write_config(tmp_path, "one", **keys, judge_checks={"items": 1}), catalog=CATALOG))
     assert one["control_calls"] == 4 + 6 + 6
+    # A judge that judges twice: every control call and every pairwise call of the sweep counted twice.
+    sampled = {**keys, "judges": [{"id": "j", "model": "smollm2", "temperature": 0.7}], "judge_checks": {"items": 1}}
+    once = describe_grid(load_config(write_config(tmp_path, "once", **sampled), catalog=CATALOG))
+    twice = describe_grid(load_config(write_config(tmp_path, "twice", **sampled, judge_repeats=2), catalog=CATALOG))
+    assert twice["control_calls"] == 2 * once["control_calls"] == 2 * (4 + 6 + 6)
+    assert twice["after_sweep_calls"] == 2 * once["after_sweep_calls"] == 2 * (2 * 2 * 2)
 
 
 def test_the_config_section_is_checked(tmp_path):
@@ -381,3 +387,67 @@ def test_a_multi_turn_jury_combines_each_requirement_and_dimension_of_its_member
     assert panel == {(row.rubric, row.check): row.n for row in outcome.judge_checks if row.judge == "bottom"}
     scores = pd.read_csv(outcome.report_dir / "cell_scores.csv")
     assert set(scores["judge"]) >= {"bottom", TOP, "panel"}, scores
+
+
+@pytest.mark.slow
+def test_a_multi_turn_judge_that_repeats_gets_its_noise_table_and_its_pairwise_flip_rate(tmp_path):
+    """The random judge judging every final story and every FULL/SHARDED pair twice (`judge_repeats: 2`) in the
+    incremental study: each final row keeps each scorer's repeats, the report sets each scorer's noise beside the gaps
+    between the model x setting x condition groups (judge_noise.csv), and the parent run logs the pairwise judge's
+    flip rate per dimension, also in pairwise_flip_rates.csv."""
+    (tmp_path / "tasks.json").write_text(json.dumps(TASKS))
+    (tmp_path / "constraints.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CHECKLISTS))
+    path = write_config(tmp_path, "noisy", study="incremental-delivery", data=str(tmp_path / "tasks.json"),
+                        constraints=str(tmp_path / "constraints.jsonl"), prompt_settings=["default"],
+                        conditions=["full", "sharded"], generation={"temperature": 0.8, "max_new_tokens": 32},
+                        judges=[judge_entry("random", "control-random")], judge_repeats=2, pairwise_judges=["pairwise"],
+                        judge_checks={"items": 1}, truncation={"regenerate": 0, "score": True})
+    outcome = run_sweep(load_config(path, catalog=CATALOG))
+    assert outcome.count("finished") == 2, [c.error for c in outcome.cells]
+    for cell in outcome.cells:
+        finals = [row for row in tracking.load_table(cell.run_id, "conversations.json").to_dict("records") if row["final"]]
+        kept = [row[f"judge/random/{scorer}_repeat_means"] for row in finals for scorer in ("checklist", "quality")]
+        # A logged table keeps a list cell as its JSON text.
+        assert finals and all(len(json.loads(v) if isinstance(v, str) else v) == 2 for v in kept), kept
+    noise = pd.read_csv(outcome.report_dir / "judge_noise.csv").set_index("judge")
+    assert list(noise.index) == ["random/checklist", "random/quality"]
+    assert (noise["repeats"] == 2).all() and (noise["groups"] == 2).all() and noise.loc["random/quality", "within_sd"] > 0
+    assert any(title.startswith("How much of a gap") for title in outcome.tables)
+    metrics = tracking.client().get_run(outcome.parent_run_id).data.metrics
+    flips = {key: value for key, value in metrics.items() if key.startswith("pairwise/random/pairwise/flip_rate_")}
+    assert sorted(flips) == ["pairwise/random/pairwise/flip_rate_constraint_following",
+                             "pairwise/random/pairwise/flip_rate_creative_quality"]
+    assert all(0 <= value <= 1 for value in flips.values())
+    table = pd.read_csv(outcome.report_dir / "pairwise_flip_rates.csv").set_index("dimension")
+    assert table["flip_rate"].to_dict() == pytest.approx({key.rsplit("flip_rate_", 1)[1]: value
+                                                          for key, value in flips.items()})
+    assert (table["repeats"] == 2).all() and (table["n_judgments"] == 4).all()
+
+
+@pytest.mark.slow
+def test_a_weighted_jury_is_weighed_by_its_members_checks_and_combined_in_the_report(tmp_path):
+    """The oracle and the judge that rates everything 5 as a weighted jury: the checks give the oracle every weight
+    (discrimination 1) and the other none (it ties every control, 0.5: chance), logged on the parent run; no cell
+    holds the jury, and the report's weighted_juries.csv is the oracle's scores."""
+    good = [(i.problem, i.gold_answer) for i in shipped_instances()]
+    keys = dict(study="infilling", data=str(SAMPLE), limit=4, prompt_settings=["L2"],
+                generation={"temperature": 0.0, "max_new_tokens": 24}, metrics={"names": ["rouge1"]},
+                judges=[judge_entry(ORACLE, "control-oracle", good), judge_entry(TOP, "control-constant", decision="good")],
+                judge_checks={"items": 4})
+    alone = load_config(write_config(tmp_path, "members", **keys), catalog=CATALOG)
+    config = load_config(write_config(tmp_path, "weighted", **keys,
+                                      juries=[{"id": "panel", "judges": [ORACLE, TOP], "aggregate": "weighted"}]),
+                         catalog=CATALOG)
+    assert describe_grid(config)["judge_calls"] == describe_grid(alone)["judge_calls"]
+    outcome = run_sweep(config)
+    [cell] = outcome.cells
+    assert cell.status == "finished", cell.error
+    assert not [key for key in tracking.client().get_run(cell.run_id).data.metrics if key.startswith("judge/panel/")]
+    metrics = tracking.client().get_run(outcome.parent_run_id).data.metrics
+    assert (metrics[f"jury/panel/weight/{ORACLE}"], metrics[f"jury/panel/weight/{TOP}"]) == (1.0, 0.0)
+    rows = tracking.load_table(cell.run_id, "generations.json")
+    table = pd.read_csv(outcome.report_dir / "weighted_juries.csv").set_index("dimension")
+    assert table.loc["qavg", "score"] == pytest.approx(pd.to_numeric(rows[f"judge/{ORACLE}/qavg"]).mean())
+    assert table.loc["qavg", "n"] == 4 and table.loc["qavg", "weights"] == f"{ORACLE} 1.000, {TOP} 0.000"
+    assert any(title.startswith("Weighted juries") for title in outcome.tables)
+    assert "panel" not in set(pd.read_csv(outcome.report_dir / "judge_checks.csv")["judge"])

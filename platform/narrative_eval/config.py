@@ -100,12 +100,14 @@ class SweepConfig(BaseModel):
     batch: bool = False
     """Send every hosted model's and judge's requests through the provider's batch API (`options.batch: true`)."""
     judge_repeats: int = Field(1, ge=1)
-    """How many times every judge judges each output under a scores or checklist rubric, each repeat with its own
-    judge seed (a judge's own `repeats` wins); the verdict is the repeats' mean and each cell logs the judge's
-    agreement with itself (`<dimension>_self_alpha`). docs/judge-checks.md."""
+    """How many times every judge judges each output (a pair in each presentation order), each repeat with its own
+    judge seed (a judge's own `repeats` wins); the verdict is the repeats' mean (a pairwise verdict: the one most
+    repeats gave) and each cell logs the judge's agreement with itself (`<dimension>_self_alpha`; a pairwise judge
+    its flip rate on the parent run). docs/judge-checks.md."""
     juries: list[JurySpec] = Field(default_factory=list)
     """Judges of the panel read as one, each under its own id: their verdicts on every output combined (mean, median
-    or majority), no call of its own; reported wherever a judge is. docs/judge-checks.md."""
+    or majority), no call of its own; reported wherever a judge is. A weighted jury (weights from its members'
+    control checks) is combined after the checks, in the report's weighted_juries table. docs/judge-checks.md."""
     section: SerializeAsAny[StudyConfig] = Field(default_factory=StudyConfig)
     """The study's own keys (written at the top level of the YAML), validated by its section model; dumped back
     at the top level, so a logged config reads like the file."""
@@ -234,6 +236,9 @@ class SweepConfig(BaseModel):
             if len(rubrics) > 1:
                 problems.append((("juries", index, "judges"), "its judges must judge under one rubric, not "
                                                               f"{', '.join(sorted(str(r) for r in rubrics))}"))
+            if jury.after_checks and not self.judge_checks.enabled:
+                problems.append((("juries", index, "aggregate"), "a weighted jury's weights come from its members' "
+                                                                 "control checks: turn judge_checks on"))
         if problems:
             raise located(type(self).__name__, problems)
         return self

@@ -37,7 +37,7 @@ from narrative_eval.prompts.render import PromptSettings, fill, load_prompt_file
 from narrative_eval.records import CellSpec, JudgeResult, JudgeSpec, Message, Reply, derived_seed, finite_number
 from narrative_eval.records.keys import judge_key, judge_prefix, sd_key, seed_key, seeded
 from narrative_eval.stats.cell_scores import cell_intervals
-from narrative_eval.stats.judge_reliability import REPEAT_MEANS, repeat_agreement
+from narrative_eval.stats.judge_reliability import REPEAT_MEANS, repeat_agreement, repeat_means
 from narrative_eval.study import CellResult, Choices, Grid, Runtime, Study, SweepSettings
 from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, generation_attributes
 
@@ -449,8 +449,7 @@ def _row(study: SingleTurnStudy, sample: Sample, rubrics: Mapping[str, Any]) -> 
             row[judge_key(judge_id, dimension)] = value
         row[judge_key(judge_id, "qavg")] = qavg(result.scores, rubrics[judge_id].keys) if result.ok else None
         if result.repeats:  # each repeat's mean score (None: that repeat failed), for the report's noise table
-            row[judge_key(judge_id, REPEAT_MEANS)] = [None if scores is None else mean_or_nan(
-                v for v in scores.values() if v is not None) for scores in result.repeats]
+            row[judge_key(judge_id, REPEAT_MEANS)] = repeat_means(result)
         row[judge_key(judge_id, "raw")] = result.raw_replies[-1] if result.raw_replies else ""
         row[judge_key(judge_id, "error")] = result.error
     return row

@@ -35,7 +35,7 @@ from narrative_eval.lazy import lazy_module
 from narrative_eval.records import CellSpec, GenerationParams, JudgeResult, JudgeSpec, Message, Reply, Turn, derived_seed
 from narrative_eval.records.keys import judge_key, seeded
 from narrative_eval.reports.multi_turn import write_multi_turn_report
-from narrative_eval.stats.judge_reliability import repeat_agreement
+from narrative_eval.stats.judge_reliability import REPEAT_MEANS, repeat_agreement, repeat_means
 from narrative_eval.study import (CellResult, ProgressFactory, RequestCount, Runtime, Study, StudyConfig,
                                   SweepSettings, experiment_of, rubric_templates)
 from narrative_eval.tracing import AssessmentRecord, CellRecords, TraceRecord, TurnRecord, generation_attributes
@@ -606,6 +606,10 @@ def _rows(study: MultiTurnStudy, seed: _Seed) -> list[dict[str, Any]]:
                     found = scores.get((conversation.item.id, judge_id))
                     row.update({judge_key(judge_id, dimension): found.get(dimension) if found else None
                                 for dimension in study.dimensions})
+                # A judge that judged the reply several times: each repeat's mean score per scorer, for the noise table.
+                for judge_id, verdicts in conversation.verdicts.items():
+                    row.update({judge_key(judge_id, f"{scorer}_{REPEAT_MEANS}"): repeat_means(verdict)
+                                for scorer, verdict in verdicts.items() if verdict.repeats})
             rows.append(row)
     return rows
 

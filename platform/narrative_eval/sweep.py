@@ -22,7 +22,7 @@ from narrative_eval.judges.checks import judge_controls
 from narrative_eval.judges.jury import jury_controls
 from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import metric_names
-from narrative_eval.records import CellSpec, ModelSpec
+from narrative_eval.records import CellSpec, JurySpec, ModelSpec
 from narrative_eval.stats.judge_checks import (
     JUDGMENTS_ARTIFACT,
     ROWS_ARTIFACT,
@@ -33,6 +33,7 @@ from narrative_eval.stats.judge_checks import (
     failing_judges,
     verdict_tags,
 )
+from narrative_eval.stats.judge_reliability import JURY_WEIGHTS_ARTIFACT, jury_weights
 from narrative_eval.study import ProgressFactory, Study, code_versions, load_study, no_progress
 from narrative_eval.tracing import flag_failed_judges
 
@@ -73,7 +74,7 @@ def expand_grid(config: SweepConfig) -> list[CellSpec]:
             seeds=tuple(config.seeds),
             generation=config.generation,
             judges=tuple(config.judges),
-            juries=tuple(config.juries),
+            juries=tuple(jury for jury in config.juries if not jury.after_checks),  # a weighted one is no cell's
             data_path=config.data,
             data_sha256=data_sha,
             limit=config.limit,
@@ -200,6 +201,7 @@ def _after_cells(study: Study, config: SweepConfig, cells: list[CellSpec], outco
     try:
         outcome.judge_checks, judgments = run_judge_checks(study, config, cells, pool, as_step(progress, CHECKS_STEP))
         log_judge_checks(outcome, judgments, data_sha256)
+        log_jury_weights(outcome.parent_run_id, config.juries, outcome.judge_checks, data_sha256)
         outcome.tables = _step(progress, REPORT_STEP,
                                lambda: study.summarise(config.sweep, out_dir, data_sha256=data_sha256))
         if has_after_sweep(study):
@@ -222,7 +224,8 @@ def run_judge_checks(study: Study, config: SweepConfig, cells: Sequence[CellSpec
                                                         progress)]
               for judge in config.judges}
     # A jury is checked on its members' verdicts on the same items, combined as its scores are: no call of its own.
-    judged.update({jury.id: jury_controls(jury, judged) for jury in config.juries})
+    # A weighted jury is not: its weights come from these checks.
+    judged.update({jury.id: jury_controls(jury, judged) for jury in config.juries if not jury.after_checks})
     rows = [row for judge_id, judgments in judged.items() for row in check_rows(judge_id, judgments)]
     return rows, [judgment.record() for judgments in judged.values() for judgment in judgments]
 
@@ -247,6 +250,23 @@ def log_judge_checks(outcome: SweepOutcome, judgments: list[dict[str, Any]], dat
     for run_id in cell_runs:
         if c.get_run(run_id).info.status == "FINISHED":  # a failed cell wrote no scores
             flag_failed_judges(c, run_id, warnings)
+
+
+def log_jury_weights(parent_run_id: str, juries: Sequence[JurySpec], rows: Sequence[CheckRow],
+                     data_sha256: str) -> None:
+    """Each weighted jury's weights from its members' control checks (stats.judge_reliability.jury_weights) on the
+    sweep's parent run: the metrics `jury/<id>/weight/<member>` and the artifact the report reads
+    (JURY_WEIGHTS_ARTIFACT: {data_sha256, juries}). Arithmetic on the check rows, no call: a rerun logs the same; a
+    rerun without weighted juries empties an earlier run's record."""
+    weighted = [jury_weights(jury.id, jury.judges, rows) for jury in juries if jury.after_checks]
+    folder = JURY_WEIGHTS_ARTIFACT.rsplit("/", 1)[0]
+    c = tracking.client()
+    if not weighted and JURY_WEIGHTS_ARTIFACT not in {a.path for a in c.list_artifacts(parent_run_id, folder)}:
+        return
+    c.log_dict(parent_run_id, {"data_sha256": data_sha256, "juries": weighted}, JURY_WEIGHTS_ARTIFACT)
+    tracking.log_sweep_outputs(parent_run_id, {}, [], metrics={
+        f"jury/{found['jury']}/weight/{member}": weight for found in weighted if found["weights"]
+        for member, weight in found["weights"].items()})
 
 
 def collect_batches(config: SweepConfig) -> list[str]:

@@ -94,7 +94,7 @@ def test_the_config_declares_juries_of_its_judges(tmp_path):
     with pytest.raises(UserError) as caught:
         load_config(path, catalog=CATALOG)
     message = str(caught.value)
-    for expected in ("jury.yaml:8: juries.1.aggregate: Input should be 'mean', 'median' or 'majority'",):
+    for expected in ("jury.yaml:8: juries.1.aggregate: Input should be 'mean', 'median', 'majority' or 'weighted'",):
         assert expected in message, message
     path.write_text(base + "juries:\n  - {id: a, judges: [a, c]}\n  - {id: solo, judges: [b, b]}\n")
     with pytest.raises(UserError) as caught:
@@ -114,3 +114,60 @@ def test_a_cell_without_juries_hashes_as_before_juries_existed():
     assert cell.spec_hash == stable_hash(payload)
     with_jury = cell.model_copy(update={"juries": (JurySpec(id="panel", judges=("a", "b")),)})
     assert with_jury.spec_hash != cell.spec_hash and with_jury.judge_ids == ["panel"]
+
+
+def test_a_weighted_jury_is_no_cells_and_needs_the_control_checks(tmp_path):
+    """A weighted jury's weights come from its members' control checks, which run after the cells: it leaves every
+    cell (and its spec hash) as the sweep without it has them, and a sweep without checks cannot have one."""
+    from narrative_eval.sweep import expand_grid
+
+    base = (f"study: infilling\nsweep: s\ndata: {SAMPLE}\nmodels: [smollm2]\n"
+            "judges: [{id: a, model: smollm2}, {id: b, model: smollm2, seed: 7}]\n")
+    path = tmp_path / "weighted.yaml"
+    path.write_text(base)
+    alone = expand_grid(load_config(path, catalog=CATALOG))
+    path.write_text(base + "juries: [{id: panel, judges: [a, b], aggregate: weighted}]\n")
+    config = load_config(path, catalog=CATALOG)
+    assert config.juries[0].after_checks and not JurySpec(id="p", judges=("a", "b")).after_checks
+    assert [cell.spec_hash for cell in expand_grid(config)] == [cell.spec_hash for cell in alone]
+    path.write_text(base + "judge_checks: false\njuries: [{id: panel, judges: [a, b], aggregate: weighted}]\n")
+    with pytest.raises(UserError, match=r"weighted.yaml:\d+: juries.0.aggregate: a weighted jury's weights come from "
+                                        r"its members' control checks: turn judge_checks on"):
+        load_config(path, catalog=CATALOG)
+
+
+def test_a_weighted_jury_listens_to_the_members_that_discriminate_and_combines_their_logged_scores(tmp_path):
+    """Weights from the members' discrimination checks (the mean of their checks; none at chance), then the report's
+    table: each output's members' scores weighted, a member that failed on an output left out there."""
+    from narrative_eval.reports.juries import weighted_jury_frame, write_weighted_juries
+    from narrative_eval.stats.judge_checks import CheckRow
+    from narrative_eval.stats.judge_reliability import jury_weights
+
+    def row(judge: str, check: str, value: float, statistic: str = "discrimination") -> CheckRow:
+        return CheckRow(judge, "r", check, statistic, 10, 0, value, value, value, 0.8, value >= 0.8, 0.0, 0.0, 0.0, "")
+
+    rows = [row("a", "mismatched_fill", 1.0), row("a", "degenerate_fill", 0.8), row("b", "mismatched_fill", 0.5),
+            row("b", "refusal", 0.0, "adherence"), row("c", "mismatched_fill", 0.7)]
+    found = jury_weights("panel", ("a", "b", "c"), rows)
+    # a: 2 x (0.9 - 0.5) = 0.8; b at chance: 0; c: 2 x (0.7 - 0.5) = 0.4; normalised to sum to 1.
+    assert found["discrimination"] == pytest.approx({"a": 0.9, "b": 0.5, "c": 0.7})
+    assert found["weights"] == pytest.approx({"a": 2 / 3, "b": 0.0, "c": 1 / 3}) and found["error"] == ""
+    chance = jury_weights("coin", ("b", "d"), rows)
+    assert chance["weights"] is None and "no jury member discriminates above chance" in chance["error"]
+
+    scores = pd.DataFrame({"model": ["m", "m", "m"], "setting": ["L1", "L1", "L2"],
+                           "judge/a/fit": [5.0, 2.0, None], "judge/b/fit": [1.0, 1.0, 1.0], "judge/c/fit": [2.0, 5.0, 4.0],
+                           "judge/a/qavg": [5.0, 2.0, None], "judge/b/qavg": [1.0, 1.0, 1.0], "judge/c/qavg": [2.0, 5.0, 4.0],
+                           "judge/a/status": ["ok", "ok", "failed"], "judge/b/repeat_means": [[1, 1]] * 3})
+    table = weighted_jury_frame(scores, [found, chance], ("model", "setting"))
+    fit = table[(table["jury"] == "panel") & (table["dimension"] == "fit")].set_index("setting")
+    assert list(table[table["jury"] == "panel"]["dimension"].unique()) == ["fit", "qavg"]
+    # L1: (2/3 x 5 + 1/3 x 2) = 4 and (2/3 x 2 + 1/3 x 5) = 3; L2: a failed, so c alone (b weighs nothing): 4.
+    assert fit.loc["L1", "score"] == pytest.approx(3.5) and fit.loc["L1", "n"] == 2
+    assert fit.loc["L2", "score"] == pytest.approx(4.0) and fit.loc["L2", "weights"] == "a 0.667, b 0.000, c 0.333"
+    [coin] = table[table["jury"] == "coin"].to_dict("records")
+    assert "no jury member discriminates above chance" in coin["weights"] and pd.isna(coin["score"])
+    assert list(write_weighted_juries(scores, [found], ("model", "setting"), tmp_path)) == [
+        "Weighted juries: each jury's mean score per group, its members weighted by their control checks"]
+    assert (tmp_path / "weighted_juries.csv").is_file()
+    assert write_weighted_juries(scores, [], ("model", "setting"), tmp_path / "none") == {}

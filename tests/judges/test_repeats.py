@@ -106,3 +106,49 @@ def test_sweep_judge_repeats_reach_every_judge_and_a_greedy_judge_that_would_rep
     # The dry run counts every repeat: 3 judge calls per generation.
     counts = describe_grid(_config(tmp_path, 3, temperature=0.7).model_copy(update={"limit": 2}))
     assert counts["judge_calls"] - counts["control_calls"] == 3 * counts["generations"]
+
+
+def _pairs(n: int) -> list[JudgedItem]:
+    """`n` pairs of distinct stories under one brief."""
+    task = shipped_tasks()[0]
+    return [JudgedItem(f"pair{index}", {"task": task.full_instruction, "requirements": list(task.constraints),
+                                        "response_a": f"Story number {index}.", "response_b": f"Tale number {index}."})
+            for index in range(n)]
+
+
+def test_a_pairwise_judge_repeats_each_order_and_its_flip_rate_measures_its_self_agreement(tmp_path):
+    """A pairwise judge with 3 repeats: each pair judged 3 times in each order (the first repeat the single
+    judgment's cached request), each order's verdict the one most repeats gave; its flip rate is 0 for a judge that
+    repeats itself and about 0.5 for one that flips a coin (500 pairs, both orders)."""
+    from narrative_eval.studies.incremental.pairwise import FLIP_COLUMNS, flip_rates
+
+    refusal = refusal_text()
+    tasks = {task.story_id: task for task in shipped_tasks() if task.story_id in STORIES}
+    oracle, judge = control_judge("control-oracle", [(t.full_instruction, STORIES[k]) for k, t in tasks.items()],
+                                  refusal, tmp_path)
+    items = [JudgedItem(k, {"task": t.full_instruction, "requirements": list(t.constraints),
+                            "response_a": STORIES[k], "response_b": refusal}) for k, t in tasks.items()]
+    once = judge_items(lambda: oracle, judge, "pairwise", items)
+    assert oracle.generated == 2 * len(items) and all(not j.result.repeats for j in once)
+    thrice = judge.model_copy(update={"repeats": 3})
+    made = judge_items(lambda: oracle, thrice, "pairwise", items)
+    assert oracle.generated == 2 * 3 * len(items)  # only the two new repeats of each order are sent
+    assert [j.result.scores for j in made] == [j.result.scores for j in once]
+    rows = [{"rater": "oracle/pairwise", **j.result.model_dump(mode="json")} for j in made]
+    steady = flip_rates(rows)
+    assert list(steady.columns) == FLIP_COLUMNS and set(steady["dimension"]) == set(load_rubric("pairwise").keys)
+    assert steady["flip_rate"].tolist() == [0.0, 0.0] and set(steady["n_judgments"]) == {2 * len(items)}
+    # Judged once, a judge has no flip rate.
+    assert flip_rates([{"rater": "oracle/pairwise", **j.result.model_dump(mode="json")} for j in once]).empty
+
+    coin, judge = control_judge("control-random")
+    made = judge_items(lambda: coin, judge.model_copy(update={"repeats": 3}), "pairwise", _pairs(500))
+    assert coin.generated == 2 * 3 * 500
+    levels = set(load_rubric("pairwise").verdicts.values())
+    for judgment in made:  # each order's verdict is its repeats' majority: a verdict the rubric allows
+        for key, value in judgment.result.scores.items():
+            shown = [repeat[key] for repeat in judgment.result.repeats]
+            assert value in levels and (shown.count(value) >= 2 or len(set(shown)) == 3)
+    flips = flip_rates([{"rater": "coin/pairwise", **j.result.model_dump(mode="json")} for j in made])
+    assert all(abs(rate - 0.5) < 0.05 for rate in flips["flip_rate"]), flips
+    print(flips.to_string())

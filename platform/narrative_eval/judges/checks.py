@@ -130,12 +130,12 @@ class ControlSet:
     @property
     def requests(self) -> int:
         """Judge requests the items take at most: each distinct input of a scores or checklist rubric once per
-        repeat of the judge (a reference serving several items too), each pairwise item twice (both orders); retries
-        not counted."""
+        repeat of the judge (a reference serving several items too), each pairwise item twice (both orders) per
+        repeat; retries not counted."""
         single = {(item.rubric, stable_hash(json_form(inputs))) for item in self.items
                   if item.expected not in PAIRWISE_RELATIONS
                   for inputs in (item.inputs, item.reference) if inputs is not None}
-        return len(single) * self.judge.repeats + 2 * sum(item.expected in PAIRWISE_RELATIONS for item in self.items)
+        return (len(single) + 2 * sum(item.expected in PAIRWISE_RELATIONS for item in self.items)) * self.judge.repeats
 
 
 class JudgeChecks(BaseModel):

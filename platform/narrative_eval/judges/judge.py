@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -179,9 +179,38 @@ def _mean_scores(scores: Sequence[Mapping[str, float | None]]) -> dict[str, floa
     return means
 
 
-def combine_repeats(results: Sequence[JudgeResult]) -> JudgeResult:
-    """One verdict from the repeats of one output: the mean of the valid repeats' scores (and expected scores), every
-    repeat's scores kept in `repeats`; failed only when every repeat failed. A single result is returned as is."""
+def combine_scores(values: Sequence[float], aggregate: str) -> float:
+    """Several scores of one dimension of one output (a jury's members', a pairwise judge's repeats) combined by
+    `aggregate`: mean, median or majority (the most frequent value; of several equally frequent, their mean)."""
+    if not values:
+        raise ValueError("a jury combines at least one score")
+    if aggregate == "mean":
+        return statistics.fmean(values)
+    if aggregate == "median":
+        return float(statistics.median(values))
+    if aggregate == "majority":
+        counts = Counter(values).most_common()
+        return statistics.fmean(value for value, count in counts if count == counts[0][1])
+    raise ValueError(f"unknown jury aggregate {aggregate!r} (mean, median or majority)")
+
+
+def _majority_verdicts(scores: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
+    """A pairwise judge's repeats of one pair in one order, dimension by dimension: the verdict most repeats gave;
+    of several equally frequent, their mean taken toward a tie to a whole verdict (A_slightly_better and
+    A_clearly_better: A_slightly_better; A_slightly_better and B_slightly_better: tie)."""
+    keys = list(dict.fromkeys(key for found in scores for key in found))
+    verdicts: dict[str, float | None] = {}
+    for key in keys:
+        values = [float(found[key]) for found in scores if found.get(key) is not None]
+        verdicts[key] = float(math.trunc(combine_scores(values, "majority"))) if values else None
+    return verdicts
+
+
+def combine_repeats(results: Sequence[JudgeResult], pairwise: bool = False) -> JudgeResult:
+    """One verdict from the repeats of one output: the mean of the valid repeats' scores (and expected scores), or for
+    a pairwise rubric (`pairwise`: one pair in one presentation order) the verdict most repeats gave
+    (`_majority_verdicts`), a verdict the rubric allows; every repeat's scores kept in `repeats`; failed only when
+    every repeat failed. A single result is returned as is."""
     if len(results) == 1:
         return results[0]
     valid = [result for result in results if result.ok]
@@ -192,7 +221,8 @@ def combine_repeats(results: Sequence[JudgeResult]) -> JudgeResult:
         "raw_replies": [reply for result in results for reply in result.raw_replies],
     }
     if valid:
-        update["scores"] = _mean_scores([result.scores for result in valid])
+        combine = _majority_verdicts if pairwise else _mean_scores
+        update["scores"] = combine([result.scores for result in valid])
         weighted = [result.expected_scores for result in valid if result.expected_scores]
         if weighted:
             update["expected_scores"] = _mean_scores(weighted)
@@ -300,6 +330,7 @@ __all__ = [
     "Requirement",
     "combine_orders",
     "combine_repeats",
+    "combine_scores",
     "failure_rate",
     "is_high_quality",
     "judge_many",

@@ -7,17 +7,18 @@ one (a quorum: a jury of three with two failed members is not a jury but one jud
 Everything a judge's verdict feeds (rows, headline numbers, traces, control checks, report card) takes a jury's the
 same way, under the jury's id.
 
-`combine_scores` is the one rule for every jury, in a sweep and in `stats.judge_reliability.jury_scores` (a table of
-scores; also weighted by the members' control checks, `member_weights` there).
+`combine_scores` (defined with the judging engine, which combines a pairwise judge's repeats by its majority) is the
+one rule for every jury, in a sweep and in `stats.judge_reliability.jury_scores` (a table of scores; also weighted by
+the members' control checks, `member_weights` there).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from narrative_eval.judges.checks import PAIRWISE_RELATIONS, ControlJudgment
+from narrative_eval.judges.judge import combine_scores
 from narrative_eval.judges.resumable import json_form
 from narrative_eval.records import JudgeResult, JurySpec, stable_hash
 
@@ -25,21 +26,6 @@ from narrative_eval.records import JudgeResult, JurySpec, stable_hash
 def quorum(members: int) -> int:
     """The fewest valid member verdicts a jury of `members` needs to give one: more than half."""
     return members // 2 + 1
-
-
-def combine_scores(values: Sequence[float], aggregate: str) -> float:
-    """One dimension's members' scores on one output combined by `aggregate` (mean, median or majority: the most
-    frequent value; of several equally frequent, their mean)."""
-    if not values:
-        raise ValueError("a jury combines at least one score")
-    if aggregate == "mean":
-        return statistics.fmean(values)
-    if aggregate == "median":
-        return float(statistics.median(values))
-    if aggregate == "majority":
-        counts = Counter(values).most_common()
-        return statistics.fmean(value for value, count in counts if count == counts[0][1])
-    raise ValueError(f"unknown jury aggregate {aggregate!r} (mean, median or majority)")
 
 
 def jury_verdict(jury: JurySpec, members: Mapping[str, JudgeResult | None]) -> JudgeResult:

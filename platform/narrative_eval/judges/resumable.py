@@ -8,7 +8,9 @@ that lacks one in some presentation order (or whose texts, rubric file or judge 
 another digest), in batches of the judge backend's batch size, reports each batch to the cell's progress under
 its stage's label, calls the caller back after each batch so that it can publish what it has and a stopped run
 loses at most one batch, and returns the judgments it made, in item order. A pairwise rubric is judged in both
-presentation orders: as declared (response_a shown as A) and swapped; any other rubric once. The judge's backend
+presentation orders: as declared (response_a shown as A) and swapped; any other rubric once. A judge that repeats
+(`JudgeSpec.repeats`) judges each item that many times in each order, each repeat its own cached request: a scores or
+checklist verdict is the repeats' mean, a pairwise verdict in one order the one most repeats gave. The judge's backend
 is asked for only when something is left to judge, so a rerun with everything judged loads no model; what an
 earlier attempt sent comes back from the request cache.
 """
@@ -98,10 +100,13 @@ def _judge_batch(backend: GeneratingBackend, judge: JudgeSpec, rubrics: Mapping[
     for name in dict.fromkeys(name for name, _ in batch):
         positions = [index for index, (of, _) in enumerate(batch) if of == name]
         shown = [batch[index][1].shown for index in positions]
+        # Every repeat of the batch, one after the other; each output's repeats combined into its verdict, per
+        # presentation order (a pair's repeats in one order combined by their majority).
         if rubrics[name].kind == "pairwise":
-            results = list(judge_pairwise_orders(backend, judge, shown, name))
+            repeats = [judge_pairwise_orders(backend, repeat, shown, name) for repeat in repeat_judges(judge)]
+            results = [tuple(combine_repeats(by_order, pairwise=True) for by_order in zip(*found, strict=True))
+                       for found in zip(*repeats, strict=True)]
         else:
-            # Every repeat of the batch, one after the other; each output's repeats combined into its verdict.
             repeats = [judge_many(backend, repeat, name, shown) for repeat in repeat_judges(judge)]
             results = [(combine_repeats(found),) for found in zip(*repeats, strict=True)]
         verdicts.update(zip(positions, results, strict=True))

@@ -53,9 +53,10 @@ class JudgeSpec(Frozen):
     scoring: Scoring = "sampled"
     """`expected` also reads the probability-weighted score of each dimension (a backend with `score_logprobs`)."""
     repeats: int = Field(1, ge=1)
-    """How many times every output is judged under a scores or checklist rubric (`judge_repeats`), each repeat with
-    its own judge seed (the first with `seed` itself): the verdict's scores are the repeats' mean, and the cell logs
-    the judge's agreement with itself across them."""
+    """How many times every output is judged (`judge_repeats`; a pair in each presentation order), each repeat with
+    its own judge seed (the first with `seed` itself): the verdict's scores are the repeats' mean (a pairwise verdict:
+    the one most repeats gave), and the judge's agreement with itself across them is logged (a pairwise judge's as its
+    flip rate)."""
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -64,8 +65,11 @@ class JudgeSpec(Frozen):
         return without_defaults(self, handler(self), ("scoring", "repeats"))
 
 
-Aggregate = Literal["mean", "median", "majority"]
+Aggregate = Literal["mean", "median", "majority", "weighted"]
 """How a jury combines its members' scores on one output, dimension by dimension (docs/judge-checks.md, Juries)."""
+
+WEIGHTED = "weighted"
+"""The aggregate whose weights come from the members' control checks: combined after the checks, in the report."""
 
 
 class JurySpec(Frozen):
@@ -78,7 +82,13 @@ class JurySpec(Frozen):
     """Its members: ids of the sweep's judges, two or more, all under the same rubric."""
     aggregate: Aggregate = "mean"
     """mean or median of the members' scores, or the score most members gave (majority; several equally frequent:
-    their mean)."""
+    their mean); or weighted: their mean weighted by each member's discrimination on its control checks, which run
+    after the cells, so such a jury is no cell's and its scores are the report's (`after_checks`)."""
+
+    @property
+    def after_checks(self) -> bool:
+        """Whether the jury is combined after the control checks (a weighted one), not in the cells."""
+        return self.aggregate == WEIGHTED
 
     @property
     def source(self) -> str:

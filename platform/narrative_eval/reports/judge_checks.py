@@ -46,17 +46,24 @@ def failed_checks(rows: Sequence[CheckRow]) -> list[str]:
             for row in rows if not row.passed]
 
 
+def logged_payload(experiment: str, sweep: str, artifact: str, data_sha256: str | None = None) -> dict | None:
+    """A JSON record `{data_sha256, ...}` the sweep's last run logged on its parent run as `artifact` (None when it has
+    none, or when it was made on other data than `data_sha256`)."""
+    parent = tracking.find_sweep_run(experiment, sweep)
+    folder = artifact.rsplit("/", 1)[0]
+    if parent is None or artifact not in {a.path for a in tracking.client().list_artifacts(parent, folder)}:
+        return None
+    payload = tracking.load_json_artifact(parent, artifact)
+    if data_sha256 is not None and payload["data_sha256"] != data_sha256:
+        return None
+    return payload
+
+
 def logged_rows(experiment: str, sweep: str, data_sha256: str | None = None) -> list[CheckRow]:
     """The check rows the sweep's last run logged on its parent run ([] when it has none, or when they were made on
     other data than `data_sha256`)."""
-    parent = tracking.find_sweep_run(experiment, sweep)
-    folder = ROWS_ARTIFACT.rsplit("/", 1)[0]
-    if parent is None or ROWS_ARTIFACT not in {a.path for a in tracking.client().list_artifacts(parent, folder)}:
-        return []
-    payload = tracking.load_json_artifact(parent, ROWS_ARTIFACT)
-    if data_sha256 is not None and payload["data_sha256"] != data_sha256:
-        return []
-    return rows_from_records(payload["rows"])
+    payload = logged_payload(experiment, sweep, ROWS_ARTIFACT, data_sha256)
+    return rows_from_records(payload["rows"]) if payload is not None else []
 
 
 def names_judge(title: str, markdown: str, judge: str) -> bool:
@@ -165,6 +172,7 @@ __all__ = [
     "judge_warning",
     "report_notes",
     "sweep_failing_judges",
+    "logged_payload",
     "logged_rows",
     "names_judge",
     "tables_naming",

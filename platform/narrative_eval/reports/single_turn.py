@@ -1,5 +1,6 @@
 """The tables of a single-turn study's sweep, from MLflow: its headline numbers per cell (`main`) and every answer
-beside its references (one table named by the study), and its judges' control checks."""
+beside its references (one table named by the study), its judges' noise and weighted juries where the sweep has
+them, and its judges' control checks."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judges_logging
 from narrative_eval.reports.judge_card import judge_numbers
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
+from narrative_eval.reports.juries import logged_weights, write_weighted_juries
 from narrative_eval.reports.tables import write_table
 
 pd = lazy_module("pandas")
@@ -39,5 +41,7 @@ def write_single_turn_report(study: SingleTurnStudy, sweep: str, out_dir: str | 
     tables = {titles[0]: write_table(main.sort_values(["model", "setting"]), out_dir, "main"),
               titles[1]: write_table(answers, out_dir, answers_file)}
     noise, numbers = judge_numbers(study.experiment, sweep, data_sha256, out_dir, rows, study.id_column)
-    return with_judge_checks({**tables, **noise}, logged_rows(study.experiment, sweep, data_sha256), out_dir,
+    juries = write_weighted_juries(rows, logged_weights(study.experiment, sweep, data_sha256), ("model", "setting"),
+                                   out_dir)
+    return with_judge_checks({**tables, **noise, **juries}, logged_rows(study.experiment, sweep, data_sha256), out_dir,
                              numbers=numbers)

@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from narrative_eval.judges.rubric import Rubric
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records import JudgeResult
 from narrative_eval.stats.bootstrap import percentile_interval
+from narrative_eval.stats.judge_checks import CheckRow
 
 pd = lazy_module("pandas")
 
@@ -75,6 +76,12 @@ SELF_ALPHA = "self_alpha"
 def _repeat_mean(scores: Mapping[str, float | None] | None) -> float:
     values = [value for value in (scores or {}).values() if value is not None]
     return float(np.mean(values)) if values else math.nan
+
+
+def repeat_means(result: JudgeResult) -> list[float | None]:
+    """Each repeat's mean score of one output (None: that repeat failed; a checklist's adherence), as a generations
+    or conversations row keeps it (`REPEAT_MEANS`) for the noise table; empty for an output judged once."""
+    return [None if scores is None else _repeat_mean(scores) for scores in result.repeats]
 
 
 def repeat_agreement(results: Sequence[JudgeResult], rubric: Rubric) -> dict[str, float]:
@@ -210,6 +217,28 @@ def member_weights(discrimination: Mapping[str, float], human_agreement: Mapping
     return {judge: weight / total for judge, weight in raw.items()}
 
 
+JURY_WEIGHTS_ARTIFACT = "juries/weights.json"
+"""The sweep's parent run's record of each weighted jury's weights (`jury_weights`), which its report reads."""
+
+
+def jury_weights(jury: str, members: Sequence[str], rows: Sequence[CheckRow]) -> dict[str, Any]:
+    """A weighted jury's weights from its members' control checks (`rows`: the sweep's check rows): each member's
+    discrimination, the mean over its discrimination checks (NaN without one: weight 0), through `member_weights`.
+    {jury, members, discrimination, weights, error}: weights None and the reason in error when no member
+    discriminates above chance."""
+    discrimination = {}
+    for member in members:
+        values = [row.value for row in rows if row.judge == member and row.statistic == "discrimination"
+                  and math.isfinite(row.value)]
+        discrimination[member] = float(np.mean(values)) if values else math.nan
+    try:
+        weights, error = member_weights(discrimination), ""
+    except ValueError as problem:
+        weights, error = None, str(problem)
+    return {"jury": jury, "members": list(members), "discrimination": discrimination, "weights": weights,
+            "error": error}
+
+
 def _majority(row: np.ndarray) -> float:
     """The most frequent score of the row, each rounded to a whole score (a repeats' mean is not one), by the one
     rule every jury follows (judges.jury.combine_scores)."""
@@ -281,16 +310,19 @@ def noise_table(frame: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:
 
 __all__ = [
     "AGGREGATES",
+    "JURY_WEIGHTS_ARTIFACT",
     "NOISE_COLUMNS",
     "REPEAT_MEANS",
     "SELF_ALPHA",
     "WinRate",
     "flip_rate",
     "jury_scores",
+    "jury_weights",
     "length_controlled_win_rate",
     "member_weights",
     "noise_table",
     "repeat_agreement",
+    "repeat_means",
     "self_agreement",
     "self_agreement_by_dimension",
 ]

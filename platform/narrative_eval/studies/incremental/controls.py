@@ -175,10 +175,10 @@ def control_requests(section: IncrementalConfig, cells: Sequence[CellSpec], judg
                      k: int) -> list[RequestCount]:
     """Before any story exists: at most K tasks per judge, each a refusal, another task's story, a shuffled and a
     padded story judged alone, once per repeat of the judge (a story's own verdicts are its cell's, from the request
-    cache), and three pairs in both orders per pairwise rubric."""
+    cache), and three pairs in both orders per pairwise rubric, once per repeat as well."""
     n = min(k, len(select_tasks(cells[0]))) if cells else 0
     return [RequestCount(judge.model, 4 * n * judge.repeats, judge.max_new_tokens) for judge in judges] + [
-        RequestCount(spec.model, 6 * n, spec.max_new_tokens)
+        RequestCount(spec.model, 6 * n * spec.repeats, spec.max_new_tokens)
         for judge in judges for spec in (entry.judge_spec(judge) for entry in section.pairwise_judges)]
 
 

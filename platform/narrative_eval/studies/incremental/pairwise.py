@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +33,11 @@ from narrative_eval import tracking
 from narrative_eval.errors import UserError
 from narrative_eval.judges import load_rubric
 from narrative_eval.judges.resumable import JudgedItem, Judgment, judge_items
+from narrative_eval.lazy import lazy_module
 from narrative_eval.multi_turn import Conversation
 from narrative_eval.records import CellSpec, JudgeSpec, stable_hash
 from narrative_eval.records.keys import seeded
+from narrative_eval.stats.judge_reliability import flip_rate
 from narrative_eval.reports.tables import write_table
 from narrative_eval.studies.incremental.cell_tasks import select_tasks, tasks_of_cell
 from narrative_eval.studies.incremental.config import IncrementalConfig
@@ -63,6 +66,7 @@ from narrative_eval.studies.incremental.vocabulary import (
 from narrative_eval.study import experiment_of
 
 log = logging.getLogger(__name__)
+pd = lazy_module("pandas")
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,31 @@ def _judge_rubric(judge: JudgeSpec, entry: Any, pairs: Sequence[Pair], state: di
     return len({judgment.key for judgment in made})
 
 
+FLIP_COLUMNS = ["judge", "dimension", "repeats", "n_judgments", "flip_rate"]
+"""The flip-rate table: per rater and dimension, the repeats, the pair judgments (case x order) with two valid repeats
+or more, and the share of their repeat pairs whose preferred side differs."""
+
+
+def flip_rates(rows: Sequence[dict]) -> Any:
+    """Each repeating rater's agreement with itself across repeats (`stats.judge_reliability.flip_rate`), dimension by
+    dimension, from judgment rows (each a case, rater and order, with its repeats' verdicts in `repeats`); empty when
+    no rater repeated."""
+    table = []
+    for rater in sorted({row["rater"] for row in rows}):
+        repeated = [row["repeats"] for row in rows if row["rater"] == rater and len(row.get("repeats") or []) > 1]
+        if not repeated:
+            continue
+        width = max(len(repeats) for repeats in repeated)
+        for dimension in PAIRWISE_DIMENSIONS:
+            matrix = [[math.nan if index >= len(repeats) or repeats[index] is None
+                       or repeats[index].get(dimension) is None else float(repeats[index][dimension])
+                       for index in range(width)] for repeats in repeated]
+            judged = sum(sum(not math.isnan(value) for value in line) > 1 for line in matrix)
+            table.append({"judge": rater, "dimension": dimension, "repeats": width, "n_judgments": judged,
+                          "flip_rate": flip_rate(matrix)})
+    return pd.DataFrame(table, columns=FLIP_COLUMNS)
+
+
 def _verdict(row: dict) -> PairwiseVerdict:
     """A valid judgment as a verdict line: the rubric's signed preference as one of the five levels."""
     return PairwiseVerdict(row["case_id"], row["rater"], row["order"],
@@ -249,6 +278,9 @@ def run_pairwise_judges(config: Any, out_dir: str | Path, backend_for: Callable[
     return _summaries(parent, files, list(state.values()), Path(out_dir), counts, words)
 
 
+FLIP_TITLE = "Pairwise judges: flip rate across repeats (the share of a pair's repeat verdicts that disagree)"
+
+
 def _summaries(parent: str, files: dict[str, Path], rows: list[dict], out_dir: Path,
                counts: dict[str, float], words: dict[str, tuple[int, int]]) -> dict[str, str]:
     """Order consistency, FULL's raw and length-controlled win rates with both sides' mean lengths (`words`: each
@@ -270,6 +302,9 @@ def _summaries(parent: str, files: dict[str, Path], rows: list[dict], out_dir: P
         metrics[f"pairwise/{row.judge}/lc_win_rate_{row.dimension}"] = row.lc_win_rate
     for row in stability.itertuples():
         metrics[f"pairwise/{row.judge}/status_stability"] = row.status_stability
+    flips = flip_rates(rows)
+    for row in flips.itertuples():
+        metrics[f"pairwise/{row.judge}/flip_rate_{row.dimension}"] = row.flip_rate
     tracking.log_sweep_outputs(parent, {}, [], metrics=metrics)
     tables = {}
     if not consistency.empty:
@@ -278,10 +313,12 @@ def _summaries(parent: str, files: dict[str, Path], rows: list[dict], out_dir: P
     if not wins.empty:
         tables["Pairwise judges: FULL's win rate, raw and length-controlled, with both sides' lengths"] = write_table(
             wins, out_dir, "pairwise_win_rates")
+    if not flips.empty:
+        tables[FLIP_TITLE] = write_table(flips, out_dir, "pairwise_flip_rates")
     if not stability.empty:
         tables["Evidence-first pairwise judges: atomic status stability"] = write_table(
             stability, out_dir, "pairwise_status_stability")
     return tables
 
 
-__all__ = ["Pair", "count_pairs", "rater_id", "run_pairwise_judges", "sample_pairs", "sweep_pairs", "write_pairwise_files"]
+__all__ = ["FLIP_COLUMNS", "FLIP_TITLE", "Pair", "count_pairs", "flip_rates", "rater_id", "run_pairwise_judges", "sample_pairs", "sweep_pairs", "write_pairwise_files"]

@@ -38,6 +38,8 @@ from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key, judges_logging, metric_column, with_interval
 from narrative_eval.reports.judge_card import cell_numbers
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
+from narrative_eval.reports.juries import logged_weights, write_weighted_juries
+from narrative_eval.reports.multi_turn import GROUPS, conversation_numbers, final_rows
 from narrative_eval.reports.tables import file_slug, markdown_table, write_csv, write_missing_tables, write_table
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT
 from narrative_eval.studies.incremental.effects import (
@@ -67,7 +69,7 @@ from narrative_eval.studies.incremental.report_diagnostics import (
 )
 from narrative_eval.studies.incremental.score_records import load_score_records, save_score_records
 from narrative_eval.studies.incremental.turns import replanning_conditions
-from narrative_eval.studies.incremental.vocabulary import COMPARISON, NAME, REFERENCE
+from narrative_eval.studies.incremental.vocabulary import COMPARISON, ID_COLUMN, NAME, REFERENCE
 from narrative_eval.study import experiment_of
 
 pd = lazy_module("pandas")
@@ -364,19 +366,28 @@ def creative_report_from_sweep(sweep: str, out_dir: str | Path, n_boot: int = DE
     control checks last, with a note under the tables of a judge that failed one."""
     records = export_sweep_records(sweep, out_dir, data_sha256)
     diagnostics = sweep_inputs(sweep, records, data_sha256)
-    unscored = unscored_cells(tracking.report_cell_runs(experiment_of(NAME), sweep, data_sha256), records)
+    runs = tracking.report_cell_runs(experiment_of(NAME), sweep, data_sha256)
+    unscored = unscored_cells(runs, records)
     tables = write_creative_report(records, out_dir, n_boot=n_boot, seed=seed, diagnostics=diagnostics,
                                    unscored=unscored)
-    return with_sweep_checks(tables, sweep, out_dir, data_sha256)
+    # The judges that judged every final story several times: their noise beside the gaps between the cells.
+    finals = final_rows(runs)
+    noise, numbers = conversation_numbers(experiment_of(NAME), sweep, data_sha256, out_dir, finals, ID_COLUMN)
+    # Weighted juries, combined from their members' verdicts on the final stories after the control checks.
+    juries = write_weighted_juries(finals, logged_weights(experiment_of(NAME), sweep, data_sha256), GROUPS, out_dir)
+    return with_sweep_checks({**tables, **noise, **juries}, sweep, out_dir, data_sha256, numbers=numbers)
 
 
 def with_sweep_checks(tables: dict[str, str], sweep: str, out_dir: str | Path, data_sha256: str | None = None,
-                      index: bool = True) -> dict[str, str]:
+                      index: bool = True, numbers: dict[str, dict[str, float]] | None = None) -> dict[str, str]:
     """The tables with the sweep's judge control checks (reports.judge_checks.with_judge_checks): every table but
-    the judge-independent diagnostics rests on the judges' scores, one judge's when its title names it."""
+    the judge-independent diagnostics rests on the judges' scores, one judge's when its title names it. With the
+    index (the report card), `numbers` are what the card reads of each judge (default: reports.judge_card's
+    cell_numbers)."""
     rows = logged_rows(experiment_of(NAME), sweep, data_sha256)
     judges = list(dict.fromkeys(row.judge for row in rows))
     judged = {title: [] if title in DIAGNOSTIC_TITLES.values() else
               [judge for judge in judges if f"(judge {judge})" in title] or judges for title in tables}
-    numbers = cell_numbers(experiment_of(NAME), sweep, data_sha256) if index else None
-    return with_judge_checks(tables, rows, out_dir, judged, index=index, numbers=numbers)
+    if index and numbers is None:
+        numbers = cell_numbers(experiment_of(NAME), sweep, data_sha256)
+    return with_judge_checks(tables, rows, out_dir, judged, index=index, numbers=numbers if index else None)

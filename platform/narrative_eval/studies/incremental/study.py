@@ -48,6 +48,7 @@ from narrative_eval.studies.incremental.turns import (
 )
 from narrative_eval.studies.incremental.vocabulary import (
     ALIASES,
+    ID_COLUMN,
     CHECKLIST,
     CHECKLIST_RUBRIC,
     HEADLINES,
@@ -122,7 +123,7 @@ class IncrementalDeliveryStudy(MultiTurnStudy):
     scorers = SCORERS
     judge_sees = {"task": "task", "requirements": "requirements", "response": ANSWER}  # never the model, condition or turns
     dimensions = SCORE_DIMENSIONS
-    id_column, items_name, judged_artifact = "story_id", "tasks", "score_records.json"
+    id_column, items_name, judged_artifact = ID_COLUMN, "tasks", "score_records.json"
 
     def items(self, cell: CellSpec) -> list[Item]:
         return [Item(task.story_id, {"task": task.full_instruction, "requirements": list(task.constraints)}, {},
@@ -196,14 +197,14 @@ class IncrementalDeliveryStudy(MultiTurnStudy):
 
     def after_sweep_requests(self, config: SweepSettings, cells: Sequence[CellSpec]) -> AfterSweepRequests:
         """The pairwise judges: every pair of the grid, up to `pairwise_sample`, judged in both orders by every panel
-        judge under every pairwise rubric (judgments an earlier run made are reused, so an upper bound)."""
+        judge under every pairwise rubric, once per repeat of the judge (judgments an earlier run made are reused, so an upper bound)."""
         section: IncrementalConfig = config.section
         if not section.pairwise_judges:
             return []
         pairs = count_pairs(cells)
         if section.pairwise_sample is not None:
             pairs = min(pairs, section.pairwise_sample)
-        return [RequestCount(judge.model, 2 * pairs, entry.max_new_tokens or judge.max_new_tokens)
+        return [RequestCount(judge.model, 2 * pairs * judge.repeats, entry.max_new_tokens or judge.max_new_tokens)
                 for judge in config.judges for entry in section.pairwise_judges]
 
     def after_sweep(self, config: SweepSettings, out_dir: Path, data_sha256: str,

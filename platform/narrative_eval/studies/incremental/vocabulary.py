@@ -11,6 +11,8 @@ from narrative_eval.judges import load_rubric, register_rubric
 
 NAME = "incremental-delivery"
 """The study's registry name (and its MLflow experiment)."""
+ID_COLUMN = "story_id"
+"""What names a task in the study's rows (its cells' conversations tables, its score records)."""
 ALIASES: tuple[str, ...] = ("incremental", "creative", "creative-integrity")
 """Other names for it in configs and on command lines."""
 

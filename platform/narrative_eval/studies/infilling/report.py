@@ -23,6 +23,7 @@ from narrative_eval.records import finite_number
 from narrative_eval.records.keys import (interval_keys, is_spread, judge_key, judge_prefix, judges_logging,
                                          metric_column, with_interval)
 from narrative_eval.reports.judge_card import judge_numbers
+from narrative_eval.reports.juries import logged_weights, write_weighted_juries
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import fold_intervals, latex_text
 from narrative_eval.stats.alt_test import EPSILON
@@ -400,7 +401,9 @@ def write_infilling_report(
                 alt_test, out_dir, f"alt_test_{judge}")
     figures(main, judges, out_dir)
     noise, numbers = judge_numbers(experiment_of(NAME), sweep, data_sha256, out_dir, gens, "instance_id")
-    tables = with_judge_checks({**tables, **noise}, logged_rows(experiment_of(NAME), sweep, data_sha256), out_dir,
-                               numbers=numbers)
+    juries = write_weighted_juries(gens, logged_weights(experiment_of(NAME), sweep, data_sha256), ("model", "setting"),
+                                   out_dir)
+    tables = with_judge_checks({**tables, **noise, **juries}, logged_rows(experiment_of(NAME), sweep, data_sha256),
+                               out_dir, numbers=numbers)
     (out_dir / "tables.json").write_text(json.dumps(tables, indent=1, ensure_ascii=False))
     return tables
