@@ -1,5 +1,6 @@
 """Annotate tab: blinded pointwise (five 1-5 ratings) and pairwise (five-level preference) rating of stored fills,
-beside the stories of an incremental-delivery sweep (ui.annotate_stories), under one rater name.
+beside every other single-turn study's outputs (ui.annotate_outputs, one sub-tab per study, from its declaration) and
+the stories of an incremental-delivery sweep (ui.annotate_stories), under one rater name.
 
 The page never holds a run id, model or prompt: it shows the passage and the fill(s), and keeps only the
 opaque item id and the A/B order in server-side state. Ratings go straight to the annotation store.
@@ -22,7 +23,7 @@ import pandas as pd
 
 from narrative_eval import annotations
 from narrative_eval.annotations.items import judge_scores_of
-from narrative_eval.annotations.rate_next import cell_intervals, design_of, judge_uncertainty, rate_next_plan, sweep_seed
+from narrative_eval.annotations.rate_next import cell_intervals, judge_uncertainty
 from narrative_eval.judges import load_rubric
 from narrative_eval.reports.tables import readable
 from narrative_eval.stats.rating_plan import rating_plan_table
@@ -33,8 +34,9 @@ from narrative_eval.studies.infilling.report import anchored_sweep
 from narrative_eval.studies.live import live_form
 from narrative_eval.study import experiment_of, load_study
 from ui import annotate_stories
-from ui.annotate_common import (ItemSource, build_agreement, rating_form, rubric_dimensions, save_rating,
-                                scale_descriptions, show_next, wire_submit)
+from ui import annotate_outputs
+from ui.annotate_common import (ItemSource, build_agreement, cell_of, rate_next_groups, rating_form, rubric_dimensions,
+                                save_rating, scale_descriptions, show_next, wire_submit)
 from ui.common import REPO, AppSettings, FieldErrors, cell_runs, esc, passage_html, run_table, texts, user_error
 
 STUDY = experiment_of(infilling.NAME)
@@ -90,18 +92,6 @@ def fill_rating(state: dict[str, Any], rater_: str, seconds: float, preference_:
                               design=state.get("design") or {})
 
 
-def _cell_of(group: list[Output]) -> tuple[str, str]:
-    run = group[0][0]
-    return str(run.get("params.model_id")), str(run.get("params.prompt_setting"))
-
-
-def _rate_next(sweep: str, groups: list[list[Output]]) -> list[tuple[list[Output], dict[str, Any]]]:
-    """The sweep's pointwise groups in the rate-next order, each with its design."""
-    plan = rate_next_plan([_cell_of(g) for g in groups], [judge_uncertainty(judge_scores_of(g[0][1])) for g in groups],
-                          sweep_seed(sweep))
-    return [(groups[int(row["index"])], design_of(row)) for _, row in plan.iterrows()]
-
-
 def _judge_mean(group: list[Output], judge: str) -> float:
     scores = [v for v in judge_scores_of(group[0][1]).get(judge, {}).values() if v is not None]
     return float(np.mean(scores)) if scores else math.nan
@@ -123,7 +113,7 @@ def interval_table(store: annotations.AnnotationStore, sweep: str | None, judge:
             ratings.setdefault(rating.item_id, []).append(float(np.mean(values)))
     human = [float(np.mean(ratings[i])) if (i := fill_item_id(sweep, "pointwise", g)) in ratings else math.nan
              for g in groups]
-    found = cell_intervals([_cell_of(g) for g in groups], [judge_uncertainty(judge_scores_of(g[0][1])) for g in groups],
+    found = cell_intervals([cell_of(g) for g in groups], [judge_uncertainty(judge_scores_of(g[0][1])) for g in groups],
                            [_judge_mean(g, judge) for g in groups], human)
     rows = [{"model": cell[0], "setting": cell[1], "rated": result.n_rated, "outputs": result.n_all,
              "mean": result.estimate.mean, "lo": result.estimate.lo, "hi": result.estimate.hi,
@@ -146,11 +136,12 @@ def plan_table(store: annotations.AnnotationStore, sweep: str | None, judge: str
 def fills() -> ItemSource:
     """The fills of an infilling sweep, as the shared rating flow reads them."""
     return ItemSource(_groups, fill_item_id, _make_item, item_html, len(dimensions()) + 1, "Pick a sweep.",
-                      "Nothing left to rate in this sweep for you.", "Press 'Next item' first.", _rate_next)
+                      "Nothing left to rate in this sweep for you.", "Press 'Next item' first.", rate_next_groups)
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
-    """The rater's name, then one sub-tab for an infilling sweep's fills and one for an incremental-delivery sweep's stories."""
+    """The rater's name, then one sub-tab for an infilling sweep's fills, one per other single-turn study for its
+    outputs, and one for an incremental-delivery sweep's stories."""
     store = annotations.AnnotationStore(app.annotations_path)
     gr.Markdown(texts()["annotate"])
     rater = gr.Textbox("", label="Your name (rater)", elem_id="annotate-rater")
@@ -158,6 +149,10 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     with gr.Tabs(elem_id="annotate-what"):
         with gr.Tab("Fills (infilling)", id="annotate-fills", elem_id="annotate-fills-tab"):
             fills = _build_fills(store, demo, rater, rater_error)
+        for study in annotate_outputs.rated_studies(infilling.NAME):
+            with gr.Tab(annotate_outputs.tab_title(study), id=f"annotate-{study.name}",
+                        elem_id=f"annotate-{study.name}-tab"):
+                annotate_outputs.build(study, demo, store, rater, rater_error)
         with gr.Tab("Stories (incremental delivery)", id="annotate-stories", elem_id="annotate-stories-tab"):
             annotate_stories.build(app, demo, store, rater, rater_error)
     return {"rater": rater, **fills}

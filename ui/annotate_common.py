@@ -1,6 +1,7 @@
-"""What the Annotate tab's two halves share (fills of an infilling sweep, stories of an incremental-delivery sweep):
-the next unrated item, the rating counter, the 'saved' message, agreement with a judge and its few-items warning,
-the submit-then-next wiring, and ratings as human feedback on the rated generations' MLflow traces."""
+"""What the Annotate tab's sub-tabs share (fills of an infilling sweep, any other single-turn study's outputs, stories
+of an incremental-delivery sweep): the next unrated item, the rate-next order of a sweep's outputs, the rating
+counter, the 'saved' message, agreement with a judge and its few-items warning, the submit-then-next wiring, and
+ratings as human feedback on the rated generations' MLflow traces."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import gradio as gr
 import pandas as pd
 
 from narrative_eval import annotations
+from narrative_eval.annotations.items import judge_scores_of
+from narrative_eval.annotations.rate_next import design_of, judge_uncertainty, rate_next_plan, sweep_seed
 from narrative_eval.judges import load_rubric
 from narrative_eval.tracing import log_human_feedback
 from narrative_eval.reports.judge_checks import judge_warning
@@ -41,6 +44,22 @@ def scale_descriptions(rubric_name: str) -> dict[str, str]:
         if match:
             found[key] = match.group(1).strip()
     return found
+
+
+def cell_of(group: list) -> tuple[str, str]:
+    """The cell (model, prompt setting) of a group of stored outputs, each (its cell run, its generations row)."""
+    run = group[0][0]
+    return str(run.get("params.model_id")), str(run.get("params.prompt_setting"))
+
+
+def rate_next_groups(sweep: str, groups: list[list]) -> list[tuple[list, dict[str, Any]]]:
+    """A sweep's pointwise groups in the rate-next order (annotations.rate_next), each with its design; in the given
+    order with no design when no judge scored any of them (nothing to tell where ratings count)."""
+    uncertainty = [judge_uncertainty(judge_scores_of(g[0][1])) for g in groups]
+    if not any(value == value for value in uncertainty):
+        return [(group, {}) for group in groups]
+    plan = rate_next_plan([cell_of(g) for g in groups], uncertainty, sweep_seed(sweep))
+    return [(groups[int(row["index"])], design_of(row)) for _, row in plan.iterrows()]
 
 
 def checked_rater(rater: str | None) -> str:
@@ -261,14 +280,14 @@ class RatingForm:
 
 def rating_form(demo: gr.Blocks, prefix: str, study: str, kinds: Sequence[str], item_word: str,
                 pointwise: Callable[[], list], pairwise: Callable[[], list], rater_error: gr.Markdown) -> RatingForm:
-    """Mode, sweep (the study's, picked when the page loads) and Next; the item; the pointwise and pairwise inputs
+    """Mode (shown when there are several), sweep (the study's, picked when the page loads) and Next; the item; the pointwise and pairwise inputs
     (made by the callbacks, those of the first mode shown); auto-advance, Submit, the message and the counter.
     Elements are named '<prefix>-mode', '<prefix>-sweep', '<prefix>-next', '<prefix>-item', ...; a mistake is said
     under the rater's name (`rater_error`, the tab's), the sweep, the scores or the preference, else under Submit."""
     errors = FieldErrors(prefix)
     errors.add("rater", rater_error)
     with gr.Row():
-        kind = gr.Radio(list(kinds), value=kinds[0], label="Mode", elem_id=f"{prefix}-mode")
+        kind = gr.Radio(list(kinds), value=kinds[0], label="Mode", elem_id=f"{prefix}-mode", visible=len(kinds) > 1)
         with gr.Column():
             sweep = gr.Dropdown([], label=f"Sweep ({study})", elem_id=f"{prefix}-sweep", allow_custom_value=True)
             errors.box("sweep")
