@@ -13,17 +13,13 @@ more ratings each cell needs for a target width.
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from typing import Any
 
 import gradio as gr
-import numpy as np
 import pandas as pd
 
 from narrative_eval import annotations
-from narrative_eval.annotations.items import judge_scores_of
-from narrative_eval.annotations.rate_next import cell_intervals, judge_uncertainty
 from narrative_eval.judges import load_rubric
 from narrative_eval.reports.tables import readable
 from narrative_eval.stats.rating_plan import rating_plan_table
@@ -33,10 +29,9 @@ from narrative_eval.studies.infilling.annotation import Output, fill_groups, fil
 from narrative_eval.studies.infilling.report import anchored_sweep
 from narrative_eval.studies.live import live_form
 from narrative_eval.study import experiment_of, load_study
-from ui import annotate_stories
-from ui import annotate_outputs
-from ui.annotate_common import (ItemSource, build_agreement, cell_of, rate_next_groups, rating_form, rubric_dimensions,
-                                save_rating, scale_descriptions, show_next, wire_submit)
+from ui import annotate_outputs, annotate_stories
+from ui.annotate_common import (INTERVAL_COLUMNS, ItemSource, build_agreement, interval_table, rate_next_groups,
+                                rating_form, rubric_dimensions, save_rating, scale_descriptions, show_next, wire_submit)
 from ui.common import REPO, AppSettings, FieldErrors, cell_runs, esc, passage_html, run_table, texts, user_error
 
 STUDY = experiment_of(infilling.NAME)
@@ -92,35 +87,6 @@ def fill_rating(state: dict[str, Any], rater_: str, seconds: float, preference_:
                               design=state.get("design") or {})
 
 
-def _judge_mean(group: list[Output], judge: str) -> float:
-    scores = [v for v in judge_scores_of(group[0][1]).get(judge, {}).values() if v is not None]
-    return float(np.mean(scores)) if scores else math.nan
-
-
-INTERVAL_COLUMNS = ["model", "setting", "rated", "outputs", "mean", "lo", "hi", "width", "reason"]
-
-
-def interval_table(store: annotations.AnnotationStore, sweep: str | None, judge: str | None) -> pd.DataFrame:
-    """Each cell's stratified PPI++ interval of its fills' mean human rating (over raters and the five dimensions),
-    with `judge`'s mean score as the prediction, in the strata of the rate-next order."""
-    if not sweep or not judge:
-        return pd.DataFrame(columns=INTERVAL_COLUMNS)
-    groups = _groups(sweep, "pointwise")
-    ratings: dict[str, list[float]] = {}
-    for rating in store.ratings(kind="pointwise"):
-        values = [float(v) for v in rating.scores.values() if v is not None]
-        if values:
-            ratings.setdefault(rating.item_id, []).append(float(np.mean(values)))
-    human = [float(np.mean(ratings[i])) if (i := fill_item_id(sweep, "pointwise", g)) in ratings else math.nan
-             for g in groups]
-    found = cell_intervals([cell_of(g) for g in groups], [judge_uncertainty(judge_scores_of(g[0][1])) for g in groups],
-                           [_judge_mean(g, judge) for g in groups], human)
-    rows = [{"model": cell[0], "setting": cell[1], "rated": result.n_rated, "outputs": result.n_all,
-             "mean": result.estimate.mean, "lo": result.estimate.lo, "hi": result.estimate.hi,
-             "width": result.estimate.hi - result.estimate.lo, "reason": result.reason} for cell, result in found]
-    return pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3)
-
-
 def plan_table(store: annotations.AnnotationStore, sweep: str | None, judge: str | None, width: float | None) -> pd.DataFrame:
     """The rating plan of the sweep's cells for an interval of full width `width` (stats.rating_plan), per dimension."""
     if not sweep:
@@ -161,6 +127,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
 def _build_fills(store: annotations.AnnotationStore, demo: gr.Blocks, rater: gr.Textbox,
                  rater_error: gr.Markdown) -> dict[str, gr.components.Component]:
     described = scale_descriptions(POINTWISE_RUBRIC)
+    source = fills()
     form = rating_form(
         demo, "annotate", STUDY, KINDS, "item",
         lambda: [gr.Radio([1, 2, 3, 4, 5], label=label, info=described.get(key), elem_id=f"annotate-{key}")
@@ -180,10 +147,9 @@ def _build_fills(store: annotations.AnnotationStore, demo: gr.Blocks, rater: gr.
         form.errors.box("width")
         plan = gr.Dataframe(pd.DataFrame(), interactive=False, label="Ratings each cell needs", elem_id="annotate-plan-table")
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise, *form.pairwise]
-    source = fills()
     form.next_button.click(form.errors.beside_the_fields(partial(show_next, source, store), len(next_outputs)),
                            [rater, form.kind, form.sweep], [*next_outputs, *form.errors.outputs])
-    show_intervals = (partial(interval_table, store), [form.sweep, judge], [intervals])
+    show_intervals = (partial(interval_table, source, store), [form.sweep, judge], [intervals])
     wire_submit(form.submit, partial(save_rating, source, fill_rating, store),
                 [form.current, rater, *form.pairwise, *form.pointwise], partial(show_next, source, store),
                 [rater, form.kind, form.sweep], next_outputs, form.auto, [(judges, None, [judge]), show_intervals],

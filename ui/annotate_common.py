@@ -5,6 +5,7 @@ ratings as human feedback on the rated generations' MLflow traces."""
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import time
@@ -14,11 +15,12 @@ from functools import partial
 from typing import Any
 
 import gradio as gr
+import numpy as np
 import pandas as pd
 
 from narrative_eval import annotations
 from narrative_eval.annotations.items import judge_scores_of
-from narrative_eval.annotations.rate_next import design_of, judge_uncertainty, rate_next_plan, sweep_seed
+from narrative_eval.annotations.rate_next import cell_intervals, design_of, judge_uncertainty, rate_next_plan, sweep_seed
 from narrative_eval.judges import load_rubric
 from narrative_eval.tracing import log_human_feedback
 from narrative_eval.reports.judge_checks import judge_warning
@@ -113,6 +115,39 @@ class ItemSource:
     rate_next: Callable[[str, list], list[tuple[Any, dict[str, Any]]]] | None = None
     """(sweep, pointwise groups) -> the groups in the order to rate them, each with its sampling design
     (annotations.rate_next); None: pointwise items come in a random order."""
+
+
+INTERVAL_COLUMNS = ["model", "setting", "rated", "outputs", "mean", "lo", "hi", "width", "reason"]
+"""The columns of the table of each cell's interval under a pointwise form."""
+
+
+def judge_mean(group: list, judge: str) -> float:
+    """A judge's mean score of a group's (first) output over its dimensions; NaN when it scored none."""
+    scores = [v for v in judge_scores_of(group[0][1]).get(judge, {}).values() if v is not None]
+    return float(np.mean(scores)) if scores else math.nan
+
+
+def interval_table(source: ItemSource, store: annotations.AnnotationStore, sweep: str | None,
+                   judge: str | None) -> pd.DataFrame:
+    """Each cell's stratified PPI++ interval of the mean human rating of its outputs (the pointwise groups of
+    `source`; over raters and dimensions), with `judge`'s mean score as the prediction, in the strata of the
+    rate-next order."""
+    if not sweep or not judge:
+        return pd.DataFrame(columns=INTERVAL_COLUMNS)
+    groups = source.groups(sweep, "pointwise")
+    ratings: dict[str, list[float]] = {}
+    for rating in store.ratings(kind="pointwise"):
+        values = [float(v) for v in rating.scores.values() if v is not None]
+        if values:
+            ratings.setdefault(rating.item_id, []).append(float(np.mean(values)))
+    human = [float(np.mean(ratings[i])) if (i := source.item_id_of(sweep, "pointwise", g)) in ratings else math.nan
+             for g in groups]
+    found = cell_intervals([cell_of(g) for g in groups], [judge_uncertainty(judge_scores_of(g[0][1])) for g in groups],
+                           [judge_mean(g, judge) for g in groups], human)
+    rows = [{"model": cell[0], "setting": cell[1], "rated": result.n_rated, "outputs": result.n_all,
+             "mean": result.estimate.mean, "lo": result.estimate.lo, "hi": result.estimate.hi,
+             "width": result.estimate.hi - result.estimate.lo, "reason": result.reason} for cell, result in found]
+    return pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3)
 
 
 def show_next(source: ItemSource, store: annotations.AnnotationStore, rater_: str, kind_: str,

@@ -7,6 +7,7 @@ is tested is the form and what a rating becomes, not the models)."""
 from __future__ import annotations
 
 import os
+import re
 
 import mlflow
 import numpy as np
@@ -21,6 +22,7 @@ from narrative_eval.studies.rating import item_context
 from narrative_eval.study import load_study
 from narrative_eval.tracking.store import TAG_KIND, TAG_SWEEP
 from tests.servers import start_app, stop
+from ui.annotate_common import INTERVAL_COLUMNS
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
@@ -81,8 +83,9 @@ def test_a_continuation_is_rated_in_its_own_sub_tab_and_saved(continuation_app, 
     open_tab(page, "Continuations (continuation)")
     choose(page, "annotate-continuation-sweep", SWEEP)
     page.locator("#annotate-continuation-next").click()
-    first = int(rate_next_plan([("m", "plain")] * ITEMS, [judge_uncertainty({"j": judged(k)}) for k in range(ITEMS)],
-                               sweep_seed(SWEEP))["index"][0])
+    order = rate_next_plan([("m", "plain")] * ITEMS, [judge_uncertainty({"j": judged(k)}) for k in range(ITEMS)],
+                           sweep_seed(SWEEP))["index"].tolist()
+    first = order[0]
     item = page.locator("#annotate-continuation-item")
     # What the judge sees, under the study's labels, then the answer: never the true sentence, nor the model.
     expect(item).to_contain_text(f"continuation number {first}")
@@ -99,10 +102,24 @@ def test_a_continuation_is_rated_in_its_own_sub_tab_and_saved(continuation_app, 
     page.locator("#annotate-continuation-submit").click()
     expect(page.locator("#annotate-continuation-message")).to_contain_text("Saved")
     expect(page.locator("#annotate-continuation-progress")).to_contain_text(f"1 of {ITEMS}")
+    rated_cell = page.locator("#annotate-continuation-intervals tbody tr").first.locator("td")
+    expect(rated_cell.nth(INTERVAL_COLUMNS.index("rated"))).to_have_text("1")
+    # The rest in the rate-next order, each following the saved one: the cell's interval appears.
+    for position, k in enumerate(order[1:], start=2):
+        expect(item).to_contain_text(f"continuation number {k}")
+        for key in DIMENSIONS:
+            page.locator(f"#annotate-continuation-{key}").get_by_text(str(1 + (k + position) % 5), exact=True).click()
+        page.locator("#annotate-continuation-submit").click()
+        expect(page.locator("#annotate-continuation-progress")).to_contain_text(f"{position} of {ITEMS}")
+    expect(rated_cell.nth(INTERVAL_COLUMNS.index("rated"))).to_have_text(str(ITEMS))
+    expect(rated_cell.nth(INTERVAL_COLUMNS.index("width"))).to_have_text(re.compile(r"^\s*\d+\.\d+\s*$"))
+    expect(item).to_contain_text("No continuations left to rate")
+    screenshot(page, "annotate-continuation-rated")
     page.context.close()
 
     store = AnnotationStore(ratings_path)
-    (rating,) = store.ratings(rater="ana")
+    rating = store.ratings(rater="ana")[0]
+    assert len(store.ratings(rater="ana")) == ITEMS
     rated = store.item(rating.item_id)
     assert rating.kind == "pointwise" and rating.scores == scores and rating.design["order"] == "rate-next"
     assert (rated.study, rated.sweep, rated.instance_id) == ("continuation", SWEEP, f"story/s{first}/3")
