@@ -1,6 +1,7 @@
 """People's ratings of a single-turn study's outputs reach its default report: the example continuation study (a
 plugin with no rating or report code of its own) rated in the annotation store gets its judge's agreement with the
-raters, its human-anchored means and the alternative annotator test, and its report card the judge's agreement."""
+raters, its human-anchored means and the alternative annotator test, its report card the judge's agreement, and a
+rating plan from the same ratings."""
 
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ def test_ratings_of_continuations_reach_the_report_and_the_card(tmp_path, monkey
     human = np.array([np.mean([rated(r, "plain", k, "fluency") for r in RATERS]) for k in range(ITEMS)])
     expected = human_anchored_mean(judge, human, [f"story/s{k}/3" for k in range(ITEMS)])
     assert (row["n_all"], row["n_rated"]) == (ITEMS, ITEMS)
-    assert row["judge"] == pytest.approx(judge.mean(), abs=1e-3) and row["human"] == pytest.approx(human.mean(), abs=1e-3)
+    assert row["judge"] == pytest.approx(judge.mean(), abs=1e-3)
+    assert row["human"] == pytest.approx(human.mean(), abs=1e-3)
     assert row["ppi_lo"] == pytest.approx(expected.ppi.lo, abs=1e-3)
 
     alt = pd.read_csv(out / "alt_test_j.csv").set_index("dimension").loc["coherence"]
@@ -99,6 +101,12 @@ def test_ratings_of_continuations_reach_the_report_and_the_card(tmp_path, monkey
     card = pd.read_csv(out / "judge_card.csv").set_index("judge")
     assert math.isfinite(card.loc["j", "human_rho"])
     assert card.loc["j", "human_rho"] == pytest.approx(human_rho(agreement.reset_index(), "j"), abs=2e-3)
+
+    # The rating plan reads the same ratings: per cell and dimension, every output rated.
+    assert cli_main(report_main, ["rating-plan", "--sweep", SWEEP, "--target-width", "0.5", "--out", str(out)]) == 0
+    plan = pd.read_csv(out / "rating_plan_j.csv")
+    assert sorted(zip(plan["setting"], plan["dimension"])) == sorted((s, d) for s in SETTINGS for d in DIMENSIONS)
+    assert (plan["n_rated"] == ITEMS).all() and (plan["n_all"] == ITEMS).all()
 
 
 def test_a_sweep_nobody_rated_has_no_human_tables_and_a_blank_card_column(tmp_path, monkeypatch):

@@ -9,15 +9,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from narrative_eval import tracking
+from narrative_eval import annotations, tracking
 from narrative_eval.evaluation import TABLE, SingleTurnStudy
 from narrative_eval.lazy import lazy_module
 from narrative_eval.judges import load_rubric
 from narrative_eval.records.keys import judge_key, judges_logging
-from narrative_eval.reports.human_ratings import alt_test, anchored_outputs, human_agreement_table, human_rho, stored_ratings
+from narrative_eval.reports.human_ratings import (alt_test, anchored_outputs, human_agreement_table, human_rho,
+                                                  stored_ratings)
 from narrative_eval.reports.judge_card import judge_numbers
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import write_table
+from narrative_eval.stats.ppi import AnchoredOutputs
 
 pd = lazy_module("pandas")
 
@@ -38,8 +40,7 @@ def write_single_turn_report(study: SingleTurnStudy, sweep: str, out_dir: str | 
     judges = judges_logging(runs.columns, "qavg")
     headlines = [name for name in study.headline_metrics(judges) if f"metrics.{name}" in runs]
     main = cells.assign(**{name: runs[f"metrics.{name}"] for name in [*headlines, *extra]})
-    rows = pd.concat([tracking.load_table(run_id, TABLE).assign(model=model, setting=setting)
-                      for run_id, model, setting in zip(runs["run_id"], cells["model"], cells["setting"])])
+    rows = answer_rows(runs)
     scores = [name for name in rows.columns if name in headlines or name.endswith("/qavg")]
     shown = ["model", "setting", study.id_column, "seed", study.reference, study.answer_column, *scores]
     answers = rows[shown].sort_values(["model", "setting", study.id_column, "seed"])
@@ -52,6 +53,36 @@ def write_single_turn_report(study: SingleTurnStudy, sweep: str, out_dir: str | 
         numbers.setdefault(judge, {})["human_rho"] = rho
     return with_judge_checks({**tables, **noise}, logged_rows(study.experiment, sweep, data_sha256), out_dir,
                              numbers=numbers)
+
+
+def answer_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every cell's generations rows, stacked, with its model and setting."""
+    return pd.concat([tracking.load_table(run_id, TABLE).assign(model=model, setting=setting)
+                      for run_id, model, setting in zip(runs["run_id"], runs["params.model_id"],
+                                                        runs["params.prompt_setting"])])
+
+
+def judge_dimensions(study: SingleTurnStudy, rows: pd.DataFrame, judge: str) -> list[str]:
+    """The dimensions of the study's rubric that `judge` scored in the rows: what people rate beside it."""
+    keys = [dimension.key for dimension in load_rubric(study.rubric).dimensions]
+    return [key for key in keys if judge_key(judge, key) in rows]
+
+
+def anchored_sweep(study: SingleTurnStudy, sweep: str, data_sha256: str | None = None,
+                   ratings: str | Path | None = None) -> list[AnchoredOutputs]:
+    """A single-turn sweep's outputs per judge with people's ratings so far, for a rating plan: from a ratings CSV
+    (`ratings`: annotations.read_ratings_csv's columns, the study's item id as `instance_id`) when given, else from the
+    app's annotation store."""
+    runs = tracking.report_cell_runs(study.experiment, sweep, data_sha256)
+    rows = answer_rows(runs)
+    judges = judges_logging(runs.columns, "qavg")
+    if ratings is not None:
+        keys = [dimension.key for dimension in load_rubric(study.rubric).dimensions]
+        found = pd.DataFrame(annotations.read_ratings_csv(ratings, keys))
+    else:
+        found = stored_ratings(sweep, study.experiment)
+    return [anchored_outputs(found, rows, judge, dimensions, study.id_column) for judge in judges
+            if (dimensions := judge_dimensions(study, rows, judge))]
 
 
 @dataclass
@@ -73,9 +104,8 @@ def human_tables(study: SingleTurnStudy, sweep: str, rows: pd.DataFrame, judges:
     found = HumanTables()
     if ratings.empty or rows.empty:
         return found
-    rubric = [dimension.key for dimension in load_rubric(study.rubric).dimensions]
     for judge in judges:
-        dimensions = [d for d in rubric if judge_key(judge, d) in rows]
+        dimensions = judge_dimensions(study, rows, judge)
         if not dimensions:
             continue
         agreement = human_agreement_table(ratings, rows, judge, dimensions, study.id_column)
