@@ -20,7 +20,8 @@ import pandas as pd
 
 from narrative_eval import annotations
 from narrative_eval.annotations.items import judge_scores_of
-from narrative_eval.annotations.rate_next import cell_intervals, design_of, judge_uncertainty, rate_next_plan, sweep_seed
+from narrative_eval.annotations.rate_next import (cell_intervals, design_of, judge_uncertainty, rate_next_plan,
+                                                  sweep_seed)
 from narrative_eval.judges import load_rubric
 from narrative_eval.tracing import log_human_feedback
 from narrative_eval.reports.judge_checks import judge_warning

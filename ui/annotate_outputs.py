@@ -37,7 +37,8 @@ def tab_title(study: SingleTurnStudy) -> str:
 
 
 def prefix(study: SingleTurnStudy) -> str:
-    """The start of every element id of the study's sub-tab (`annotate-<study>-sweep`, `annotate-<study>-<dimension>`)."""
+    """The start of every element id of the study's sub-tab (`annotate-<study>-sweep`,
+    `annotate-<study>-<dimension>`)."""
     return f"annotate-{study.name}"
 
 
@@ -46,8 +47,8 @@ def item_html(study: SingleTurnStudy, item: annotations.AnnotationItem, order: t
     shown = item_context(item)
     blocks = "".join(f"<div class='card-title'>{esc(name)}</div><div class='passage'>{esc(str(shown[key]))}</div>"
                      for key, name in context_inputs(study) if key in shown)
-    answer = f"<div class='card-title'>{esc(answer_label(study))}</div><div class='passage'><mark class='fill fill-0'>" \
-             f"{esc(item.outputs[0])}</mark></div>"
+    answer = (f"<div class='card-title'>{esc(answer_label(study))}</div>"
+              f"<div class='passage'><mark class='fill fill-0'>{esc(item.outputs[0])}</mark></div>")
     return f"<div class='card'><div class='card-title'>Item {esc(item.item_id[:6])}</div>{blocks}{answer}</div>"
 
 
@@ -91,8 +92,8 @@ def build(study: SingleTurnStudy, demo: gr.Blocks, store: annotations.Annotation
         lambda: [gr.Radio([1, 2, 3, 4, 5], label=name, info=described.get(key), elem_id=f"{prefix(study)}-{key}")
                  for key, name in dimensions],
         lambda: [], rater_error)
-    judge, judges = build_agreement(store, [key for key, _ in dimensions], study.experiment,
-                                    "Agreement with the judge", "Pairwise: direction of preference", f"{prefix(study)}-few")
+    judge, judges = build_agreement(store, [key for key, _ in dimensions], study.experiment, "Agreement with the judge",
+                                    "Pairwise: direction of preference", f"{prefix(study)}-few")
     with gr.Accordion("Where the ratings count: each cell's interval", open=True):
         gr.Markdown(texts()["annotate_outputs_intervals"].format(answers=answers_name(study)))
         intervals = gr.Dataframe(pd.DataFrame(columns=INTERVAL_COLUMNS), interactive=False,
