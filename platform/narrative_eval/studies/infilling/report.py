@@ -22,7 +22,7 @@ from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records import finite_number
 from narrative_eval.records.keys import (interval_keys, is_spread, judge_key, judge_prefix, judges_logging,
                                          metric_column, with_interval)
-from narrative_eval.reports.human_ratings import human_agreement_table, human_rho
+from narrative_eval.reports.human_ratings import human_agreement_table, human_rho, stored_ratings
 from narrative_eval.reports.judge_card import judge_numbers
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import fold_intervals, latex_text
@@ -231,9 +231,7 @@ def human_ratings(sweep: str, ratings_csv: str | Path | None, annotations_path: 
         dimensions = [d.key for d in load_rubric(HUMAN_RUBRIC).dimensions]
         rows = annotations.read_ratings_csv(ratings_csv, dimensions)
     else:
-        path = Path(annotations_path) if annotations_path is not None else annotations.default_path()
-        rows = (annotations.sweep_ratings(annotations.AnnotationStore(path), sweep, experiment_of(NAME))
-                if path.exists() else [])
+        return stored_ratings(sweep, experiment_of(NAME), annotations_path)
     return pd.DataFrame(rows)
 
 
