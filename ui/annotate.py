@@ -17,12 +17,9 @@ from functools import partial
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
 from narrative_eval import annotations
 from narrative_eval.judges import load_rubric
-from narrative_eval.reports.tables import readable
-from narrative_eval.stats.rating_plan import rating_plan_table
 from narrative_eval.studies import infilling
 from narrative_eval.studies.infilling import vocabulary as infilling_words
 from narrative_eval.studies.infilling.annotation import Output, fill_groups, fill_item, fill_item_id
@@ -30,8 +27,9 @@ from narrative_eval.studies.infilling.report import anchored_sweep
 from narrative_eval.studies.live import live_form
 from narrative_eval.study import experiment_of, load_study
 from ui import annotate_outputs, annotate_stories
-from ui.annotate_common import (INTERVAL_COLUMNS, ItemSource, build_agreement, interval_table, rate_next_groups,
-                                rating_form, rubric_dimensions, save_rating, scale_descriptions, show_next, wire_submit)
+from ui.annotate_common import INTERVAL_COLUMNS  # noqa: F401 (the columns of the fills' interval table, read here)
+from ui.annotate_common import (ItemSource, build_agreement, rate_next_groups, rating_form, rubric_dimensions,
+                                save_rating, scale_descriptions, show_next, where_ratings_count, wire_submit)
 from ui.common import REPO, AppSettings, FieldErrors, cell_runs, esc, passage_html, run_table, texts, user_error
 
 STUDY = experiment_of(infilling.NAME)
@@ -87,18 +85,6 @@ def fill_rating(state: dict[str, Any], rater_: str, seconds: float, preference_:
                               design=state.get("design") or {})
 
 
-def plan_table(store: annotations.AnnotationStore, sweep: str | None, judge: str | None, width: float | None) -> pd.DataFrame:
-    """The rating plan of the sweep's cells for an interval of full width `width` (stats.rating_plan), per dimension."""
-    if not sweep:
-        raise user_error("Pick a sweep.", "sweep")
-    if width is None or not width > 0:
-        raise user_error("The target width must be a positive number (e.g. 0.5 on the 1-5 scale).", "width")
-    anchored = [a for a in anchored_sweep(sweep, annotations_path=store.path) if judge in (None, a.judge)]
-    frames = [rating_plan_table(a.outputs, a.cell_keys, a.dimensions, a.cluster, width).assign(judge=a.judge)
-              for a in anchored]
-    return readable(pd.concat(frames, ignore_index=True).round(3)) if frames else pd.DataFrame()
-
-
 def fills() -> ItemSource:
     """The fills of an infilling sweep, as the shared rating flow reads them."""
     return ItemSource(_groups, fill_item_id, _make_item, item_html, len(dimensions()) + 1, "Pick a sweep.",
@@ -136,27 +122,14 @@ def _build_fills(store: annotations.AnnotationStore, demo: gr.Blocks, rater: gr.
                           elem_id="annotate-preference")], rater_error)
     judge, judges = build_agreement(store, [key for key, _ in dimensions()], STUDY, "Agreement with the judge",
                                     "Pairwise: direction of preference", "annotate-few")
-    with gr.Accordion("Where the ratings count: each cell's interval and the rating plan", open=True):
-        gr.Markdown(texts()["annotate_intervals"])
-        intervals = gr.Dataframe(pd.DataFrame(columns=INTERVAL_COLUMNS), interactive=False,
-                                 label="Each cell's mean human rating (stratified PPI++, 95% interval)",
-                                 elem_id="annotate-intervals")
-        with gr.Row():
-            width = gr.Number(0.5, label="Target width of the interval", elem_id="annotate-width")
-            plan_button = gr.Button("Plan ratings", scale=0, elem_id="annotate-plan")
-        form.errors.box("width")
-        plan = gr.Dataframe(pd.DataFrame(), interactive=False, label="Ratings each cell needs", elem_id="annotate-plan-table")
+    show_intervals = where_ratings_count(form, store, source, judge, texts()["annotate_intervals"],
+                                         lambda sweep, path: anchored_sweep(sweep, annotations_path=path))
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise, *form.pairwise]
     form.next_button.click(form.errors.beside_the_fields(partial(show_next, source, store), len(next_outputs)),
                            [rater, form.kind, form.sweep], [*next_outputs, *form.errors.outputs])
-    show_intervals = (partial(interval_table, source, store), [form.sweep, judge], [intervals])
     wire_submit(form.submit, partial(save_rating, source, fill_rating, store),
                 [form.current, rater, *form.pairwise, *form.pointwise], partial(show_next, source, store),
                 [rater, form.kind, form.sweep], next_outputs, form.auto, [(judges, None, [judge]), show_intervals],
                 form.errors)
     form.loaded.then(judges, None, [judge]).then(*show_intervals)
-    form.sweep.change(*show_intervals)
-    judge.change(*show_intervals)
-    plan_button.click(form.errors.beside_the_fields(partial(plan_table, store), 1), [form.sweep, judge, width],
-                      [plan, *form.errors.outputs])
     return {"next": form.next_button, "submit": form.submit}

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -23,6 +24,8 @@ from narrative_eval.annotations.items import judge_scores_of
 from narrative_eval.annotations.rate_next import (cell_intervals, design_of, judge_uncertainty, rate_next_plan,
                                                   sweep_seed)
 from narrative_eval.judges import load_rubric
+from narrative_eval.stats.ppi import AnchoredOutputs
+from narrative_eval.stats.rating_plan import rating_plan_table
 from narrative_eval.tracing import log_human_feedback
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.reports.tables import readable
@@ -149,6 +152,45 @@ def interval_table(source: ItemSource, store: annotations.AnnotationStore, sweep
              "mean": result.estimate.mean, "lo": result.estimate.lo, "hi": result.estimate.hi,
              "width": result.estimate.hi - result.estimate.lo, "reason": result.reason} for cell, result in found]
     return pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3)
+
+
+def plan_table(anchored_of: Callable[[str, Path], list[AnchoredOutputs]], store: annotations.AnnotationStore,
+               sweep: str | None, judge: str | None, width: float | None) -> pd.DataFrame:
+    """The rating plan of the sweep's cells for an interval of full width `width` (stats.rating_plan), per dimension,
+    from the sweep's outputs with the store's ratings (`anchored_of(sweep, store path)`, one per judge)."""
+    if not sweep:
+        raise user_error("Pick a sweep.", "sweep")
+    if width is None or not width > 0:
+        raise user_error("The target width must be a positive number (e.g. 0.5 on the 1-5 scale).", "width")
+    anchored = [a for a in anchored_of(sweep, store.path) if judge in (None, a.judge)]
+    frames = [rating_plan_table(a.outputs, a.cell_keys, a.dimensions, a.cluster, width).assign(judge=a.judge)
+              for a in anchored]
+    return readable(pd.concat(frames, ignore_index=True).round(3)) if frames else pd.DataFrame()
+
+
+def where_ratings_count(form: RatingForm, store: annotations.AnnotationStore, source: ItemSource, judge: gr.Dropdown,
+                        intro: str, anchored_of: Callable[[str, Path], list[AnchoredOutputs]]) -> tuple:
+    """Under a pointwise form: each cell's interval of its mean human rating (`interval_table`, refreshed when the
+    sweep or the judge changes) and the rating plan for a target width (`plan_table`). Returns the event (fn,
+    inputs, outputs) that refreshes the intervals, to run after each saved rating and when the page loads."""
+    prefix = form.prefix
+    with gr.Accordion("Where the ratings count: each cell's interval and the rating plan", open=True):
+        gr.Markdown(intro)
+        intervals = gr.Dataframe(pd.DataFrame(columns=INTERVAL_COLUMNS), interactive=False,
+                                 label="Each cell's mean human rating (stratified PPI++, 95% interval)",
+                                 elem_id=f"{prefix}-intervals")
+        with gr.Row():
+            width = gr.Number(0.5, label="Target width of the interval", elem_id=f"{prefix}-width")
+            plan_button = gr.Button("Plan ratings", scale=0, elem_id=f"{prefix}-plan")
+        form.errors.box("width")
+        plan = gr.Dataframe(pd.DataFrame(), interactive=False, label="Ratings each cell needs",
+                            elem_id=f"{prefix}-plan-table")
+    show_intervals = (partial(interval_table, source, store), [form.sweep, judge], [intervals])
+    form.sweep.change(*show_intervals)
+    judge.change(*show_intervals)
+    plan_button.click(form.errors.beside_the_fields(partial(plan_table, anchored_of, store), 1),
+                      [form.sweep, judge, width], [plan, *form.errors.outputs])
+    return show_intervals
 
 
 def show_next(source: ItemSource, store: annotations.AnnotationStore, rater_: str, kind_: str,
@@ -312,6 +354,8 @@ class RatingForm:
     """The item shown and its order (server side); None once rated."""
     loaded: Any
     """The page-load event that picked the sweep, to chain on."""
+    prefix: str = ""
+    """What its elements' ids start with."""
 
 
 def rating_form(demo: gr.Blocks, prefix: str, study: str, kinds: Sequence[str], item_word: str,
@@ -348,4 +392,4 @@ def rating_form(demo: gr.Blocks, prefix: str, study: str, kinds: Sequence[str], 
     kind.change(lambda k: (gr.Group(visible=k == "pointwise"), gr.Group(visible=k == "pairwise")), [kind],
                 [pointwise_group, pairwise_group])
     return RatingForm(kind, sweep, next_button, view, pointwise_inputs, pairwise_inputs, auto, submit, message, errors,
-                      counter, gr.State(None), demo.load(on_refresh, [sweep], [sweep]))
+                      counter, gr.State(None), demo.load(on_refresh, [sweep], [sweep]), prefix)

@@ -2,7 +2,7 @@
 study's declaration alone (studies.rating): the item shows what the study's judge sees beside the answer under the
 study's labels, then the answer; the form asks for one 1-5 rating per dimension of the judge's rubric. Outputs come
 in the rate-next order where judges scored them (annotations.rate_next), each cell's interval of its mean human rating
-under the form, and ratings are saved as the fills' are: in the annotation store and as human feedback on the rated
+and the rating plan under the form (as the study's rating plan reads its ratings: reports.single_turn), and ratings are saved as the fills' are: in the annotation store and as human feedback on the rated
 generation's MLflow trace."""
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from functools import partial
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
 from narrative_eval import annotations
 from narrative_eval.evaluation import SingleTurnStudy
 from narrative_eval.studies.live import live_form
 from narrative_eval.studies.rating import (answer_label, context_inputs, item_context, output_item_id, outputs,
                                            rating_dimensions, rating_item)
+from narrative_eval.reports.single_turn import anchored_sweep
 from narrative_eval.study import all_studies
-from ui.annotate_common import (INTERVAL_COLUMNS, ItemSource, build_agreement, interval_table, rate_next_groups,
-                                rating_form, save_rating, scale_descriptions, show_next, wire_submit)
-from ui.common import REPO, AppSettings, cell_runs, esc, run_table, texts, user_error
+from ui.annotate_common import (ItemSource, build_agreement, rate_next_groups, rating_form, save_rating,
+                                scale_descriptions, show_next, where_ratings_count, wire_submit)
+from ui.common import REPO, cell_runs, esc, run_table, texts, user_error
 from ui.compare import answers_name
 
 
@@ -83,7 +83,8 @@ def output_rating(study: SingleTurnStudy, state: dict[str, Any], rater_: str, se
 def build(study: SingleTurnStudy, demo: gr.Blocks, store: annotations.AnnotationStore, rater: gr.Textbox,
           rater_error: gr.Markdown) -> dict[str, gr.components.Component]:
     """The study's sub-tab: sweep, Next, the item, one 1-5 rating per rubric dimension, Submit; agreement with a
-    judge and each cell's interval of its mean human rating (narrowing as ratings are saved) under it."""
+    judge, each cell's interval of its mean human rating (narrowing as ratings are saved) and the rating plan under
+    it."""
     gr.Markdown(texts()["annotate_outputs"].format(answers=answers_name(study), study=study.name))
     dimensions = rating_dimensions(study)
     described = scale_descriptions(study.rubric)
@@ -94,23 +95,18 @@ def build(study: SingleTurnStudy, demo: gr.Blocks, store: annotations.Annotation
         lambda: [], rater_error)
     judge, judges = build_agreement(store, [key for key, _ in dimensions], study.experiment, "Agreement with the judge",
                                     "Pairwise: direction of preference", f"{prefix(study)}-few")
-    with gr.Accordion("Where the ratings count: each cell's interval", open=True):
-        gr.Markdown(texts()["annotate_outputs_intervals"].format(answers=answers_name(study)))
-        intervals = gr.Dataframe(pd.DataFrame(columns=INTERVAL_COLUMNS), interactive=False,
-                                 label="Each cell's mean human rating (stratified PPI++, 95% interval)",
-                                 elem_id=f"{prefix(study)}-intervals")
     items = source(study)
+    show_intervals = where_ratings_count(
+        form, store, items, judge, texts()["annotate_outputs_intervals"].format(answers=answers_name(study)),
+        lambda sweep, path: anchored_sweep(study, sweep, annotations_path=path))
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise]
     form.next_button.click(form.errors.beside_the_fields(partial(show_next, items, store), len(next_outputs)),
                            [rater, form.kind, form.sweep], [*next_outputs, *form.errors.outputs])
-    show_intervals = (partial(interval_table, items, store), [form.sweep, judge], [intervals])
     wire_submit(form.submit, partial(save_rating, items, partial(output_rating, study), store),
                 [form.current, rater, *form.pointwise], partial(show_next, items, store),
                 [rater, form.kind, form.sweep], next_outputs, form.auto, [(judges, None, [judge]), show_intervals],
                 form.errors)
     form.loaded.then(judges, None, [judge]).then(*show_intervals)
-    form.sweep.change(*show_intervals)
-    judge.change(*show_intervals)
     return {"next": form.next_button, "submit": form.submit}
 
 

@@ -1,7 +1,8 @@
 """End-to-end: the Annotate tab rates the example continuation study's outputs (a plugin with no rating code) in a
 sub-tab built from its declaration, in headless Chromium: the opening its judge sees and the continuation under the
-study's labels, its rubric's three dimensions, the rate-next order from its judge's scores, and a saved rating in
-the store and on the generation's MLflow trace as human feedback. The sweep is logged straight into MLflow (what
+study's labels, its rubric's three dimensions, the rate-next order from its judge's scores, a saved rating in the
+store and on the generation's MLflow trace as human feedback, and the cell's interval and rating plan under the form.
+The sweep is logged straight into MLflow (what
 is tested is the form and what a rating becomes, not the models)."""
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def log_sweep() -> list[str]:
                          "judge/j/qavg": float(np.mean(list(judged(k).values())))})
         mlflow.set_tags({TAG_KIND: "cell", TAG_SWEEP: SWEEP})
         mlflow.log_params({"model_id": "m", "prompt_setting": "plain", "data_sha256": "0" * 64, "data_path": ""})
-        mlflow.log_metrics({"n_seeds": 1.0, "n_items": float(ITEMS), "judge/j/failure_rate": 0.0})
+        mlflow.log_metrics({"n_seeds": 1.0, "n_items": float(ITEMS), "judge/j/failure_rate": 0.0,
+                            "judge/j/qavg": float(np.mean([np.mean(list(judged(k).values())) for k in range(ITEMS)]))})
         mlflow.log_table(pd.DataFrame(rows), artifact_file="generations.json")
     return traces
 
@@ -114,6 +116,12 @@ def test_a_continuation_is_rated_in_its_own_sub_tab_and_saved(continuation_app, 
     expect(rated_cell.nth(INTERVAL_COLUMNS.index("rated"))).to_have_text(str(ITEMS))
     expect(rated_cell.nth(INTERVAL_COLUMNS.index("width"))).to_have_text(re.compile(r"^\s*\d+\.\d+\s*$"))
     expect(item).to_contain_text("No continuations left to rate")
+    # The rating plan from the same ratings, a row per dimension of the study's rubric (the report tables' one label
+    # map names them: `coherence` reads as the project's own rubric calls it).
+    page.locator("#annotate-continuation-width input").fill("1.0")
+    page.locator("#annotate-continuation-plan").click()
+    for label in ("Fluency", "Progression"):
+        expect(page.locator("#annotate-continuation-plan-table")).to_contain_text(label)
     screenshot(page, "annotate-continuation-rated")
     page.context.close()
 

@@ -69,10 +69,11 @@ def judge_dimensions(study: SingleTurnStudy, rows: pd.DataFrame, judge: str) -> 
 
 
 def anchored_sweep(study: SingleTurnStudy, sweep: str, data_sha256: str | None = None,
-                   ratings: str | Path | None = None) -> list[AnchoredOutputs]:
+                   ratings: str | Path | None = None,
+                   annotations_path: str | Path | None = None) -> list[AnchoredOutputs]:
     """A single-turn sweep's outputs per judge with people's ratings so far, for a rating plan: from a ratings CSV
     (`ratings`: annotations.read_ratings_csv's columns, the study's item id as `instance_id`) when given, else from the
-    app's annotation store."""
+    annotation store at `annotations_path` (default: the app's)."""
     runs = tracking.report_cell_runs(study.experiment, sweep, data_sha256)
     rows = answer_rows(runs)
     judges = judges_logging(runs.columns, "qavg")
@@ -80,7 +81,7 @@ def anchored_sweep(study: SingleTurnStudy, sweep: str, data_sha256: str | None =
         keys = [dimension.key for dimension in load_rubric(study.rubric).dimensions]
         found = pd.DataFrame(annotations.read_ratings_csv(ratings, keys))
     else:
-        found = stored_ratings(sweep, study.experiment)
+        found = stored_ratings(sweep, study.experiment, annotations_path)
     return [anchored_outputs(found, rows, judge, dimensions, study.id_column) for judge in judges
             if (dimensions := judge_dimensions(study, rows, judge))]
 
