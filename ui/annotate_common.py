@@ -9,7 +9,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -154,10 +154,12 @@ def interval_table(source: ItemSource, store: annotations.AnnotationStore, sweep
     return pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3)
 
 
-def plan_table(anchored_of: Callable[[str, Path], list[AnchoredOutputs]], store: annotations.AnnotationStore,
-               sweep: str | None, judge: str | None, width: float | None) -> pd.DataFrame:
-    """The rating plan of the sweep's cells for an interval of full width `width` (stats.rating_plan), per dimension,
-    from the sweep's outputs with the store's ratings (`anchored_of(sweep, store path)`, one per judge)."""
+def plan_table(anchored_of: Callable[[str, Path], list[AnchoredOutputs]], dimension_labels: Mapping[str, str],
+               store: annotations.AnnotationStore, sweep: str | None, judge: str | None,
+               width: float | None) -> pd.DataFrame:
+    """The rating plan of the sweep's cells for an interval of full width `width` (stats.rating_plan), per dimension
+    (each under its label in `dimension_labels`, the study's rubric's, where it has one), from the sweep's outputs with
+    the store's ratings (`anchored_of(sweep, store path)`, one per judge)."""
     if not sweep:
         raise user_error("Pick a sweep.", "sweep")
     if width is None or not width > 0:
@@ -165,11 +167,15 @@ def plan_table(anchored_of: Callable[[str, Path], list[AnchoredOutputs]], store:
     anchored = [a for a in anchored_of(sweep, store.path) if judge in (None, a.judge)]
     frames = [rating_plan_table(a.outputs, a.cell_keys, a.dimensions, a.cluster, width).assign(judge=a.judge)
               for a in anchored]
-    return readable(pd.concat(frames, ignore_index=True).round(3)) if frames else pd.DataFrame()
+    if not frames:
+        return pd.DataFrame()
+    plan = pd.concat(frames, ignore_index=True).round(3)
+    return readable(plan.assign(dimension=plan["dimension"].map(lambda d: dimension_labels.get(d, d))))
 
 
 def where_ratings_count(form: RatingForm, store: annotations.AnnotationStore, source: ItemSource, judge: gr.Dropdown,
-                        intro: str, anchored_of: Callable[[str, Path], list[AnchoredOutputs]]) -> tuple:
+                        intro: str, anchored_of: Callable[[str, Path], list[AnchoredOutputs]],
+                        dimension_labels: Mapping[str, str]) -> tuple:
     """Under a pointwise form: each cell's interval of its mean human rating (`interval_table`, refreshed when the
     sweep or the judge changes) and the rating plan for a target width (`plan_table`). Returns the event (fn,
     inputs, outputs) that refreshes the intervals, to run after each saved rating and when the page loads."""
@@ -188,7 +194,7 @@ def where_ratings_count(form: RatingForm, store: annotations.AnnotationStore, so
     show_intervals = (partial(interval_table, source, store), [form.sweep, judge], [intervals])
     form.sweep.change(*show_intervals)
     judge.change(*show_intervals)
-    plan_button.click(form.errors.beside_the_fields(partial(plan_table, anchored_of, store), 1),
+    plan_button.click(form.errors.beside_the_fields(partial(plan_table, anchored_of, dimension_labels, store), 1),
                       [form.sweep, judge, width], [plan, *form.errors.outputs])
     return show_intervals
 

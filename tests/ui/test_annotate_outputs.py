@@ -116,11 +116,10 @@ def test_a_continuation_is_rated_in_its_own_sub_tab_and_saved(continuation_app, 
     expect(rated_cell.nth(INTERVAL_COLUMNS.index("rated"))).to_have_text(str(ITEMS))
     expect(rated_cell.nth(INTERVAL_COLUMNS.index("width"))).to_have_text(re.compile(r"^\s*\d+\.\d+\s*$"))
     expect(item).to_contain_text("No continuations left to rate")
-    # The rating plan from the same ratings, a row per dimension of the study's rubric (the report tables' one label
-    # map names them: `coherence` reads as the project's own rubric calls it).
+    # The rating plan from the same ratings, a row per dimension of the study's rubric, under its labels.
     page.locator("#annotate-continuation-width input").fill("1.0")
     page.locator("#annotate-continuation-plan").click()
-    for label in ("Fluency", "Progression"):
+    for label in ("Fluency", "Coherence with the opening", "Progression"):
         expect(page.locator("#annotate-continuation-plan-table")).to_contain_text(label)
     screenshot(page, "annotate-continuation-rated")
     page.context.close()
