@@ -1,5 +1,6 @@
 """Annotate tab: blinded pointwise (five 1-5 ratings) and pairwise (five-level preference) rating of stored fills,
-beside the stories of an incremental-delivery sweep (ui.annotate_stories), under one rater name.
+beside every other single-turn study's outputs (ui.annotate_outputs, one sub-tab per study, from its declaration) and
+the stories of an incremental-delivery sweep (ui.annotate_stories), under one rater name.
 
 The page never holds a run id, model or prompt: it shows the passage and the fill(s), and keeps only the
 opaque item id and the A/B order in server-side state. Ratings go straight to the annotation store.
@@ -12,29 +13,23 @@ more ratings each cell needs for a target width.
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from typing import Any
 
 import gradio as gr
-import numpy as np
-import pandas as pd
 
 from narrative_eval import annotations
-from narrative_eval.annotations.items import judge_scores_of
-from narrative_eval.annotations.rate_next import cell_intervals, design_of, judge_uncertainty, rate_next_plan, sweep_seed
 from narrative_eval.judges import load_rubric
-from narrative_eval.reports.tables import readable
-from narrative_eval.stats.rating_plan import rating_plan_table
 from narrative_eval.studies import infilling
 from narrative_eval.studies.infilling import vocabulary as infilling_words
 from narrative_eval.studies.infilling.annotation import Output, fill_groups, fill_item, fill_item_id
 from narrative_eval.studies.infilling.report import anchored_sweep
 from narrative_eval.studies.live import live_form
 from narrative_eval.study import experiment_of, load_study
-from ui import annotate_stories
-from ui.annotate_common import (ItemSource, build_agreement, rating_form, rubric_dimensions, save_rating,
-                                scale_descriptions, show_next, wire_submit)
+from ui import annotate_outputs, annotate_stories
+from ui.annotate_common import INTERVAL_COLUMNS  # noqa: F401 (the columns of the fills' interval table, read here)
+from ui.annotate_common import (ItemSource, build_agreement, rate_next_groups, rating_form, rubric_dimensions,
+                                save_rating, scale_descriptions, show_next, where_ratings_count, wire_submit)
 from ui.common import REPO, AppSettings, FieldErrors, cell_runs, esc, passage_html, run_table, texts, user_error
 
 STUDY = experiment_of(infilling.NAME)
@@ -90,67 +85,15 @@ def fill_rating(state: dict[str, Any], rater_: str, seconds: float, preference_:
                               design=state.get("design") or {})
 
 
-def _cell_of(group: list[Output]) -> tuple[str, str]:
-    run = group[0][0]
-    return str(run.get("params.model_id")), str(run.get("params.prompt_setting"))
-
-
-def _rate_next(sweep: str, groups: list[list[Output]]) -> list[tuple[list[Output], dict[str, Any]]]:
-    """The sweep's pointwise groups in the rate-next order, each with its design."""
-    plan = rate_next_plan([_cell_of(g) for g in groups], [judge_uncertainty(judge_scores_of(g[0][1])) for g in groups],
-                          sweep_seed(sweep))
-    return [(groups[int(row["index"])], design_of(row)) for _, row in plan.iterrows()]
-
-
-def _judge_mean(group: list[Output], judge: str) -> float:
-    scores = [v for v in judge_scores_of(group[0][1]).get(judge, {}).values() if v is not None]
-    return float(np.mean(scores)) if scores else math.nan
-
-
-INTERVAL_COLUMNS = ["model", "setting", "rated", "outputs", "mean", "lo", "hi", "width", "reason"]
-
-
-def interval_table(store: annotations.AnnotationStore, sweep: str | None, judge: str | None) -> pd.DataFrame:
-    """Each cell's stratified PPI++ interval of its fills' mean human rating (over raters and the five dimensions),
-    with `judge`'s mean score as the prediction, in the strata of the rate-next order."""
-    if not sweep or not judge:
-        return pd.DataFrame(columns=INTERVAL_COLUMNS)
-    groups = _groups(sweep, "pointwise")
-    ratings: dict[str, list[float]] = {}
-    for rating in store.ratings(kind="pointwise"):
-        values = [float(v) for v in rating.scores.values() if v is not None]
-        if values:
-            ratings.setdefault(rating.item_id, []).append(float(np.mean(values)))
-    human = [float(np.mean(ratings[i])) if (i := fill_item_id(sweep, "pointwise", g)) in ratings else math.nan
-             for g in groups]
-    found = cell_intervals([_cell_of(g) for g in groups], [judge_uncertainty(judge_scores_of(g[0][1])) for g in groups],
-                           [_judge_mean(g, judge) for g in groups], human)
-    rows = [{"model": cell[0], "setting": cell[1], "rated": result.n_rated, "outputs": result.n_all,
-             "mean": result.estimate.mean, "lo": result.estimate.lo, "hi": result.estimate.hi,
-             "width": result.estimate.hi - result.estimate.lo, "reason": result.reason} for cell, result in found]
-    return pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3)
-
-
-def plan_table(store: annotations.AnnotationStore, sweep: str | None, judge: str | None, width: float | None) -> pd.DataFrame:
-    """The rating plan of the sweep's cells for an interval of full width `width` (stats.rating_plan), per dimension."""
-    if not sweep:
-        raise user_error("Pick a sweep.", "sweep")
-    if width is None or not width > 0:
-        raise user_error("The target width must be a positive number (e.g. 0.5 on the 1-5 scale).", "width")
-    anchored = [a for a in anchored_sweep(sweep, annotations_path=store.path) if judge in (None, a.judge)]
-    frames = [rating_plan_table(a.outputs, a.cell_keys, a.dimensions, a.cluster, width).assign(judge=a.judge)
-              for a in anchored]
-    return readable(pd.concat(frames, ignore_index=True).round(3)) if frames else pd.DataFrame()
-
-
 def fills() -> ItemSource:
     """The fills of an infilling sweep, as the shared rating flow reads them."""
     return ItemSource(_groups, fill_item_id, _make_item, item_html, len(dimensions()) + 1, "Pick a sweep.",
-                      "Nothing left to rate in this sweep for you.", "Press 'Next item' first.", _rate_next)
+                      "Nothing left to rate in this sweep for you.", "Press 'Next item' first.", rate_next_groups)
 
 
 def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Component]:
-    """The rater's name, then one sub-tab for an infilling sweep's fills and one for an incremental-delivery sweep's stories."""
+    """The rater's name, then one sub-tab for an infilling sweep's fills, one per other single-turn study for its
+    outputs, and one for an incremental-delivery sweep's stories."""
     store = annotations.AnnotationStore(app.annotations_path)
     gr.Markdown(texts()["annotate"])
     rater = gr.Textbox("", label="Your name (rater)", elem_id="annotate-rater")
@@ -158,6 +101,10 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
     with gr.Tabs(elem_id="annotate-what"):
         with gr.Tab("Fills (infilling)", id="annotate-fills", elem_id="annotate-fills-tab"):
             fills = _build_fills(store, demo, rater, rater_error)
+        for study in annotate_outputs.rated_studies(infilling.NAME):
+            with gr.Tab(annotate_outputs.tab_title(study), id=f"annotate-{study.name}",
+                        elem_id=f"annotate-{study.name}-tab"):
+                annotate_outputs.build(study, demo, store, rater, rater_error)
         with gr.Tab("Stories (incremental delivery)", id="annotate-stories", elem_id="annotate-stories-tab"):
             annotate_stories.build(app, demo, store, rater, rater_error)
     return {"rater": rater, **fills}
@@ -166,6 +113,7 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
 def _build_fills(store: annotations.AnnotationStore, demo: gr.Blocks, rater: gr.Textbox,
                  rater_error: gr.Markdown) -> dict[str, gr.components.Component]:
     described = scale_descriptions(POINTWISE_RUBRIC)
+    source = fills()
     form = rating_form(
         demo, "annotate", STUDY, KINDS, "item",
         lambda: [gr.Radio([1, 2, 3, 4, 5], label=label, info=described.get(key), elem_id=f"annotate-{key}")
@@ -174,28 +122,15 @@ def _build_fills(store: annotations.AnnotationStore, demo: gr.Blocks, rater: gr.
                           elem_id="annotate-preference")], rater_error)
     judge, judges = build_agreement(store, [key for key, _ in dimensions()], STUDY, "Agreement with the judge",
                                     "Pairwise: direction of preference", "annotate-few")
-    with gr.Accordion("Where the ratings count: each cell's interval and the rating plan", open=True):
-        gr.Markdown(texts()["annotate_intervals"])
-        intervals = gr.Dataframe(pd.DataFrame(columns=INTERVAL_COLUMNS), interactive=False,
-                                 label="Each cell's mean human rating (stratified PPI++, 95% interval)",
-                                 elem_id="annotate-intervals")
-        with gr.Row():
-            width = gr.Number(0.5, label="Target width of the interval", elem_id="annotate-width")
-            plan_button = gr.Button("Plan ratings", scale=0, elem_id="annotate-plan")
-        form.errors.box("width")
-        plan = gr.Dataframe(pd.DataFrame(), interactive=False, label="Ratings each cell needs", elem_id="annotate-plan-table")
+    show_intervals = where_ratings_count(form, store, source, judge, texts()["annotate_intervals"],
+                                         lambda sweep, path: anchored_sweep(sweep, annotations_path=path),
+                                         dict(dimensions()))
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise, *form.pairwise]
-    source = fills()
     form.next_button.click(form.errors.beside_the_fields(partial(show_next, source, store), len(next_outputs)),
                            [rater, form.kind, form.sweep], [*next_outputs, *form.errors.outputs])
-    show_intervals = (partial(interval_table, store), [form.sweep, judge], [intervals])
     wire_submit(form.submit, partial(save_rating, source, fill_rating, store),
                 [form.current, rater, *form.pairwise, *form.pointwise], partial(show_next, source, store),
                 [rater, form.kind, form.sweep], next_outputs, form.auto, [(judges, None, [judge]), show_intervals],
                 form.errors)
     form.loaded.then(judges, None, [judge]).then(*show_intervals)
-    form.sweep.change(*show_intervals)
-    judge.change(*show_intervals)
-    plan_button.click(form.errors.beside_the_fields(partial(plan_table, store), 1), [form.sweep, judge, width],
-                      [plan, *form.errors.outputs])
     return {"next": form.next_button, "submit": form.submit}

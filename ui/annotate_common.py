@@ -1,22 +1,31 @@
-"""What the Annotate tab's two halves share (fills of an infilling sweep, stories of an incremental-delivery sweep):
-the next unrated item, the rating counter, the 'saved' message, agreement with a judge and its few-items warning,
-the submit-then-next wiring, and ratings as human feedback on the rated generations' MLflow traces."""
+"""What the Annotate tab's sub-tabs share (fills of an infilling sweep, any other single-turn study's outputs, stories
+of an incremental-delivery sweep): the next unrated item, the rate-next order of a sweep's outputs, the rating
+counter, the 'saved' message, agreement with a judge and its few-items warning, the submit-then-next wiring, and
+ratings as human feedback on the rated generations' MLflow traces."""
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
+import numpy as np
 import pandas as pd
 
 from narrative_eval import annotations
+from narrative_eval.annotations.items import judge_scores_of
+from narrative_eval.annotations.rate_next import (cell_intervals, design_of, judge_uncertainty, rate_next_plan,
+                                                  sweep_seed)
 from narrative_eval.judges import load_rubric
+from narrative_eval.stats.ppi import AnchoredOutputs
+from narrative_eval.stats.rating_plan import rating_plan_table
 from narrative_eval.tracing import log_human_feedback
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.reports.tables import readable
@@ -41,6 +50,22 @@ def scale_descriptions(rubric_name: str) -> dict[str, str]:
         if match:
             found[key] = match.group(1).strip()
     return found
+
+
+def cell_of(group: list) -> tuple[str, str]:
+    """The cell (model, prompt setting) of a group of stored outputs, each (its cell run, its generations row)."""
+    run = group[0][0]
+    return str(run.get("params.model_id")), str(run.get("params.prompt_setting"))
+
+
+def rate_next_groups(sweep: str, groups: list[list]) -> list[tuple[list, dict[str, Any]]]:
+    """A sweep's pointwise groups in the rate-next order (annotations.rate_next), each with its design; in the given
+    order with no design when no judge scored any of them (nothing to tell where ratings count)."""
+    uncertainty = [judge_uncertainty(judge_scores_of(g[0][1])) for g in groups]
+    if not any(value == value for value in uncertainty):
+        return [(group, {}) for group in groups]
+    plan = rate_next_plan([cell_of(g) for g in groups], uncertainty, sweep_seed(sweep))
+    return [(groups[int(row["index"])], design_of(row)) for _, row in plan.iterrows()]
 
 
 def checked_rater(rater: str | None) -> str:
@@ -94,6 +119,84 @@ class ItemSource:
     rate_next: Callable[[str, list], list[tuple[Any, dict[str, Any]]]] | None = None
     """(sweep, pointwise groups) -> the groups in the order to rate them, each with its sampling design
     (annotations.rate_next); None: pointwise items come in a random order."""
+
+
+INTERVAL_COLUMNS = ["model", "setting", "rated", "outputs", "mean", "lo", "hi", "width", "reason"]
+"""The columns of the table of each cell's interval under a pointwise form."""
+
+
+def judge_mean(group: list, judge: str) -> float:
+    """A judge's mean score of a group's (first) output over its dimensions; NaN when it scored none."""
+    scores = [v for v in judge_scores_of(group[0][1]).get(judge, {}).values() if v is not None]
+    return float(np.mean(scores)) if scores else math.nan
+
+
+def interval_table(source: ItemSource, store: annotations.AnnotationStore, sweep: str | None,
+                   judge: str | None) -> pd.DataFrame:
+    """Each cell's stratified PPI++ interval of the mean human rating of its outputs (the pointwise groups of
+    `source`; over raters and dimensions), with `judge`'s mean score as the prediction, in the strata of the
+    rate-next order."""
+    if not sweep or not judge:
+        return pd.DataFrame(columns=INTERVAL_COLUMNS)
+    groups = source.groups(sweep, "pointwise")
+    ratings: dict[str, list[float]] = {}
+    for rating in store.ratings(kind="pointwise"):
+        values = [float(v) for v in rating.scores.values() if v is not None]
+        if values:
+            ratings.setdefault(rating.item_id, []).append(float(np.mean(values)))
+    human = [float(np.mean(ratings[i])) if (i := source.item_id_of(sweep, "pointwise", g)) in ratings else math.nan
+             for g in groups]
+    found = cell_intervals([cell_of(g) for g in groups], [judge_uncertainty(judge_scores_of(g[0][1])) for g in groups],
+                           [judge_mean(g, judge) for g in groups], human)
+    rows = [{"model": cell[0], "setting": cell[1], "rated": result.n_rated, "outputs": result.n_all,
+             "mean": result.estimate.mean, "lo": result.estimate.lo, "hi": result.estimate.hi,
+             "width": result.estimate.hi - result.estimate.lo, "reason": result.reason} for cell, result in found]
+    return pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3)
+
+
+def plan_table(anchored_of: Callable[[str, Path], list[AnchoredOutputs]], dimension_labels: Mapping[str, str],
+               store: annotations.AnnotationStore, sweep: str | None, judge: str | None,
+               width: float | None) -> pd.DataFrame:
+    """The rating plan of the sweep's cells for an interval of full width `width` (stats.rating_plan), per dimension
+    (each under its label in `dimension_labels`, the study's rubric's, where it has one), from the sweep's outputs with
+    the store's ratings (`anchored_of(sweep, store path)`, one per judge)."""
+    if not sweep:
+        raise user_error("Pick a sweep.", "sweep")
+    if width is None or not width > 0:
+        raise user_error("The target width must be a positive number (e.g. 0.5 on the 1-5 scale).", "width")
+    anchored = [a for a in anchored_of(sweep, store.path) if judge in (None, a.judge)]
+    frames = [rating_plan_table(a.outputs, a.cell_keys, a.dimensions, a.cluster, width).assign(judge=a.judge)
+              for a in anchored]
+    if not frames:
+        return pd.DataFrame()
+    plan = pd.concat(frames, ignore_index=True).round(3)
+    return readable(plan.assign(dimension=plan["dimension"].map(lambda d: dimension_labels.get(d, d))))
+
+
+def where_ratings_count(form: RatingForm, store: annotations.AnnotationStore, source: ItemSource, judge: gr.Dropdown,
+                        intro: str, anchored_of: Callable[[str, Path], list[AnchoredOutputs]],
+                        dimension_labels: Mapping[str, str]) -> tuple:
+    """Under a pointwise form: each cell's interval of its mean human rating (`interval_table`, refreshed when the
+    sweep or the judge changes) and the rating plan for a target width (`plan_table`). Returns the event (fn,
+    inputs, outputs) that refreshes the intervals, to run after each saved rating and when the page loads."""
+    prefix = form.prefix
+    with gr.Accordion("Where the ratings count: each cell's interval and the rating plan", open=True):
+        gr.Markdown(intro)
+        intervals = gr.Dataframe(pd.DataFrame(columns=INTERVAL_COLUMNS), interactive=False,
+                                 label="Each cell's mean human rating (stratified PPI++, 95% interval)",
+                                 elem_id=f"{prefix}-intervals")
+        with gr.Row():
+            width = gr.Number(0.5, label="Target width of the interval", elem_id=f"{prefix}-width")
+            plan_button = gr.Button("Plan ratings", scale=0, elem_id=f"{prefix}-plan")
+        form.errors.box("width")
+        plan = gr.Dataframe(pd.DataFrame(), interactive=False, label="Ratings each cell needs",
+                            elem_id=f"{prefix}-plan-table")
+    show_intervals = (partial(interval_table, source, store), [form.sweep, judge], [intervals])
+    form.sweep.change(*show_intervals)
+    judge.change(*show_intervals)
+    plan_button.click(form.errors.beside_the_fields(partial(plan_table, anchored_of, dimension_labels, store), 1),
+                      [form.sweep, judge, width], [plan, *form.errors.outputs])
+    return show_intervals
 
 
 def show_next(source: ItemSource, store: annotations.AnnotationStore, rater_: str, kind_: str,
@@ -257,18 +360,20 @@ class RatingForm:
     """The item shown and its order (server side); None once rated."""
     loaded: Any
     """The page-load event that picked the sweep, to chain on."""
+    prefix: str = ""
+    """What its elements' ids start with."""
 
 
 def rating_form(demo: gr.Blocks, prefix: str, study: str, kinds: Sequence[str], item_word: str,
                 pointwise: Callable[[], list], pairwise: Callable[[], list], rater_error: gr.Markdown) -> RatingForm:
-    """Mode, sweep (the study's, picked when the page loads) and Next; the item; the pointwise and pairwise inputs
+    """Mode (shown when there are several), sweep (the study's, picked when the page loads) and Next; the item; the pointwise and pairwise inputs
     (made by the callbacks, those of the first mode shown); auto-advance, Submit, the message and the counter.
     Elements are named '<prefix>-mode', '<prefix>-sweep', '<prefix>-next', '<prefix>-item', ...; a mistake is said
     under the rater's name (`rater_error`, the tab's), the sweep, the scores or the preference, else under Submit."""
     errors = FieldErrors(prefix)
     errors.add("rater", rater_error)
     with gr.Row():
-        kind = gr.Radio(list(kinds), value=kinds[0], label="Mode", elem_id=f"{prefix}-mode")
+        kind = gr.Radio(list(kinds), value=kinds[0], label="Mode", elem_id=f"{prefix}-mode", visible=len(kinds) > 1)
         with gr.Column():
             sweep = gr.Dropdown([], label=f"Sweep ({study})", elem_id=f"{prefix}-sweep", allow_custom_value=True)
             errors.box("sweep")
@@ -293,4 +398,4 @@ def rating_form(demo: gr.Blocks, prefix: str, study: str, kinds: Sequence[str], 
     kind.change(lambda k: (gr.Group(visible=k == "pointwise"), gr.Group(visible=k == "pairwise")), [kind],
                 [pointwise_group, pairwise_group])
     return RatingForm(kind, sweep, next_button, view, pointwise_inputs, pairwise_inputs, auto, submit, message, errors,
-                      counter, gr.State(None), demo.load(on_refresh, [sweep], [sweep]))
+                      counter, gr.State(None), demo.load(on_refresh, [sweep], [sweep]), prefix)

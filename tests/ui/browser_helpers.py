@@ -1,5 +1,5 @@
-"""What the browser tests share: how Chromium is started, and steps: open a tab, pick an option of a Gradio
-dropdown."""
+"""What the browser tests share: how Chromium is started, and steps: open a tab, open the Annotate tab as a rater,
+pick an option of a Gradio dropdown."""
 
 from __future__ import annotations
 
@@ -41,6 +41,18 @@ def settle(page, timeout_ms: int = BROWSER_PATIENCE_MS) -> None:
 def open_tab(page, title: str) -> None:
     page.get_by_role("tab", name=title).click()
     settle(page)
+
+
+def annotate_page(browser, url: str, rater: str, viewport: dict[str, int] = VIEWPORT, timeout_ms: int = 60_000):
+    """A new page on the app at `url`, its Annotate tab open with `rater` typed as the rater's name."""
+    page = browser.new_context(viewport=viewport).new_page()
+    page.set_default_timeout(timeout_ms)
+    page.goto(url)
+    page.wait_for_selector("#tabs")
+    settle(page)
+    open_tab(page, "Annotate")
+    page.locator("#annotate-rater textarea, #annotate-rater input").first.fill(rater)
+    return page
 
 
 def choose(page, elem_id: str, option: str) -> None:

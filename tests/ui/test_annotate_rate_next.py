@@ -12,7 +12,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-from browser_helpers import choose, open_tab, settle
+from browser_helpers import annotate_page, choose, settle
 
 from narrative_eval import tracking
 from narrative_eval.annotations import AnnotationStore
@@ -86,13 +86,7 @@ def test_fills_come_where_they_count_and_the_interval_narrows(rate_next_app, bro
     from playwright.sync_api import expect
 
     url, ratings_path = rate_next_app
-    page = browser.new_context(viewport={"width": 1400, "height": 1400}).new_page()
-    page.set_default_timeout(60_000)
-    page.goto(url)
-    page.wait_for_selector("#tabs")
-    settle(page)
-    open_tab(page, "Annotate")
-    page.locator("#annotate-rater textarea, #annotate-rater input").first.fill("ana")
+    page = annotate_page(browser, url, "ana", {"width": 1400, "height": 1400})
     page.locator("#annotate-mode").get_by_text("pointwise", exact=True).click()
     choose(page, "annotate-sweep", SWEEP)
     order = expected_order()

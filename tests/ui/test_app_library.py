@@ -162,16 +162,23 @@ def test_compare_counts_a_fill_as_rated_above_4_as_high_pct_does():
     assert judged_high(table.iloc[:0]) == []
 
 
-def test_one_rating_flow_serves_both_halves_of_annotate(tmp_path):
-    """Fills and stories share the next-item and save steps (annotate_common): each half says its own words, and a
-    mistake is said under the field it is about."""
+def test_one_rating_flow_serves_every_sub_tab_of_annotate(tmp_path):
+    """Fills, any other single-turn study's outputs (the continuation example's) and stories share the next-item and
+    save steps (annotate_common): each sub-tab says its own words, and a mistake is said under the field it is
+    about."""
+    from functools import partial
+
     from narrative_eval import annotations
-    from ui import annotate, annotate_stories
+    from ui import annotate, annotate_outputs, annotate_stories
     from ui.annotate_common import save_rating, show_next
     from ui.common import FORM, FormError
 
     store = annotations.AnnotationStore(tmp_path / "ratings.sqlite")
+    continuation = load_study("continuation")
+    rated = [study.name for study in annotate_outputs.rated_studies("infilling")]
+    assert "continuation" in rated and not {"infilling", "incremental-delivery"} & set(rated)  # single-turn, not its own
     for source, rating_of in ((annotate.fills(), annotate.fill_rating),
+                              (annotate_outputs.source(continuation), partial(annotate_outputs.output_rating, continuation)),
                               (annotate_stories.story_source(), annotate_stories.story_rating)):
         for rater, sweep, field in (("", "any", "rater"), ("ann", None, "sweep")):
             with pytest.raises(FormError) as refused:
@@ -182,6 +189,12 @@ def test_one_rating_flow_serves_both_halves_of_annotate(tmp_path):
         assert refused.value.field == FORM
         shown = show_next(source, store, "ann", "pointwise", "no-such-sweep")
         assert shown[0] is None and source.nothing_left in shown[1] and len(shown) == 4 + source.inputs
+    state = {"item_id": "x", "shown_at": 0.0}
+    with pytest.raises(FormError, match="Rate all 3 dimensions") as refused:  # the continuation rubric's three
+        annotate_outputs.output_rating(continuation, state, "ann", 1.0, 4, None, 3)
+    assert refused.value.field == "scores"
+    rating = annotate_outputs.output_rating(continuation, state, "ann", 1.0, 4, 2, 3)
+    assert rating.scores == {"fluency": 4, "coherence": 2, "progression": 3} and rating.kind == "pointwise"
 
 
 def test_the_tabs_are_the_generic_ones_and_each_studys_own_views():

@@ -37,9 +37,10 @@ RATING_KEYS = ("rater", "model", "prompt_setting", "instance_id", "seed")
 """Columns that locate one rated output in a ratings table (CSV or store); the rest are 1-5 dimension scores."""
 
 
-def sweep_ratings(store: AnnotationStore, sweep: str) -> list[dict[str, Any]]:
-    """Pointwise ratings of one sweep's outputs, one row per (rater, output): RATING_KEYS + dimension scores."""
-    items = {item.item_id: item for item in store.items("pointwise") if item.sweep == sweep}
+def sweep_ratings(store: AnnotationStore, sweep: str, study: str | None = None) -> list[dict[str, Any]]:
+    """Pointwise ratings of one sweep's outputs (of one study's items when `study`, its MLflow experiment, is given),
+    one row per (rater, output): RATING_KEYS + dimension scores (`instance_id`: the study's item id)."""
+    items = {item.item_id: item for item in store.items("pointwise", study) if item.sweep == sweep}
     rows = []
     for rating in store.ratings(kind="pointwise"):
         item = items.get(rating.item_id)

@@ -1,12 +1,14 @@
 """Every judge's report card: one row per judge of a sweep, gathering what the platform measured about it — its
 control checks (how many passed, which failed, its weakest discrimination and its length bias, each with its
 interval), its agreement with itself across repeated judging (`judge_repeats`), the difference its probability-
-weighted scores make (`scoring: expected`), its failure rate — and one verdict a reader can act on.
+weighted scores make (`scoring: expected`), its failure rate, its agreement with the people who rated the sweep's
+outputs (`human_rho`, where they did) — and one verdict a reader can act on.
 
 The checks come from the sweep's check rows (stats.judge_checks.CheckRow); the rest is the mean over the sweep's
 finished cells of what each logged about the judge (`judge/<id>/mean_self_alpha`, `judge/<id>/expected_qavg` beside
-`judge/<id>/qavg`, `judge/<id>/failure_rate`). A number the sweep did not measure is left empty (NaN), and the
-verdict says what would measure it.
+`judge/<id>/qavg`, `judge/<id>/failure_rate`), and its agreement with people the report's (reports.human_ratings.
+human_rho, passed in with those numbers). A number the sweep did not measure is left empty (NaN), and the verdict
+says what would measure it.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ CELL_NUMBERS = {"self_alpha": f"mean_{SELF_ALPHA}", "failure_rate": "failure_rat
 
 COLUMNS = ["judge", "checks_passed", "checks", "failed_checks", "discrimination", "discrimination_lo",
            "discrimination_hi", "length_bias", "length_bias_lo", "length_bias_hi", "self_alpha",
-           "expected_minus_sampled", "noise_gap", "failure_rate", "verdict"]
+           "expected_minus_sampled", "noise_gap", "failure_rate", "human_rho", "verdict"]
 
 
 def cell_numbers(experiment: str, sweep: str, data_sha256: str | None = None) -> dict[str, dict[str, float]]:
@@ -159,6 +161,7 @@ def judge_card(rows: Sequence[CheckRow], numbers: Mapping[str, Mapping[str, floa
             "expected_minus_sampled": measured.get("expected_qavg", math.nan) - measured.get("qavg", math.nan),
             "noise_gap": measured.get("noise_gap", math.nan),
             "failure_rate": measured.get("failure_rate", math.nan),
+            "human_rho": measured.get("human_rho", math.nan),
             "verdict": verdict(failed, len(mine), self_alpha, measured.get("noise_gap", math.nan))})
     return pd.DataFrame(card, columns=COLUMNS)
 

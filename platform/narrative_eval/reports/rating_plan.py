@@ -6,9 +6,10 @@ For every judge of the sweep, cell and judge dimension, from the ratings so far 
 outputs PPI++ needs in all and beyond those rated for a 95% interval of full width W, what the human-only mean
 would need instead, and the judge-only interval's width (no rating; it carries the judge's bias, estimated beside
 it). Written as rating_plan_<judge>.csv, .md and .tex (columns in docs/formats.md) to --out (default
-reports/<sweep>/). The study says where its ratings are (its `Study.anchored_outputs`): for infilling and the
-single-turn studies the app's annotation store or a ratings CSV (--ratings), for incremental delivery a pointwise
-ratings file (--ratings).
+reports/<sweep>/). The study says where its ratings are (its `Study.anchored_outputs`): for infilling the app's
+annotation store or a ratings CSV (--ratings), for incremental delivery a pointwise ratings file (--ratings); any
+other single-turn study is rated in the app from its declaration, so its ratings are read as its default report reads
+them (reports.single_turn.anchored_sweep: the store, or a ratings CSV).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 
 from narrative_eval import tracking
 from narrative_eval.errors import UserError
+from narrative_eval.evaluation import SingleTurnStudy
+from narrative_eval.reports.single_turn import anchored_sweep
 from narrative_eval.reports.tables import file_slug, write_table
 from narrative_eval.stats.rating_plan import rating_plan_table
 from narrative_eval.study import ReportCommand, Study, all_studies, experiment_of
@@ -49,6 +52,8 @@ def run(args: argparse.Namespace, data_sha256: str | None) -> dict[str, str]:
     study = study_of_sweep(args.sweep)
     try:
         anchored = study.anchored_outputs(args.sweep, data_sha256, args.ratings)
+        if anchored is None and isinstance(study, SingleTurnStudy):  # rated in the app from its declaration
+            anchored = anchored_sweep(study, args.sweep, data_sha256, args.ratings)
     except ValueError as error:  # no finished cell run
         raise UserError(str(error)) from None
     if anchored is None:

@@ -15,13 +15,14 @@ import numpy as np
 
 from narrative_eval import annotations, tracking
 from narrative_eval.judges import load_rubric
-from narrative_eval.judges.agreement import cohen_kappa, spearman
+from narrative_eval.judges.agreement import cohen_kappa
 from narrative_eval.judges.judge import HIGH_QUALITY_THRESHOLD
 from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records import finite_number
 from narrative_eval.records.keys import (interval_keys, is_spread, judge_key, judge_prefix, judges_logging,
                                          metric_column, with_interval)
+from narrative_eval.reports.human_ratings import human_agreement_table, human_rho, stored_ratings
 from narrative_eval.reports.judge_card import judge_numbers
 from narrative_eval.reports.juries import logged_weights, write_weighted_juries
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
@@ -228,49 +229,13 @@ def judge_agreement(gens: pd.DataFrame, judges: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def human_agreement_table(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str, dimensions: list[str]) -> pd.DataFrame:
-    """Per dimension: quadratic-weighted Cohen's kappa between every pair of raters on the outputs both rated, and
-    Spearman rho between the judge and each rater; a last row averages each column (the study's Table 2)."""
-    keys = ["model", "setting", "instance_id", "seed"]
-    judged = gens.assign(seed=pd.to_numeric(gens["seed"]).astype(int))
-    ratings = ratings.rename(columns={"prompt_setting": "setting"}).assign(seed=lambda f: f["seed"].astype(int))
-    raters = sorted(ratings["rater"].unique())
-    scale = [1, 2, 3, 4, 5]
-    rows = []
-    for dimension in dimensions:
-        row: dict[str, Any] = {"dimension": dimension}
-        if dimension not in ratings:
-            rows.append(row)
-            continue
-        wide = ratings.pivot_table(index=keys, columns="rater", values=dimension, aggfunc="mean")
-        for i, a in enumerate(raters):
-            for b in raters[i + 1:]:
-                if a in wide and b in wide:
-                    both = wide[[a, b]].dropna()
-                    row[f"kappa[{a}|{b}]"] = (cohen_kappa(both[a].round().astype(int).tolist(), both[b].round().astype(int).tolist(),
-                                                          weights="quadratic", labels=scale) if len(both) >= 2 else np.nan)
-        column = judge_key(judge, dimension)
-        merged = wide.reset_index().merge(judged[keys + [column]], on=keys, how="inner") if column in judged else pd.DataFrame()
-        for rater in raters:
-            pair = merged[[rater, column]].apply(pd.to_numeric, errors="coerce").dropna() if rater in merged else pd.DataFrame()
-            row[f"rho[{judge}|{rater}]"] = spearman(pair[rater].tolist(), pair[column].tolist(), n_boot=200).estimate if len(pair) >= 3 else np.nan
-        row["n_outputs"] = len(wide)
-        rows.append(row)
-    table = pd.DataFrame(rows)
-    if not table.empty:
-        average = {"dimension": "Average", **table.drop(columns=["dimension", "n_outputs"], errors="ignore").mean(numeric_only=True).to_dict()}
-        table = pd.concat([table, pd.DataFrame([average])], ignore_index=True)
-    return table
-
-
 def human_ratings(sweep: str, ratings_csv: str | Path | None, annotations_path: str | Path | None) -> pd.DataFrame:
     """The sweep's human ratings: from a CSV when given, else from the annotation store (when it exists)."""
     if ratings_csv is not None:
         dimensions = [d.key for d in load_rubric(HUMAN_RUBRIC).dimensions]
         rows = annotations.read_ratings_csv(ratings_csv, dimensions)
     else:
-        path = Path(annotations_path) if annotations_path is not None else annotations.default_path()
-        rows = annotations.sweep_ratings(annotations.AnnotationStore(path), sweep) if path.exists() else []
+        return stored_ratings(sweep, experiment_of(NAME), annotations_path)
     return pd.DataFrame(rows)
 
 
@@ -390,9 +355,11 @@ def write_infilling_report(
         tables.update(comparison_tables(gens, out_dir, mde_target))
         tables.update(high_quality_tables(gens, runs, judges, out_dir, _write))
     ratings = human_ratings(sweep, ratings_csv, annotations_path)
+    with_people: dict[str, float] = {}
     if not ratings.empty and not gens.empty:
         for judge in judges:
             table = human_agreement_table(ratings, gens, judge, _dimensions(runs, judge))
+            with_people[judge] = human_rho(table, judge)
             tables[f"Human-human (kappa) and human-judge (Spearman rho) agreement [{judge}]"] = _write(table, out_dir, f"human_agreement_{judge}")
             anchored = ppi_table(ratings, gens, judge, _dimensions(runs, judge))
             tables[f"Judge-only, human-only and prediction-powered means [{judge}]"] = _write(anchored, out_dir, f"ppi_{judge}")
@@ -401,6 +368,8 @@ def write_infilling_report(
                 alt_test, out_dir, f"alt_test_{judge}")
     figures(main, judges, out_dir)
     noise, numbers = judge_numbers(experiment_of(NAME), sweep, data_sha256, out_dir, gens, "instance_id")
+    for judge, rho in with_people.items():
+        numbers.setdefault(judge, {})["human_rho"] = rho
     juries = write_weighted_juries(gens, logged_weights(experiment_of(NAME), sweep, data_sha256), ("model", "setting"),
                                    out_dir)
     tables = with_judge_checks({**tables, **noise, **juries}, logged_rows(experiment_of(NAME), sweep, data_sha256),
