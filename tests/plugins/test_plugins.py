@@ -212,13 +212,13 @@ def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path
         metrics: [chrf]
         generation: {{temperature: 0.3, max_new_tokens: 24}}
         judges: [{{id: smollm2-judge, model: smollm2, max_new_tokens: 64}}]
-        judge_checks: {{items: 2}}
+        judge_checks: {{items: 1}}
         report_dir: {tmp_path / 'report'}
     """))
-    # The dry run counts the controls of both items: each item's true opening and its four controls (mismatched,
-    # blank, refused and padded), judged once.
+    # The dry run counts the controls of one item: its true opening and its four controls (mismatched, blank, refused
+    # and padded), judged once.
     planned = sweep_command(plugin_path, tmp_path, "--config", str(config), "--dry-run")
-    assert planned["code"] == 0 and "10 on control items" in planned["text"], planned["text"]
+    assert planned["code"] == 0 and "5 on control items" in planned["text"], planned["text"]
     swept = sweep_command(plugin_path, tmp_path, "--config", str(config), "--no-progress")
     assert swept["code"] == 0, swept["text"]
     found = run_with_plugin(plugin_path, tmp_path, """
