@@ -25,6 +25,9 @@ BACKENDS = Path(__file__).parent / "backends"
 # Three settings: the kill lands after the first cell, so the rerun meets a finished, a cut and an unstarted cell.
 INSTANCES, SETTINGS = 4, ["L0", "L1", "L2"]
 TOTAL_REQUESTS = INSTANCES * len(SETTINGS)
+# Replies of a few words: what is compared is where the rerun resumes and that it ends as the uninterrupted run did,
+# not the replies' length (each run decodes every token on one core; 32 tokens cost three times as much).
+NEW_TOKENS = 10
 
 
 def _config(root: Path, repo: Path) -> Path:
@@ -38,7 +41,7 @@ limit: {INSTANCES}
 models: [smollm2]
 prompt_settings: [{', '.join(SETTINGS)}]
 seeds: [3]
-generation: {{temperature: 0.7, max_new_tokens: 32}}
+generation: {{temperature: 0.7, max_new_tokens: {NEW_TOKENS}}}
 report_dir: {root / 'report'}
 # Two cheap metrics: what is compared is resumption, not the metric libraries (tests/metrics).
 metrics: {{names: [rouge1, chrf]}}

@@ -212,13 +212,13 @@ def test_a_declared_plugin_study_runs_with_traces_and_control_checks(plugin_path
         metrics: [chrf]
         generation: {{temperature: 0.3, max_new_tokens: 24}}
         judges: [{{id: smollm2-judge, model: smollm2, max_new_tokens: 64}}]
-        judge_checks: {{items: 2}}
+        judge_checks: {{items: 1}}
         report_dir: {tmp_path / 'report'}
     """))
-    # The dry run counts the controls of both items: each item's true opening and its four controls (mismatched,
-    # blank, refused and padded), judged once.
+    # The dry run counts the controls of one item: its true opening and its four controls (mismatched, blank, refused
+    # and padded), judged once.
     planned = sweep_command(plugin_path, tmp_path, "--config", str(config), "--dry-run")
-    assert planned["code"] == 0 and "10 on control items" in planned["text"], planned["text"]
+    assert planned["code"] == 0 and "5 on control items" in planned["text"], planned["text"]
     swept = sweep_command(plugin_path, tmp_path, "--config", str(config), "--no-progress")
     assert swept["code"] == 0, swept["text"]
     found = run_with_plugin(plugin_path, tmp_path, """
@@ -284,12 +284,12 @@ def test_a_declared_multi_turn_plugin_study_gets_traces_and_a_report_it_wrote_no
     conversation, a span per turn, each judge verdict as assessments (per requirement for the checklist), the
     default report and the judge's control checks."""
     config = tmp_path / "revision.yaml"
-    # One brief (three requirements, two revision notes) under both conditions; SmolLM2 is cut at 48 tokens, so its
+    # One brief (three requirements, two revision notes) under both conditions; SmolLM2 is cut at 24 tokens, so its
     # cut replies are scored, flagged, rather than regenerated.
     config.write_text(json.dumps({
         "study": "revision", "sweep": "plugin-revision", "limit": 1, "models": ["smollm2"],
         "data": str(HERE / "demo_plugin" / "narrative_eval_demo_plugin" / "revision_briefs.jsonl"),
-        "conditions": ["plain", "recap"], "generation": {"temperature": 0.3, "max_new_tokens": 48},
+        "conditions": ["plain", "recap"], "generation": {"temperature": 0.3, "max_new_tokens": 24},
         "truncation": {"regenerate": 0, "score": True}, "judge_checks": {"items": 1},
         "judges": [{"id": "smollm2-judge", "model": "smollm2", "max_new_tokens": 256}],
         "report_dir": str(tmp_path / "report")}))
