@@ -14,12 +14,12 @@ the members' control checks, `member_weights` there).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 
 from narrative_eval.judges.checks import PAIRWISE_RELATIONS, ControlJudgment
 from narrative_eval.judges.judge import combine_scores
 from narrative_eval.judges.resumable import json_form
+from narrative_eval.judges.validate import ADHERENCE, checklist_scores
 from narrative_eval.records import JudgeResult, JurySpec, stable_hash
 
 
@@ -50,8 +50,8 @@ def jury_verdict(jury: JurySpec, members: Mapping[str, JudgeResult | None]) -> J
     items = _checklist_items(jury, valid)
     if items is not None:  # a checklist: each requirement combined, adherence their mean as a member's is
         common["details"]["items"] = items
-        if set(scores) == {"adherence"} and items:
-            scores["adherence"] = statistics.fmean(item["score"] for item in items)
+        if set(scores) == {ADHERENCE} and items:
+            scores.update(checklist_scores(items))
     return JudgeResult(ok=True, scores=scores, **common)
 
 

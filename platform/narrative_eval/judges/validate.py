@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from narrative_eval.judges.rubric import EVIDENCE_KEYS, Rubric
 from narrative_eval.records import TokenLogprob
 
+ADHERENCE = "adherence"
+"""The one score a checklist verdict holds: the mean of its requirements' scores (`checklist_scores`)."""
+
 FENCE_PATTERN = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
@@ -242,8 +245,13 @@ def _validate_checklist(rubric: Rubric, answer: dict, requirement_ids: Sequence[
         except ValidationError as error:
             raise JudgeReplyError(f"{rid}: {_short(error)}") from None
         items.append({"constraint_id": rid, "score": float(parsed.score), "reason": parsed.reason})
-    adherence = sum(item["score"] for item in items) / len(items)
-    return {"adherence": adherence}, {"items": items}
+    return checklist_scores(items), {"items": items}
+
+
+def checklist_scores(items: Sequence[dict]) -> dict[str, float]:
+    """A checklist verdict's scores from its requirements' (`{"constraint_id", "score", ...}`, one or more): their
+    mean as its ADHERENCE."""
+    return {ADHERENCE: sum(item["score"] for item in items) / len(items)}
 
 
 def parse_reply(rubric: Rubric, text: str, requirement_ids: Sequence[str] = ()) -> tuple[dict, dict]:
