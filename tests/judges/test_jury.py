@@ -171,3 +171,21 @@ def test_a_weighted_jury_listens_to_the_members_that_discriminate_and_combines_t
         "Weighted juries: each jury's mean score per group, its members weighted by their control checks"]
     assert (tmp_path / "weighted_juries.csv").is_file()
     assert write_weighted_juries(scores, [], ("model", "setting"), tmp_path / "none") == {}
+
+
+def test_a_weighted_jury_is_weighed_by_its_members_agreement_with_people_where_they_rated():
+    """The report, once people rated the sweep's outputs, scales each rated member's weight by its agreement with them
+    (its human_rho): a member that discriminates as well as another but disagrees with people weighs nothing."""
+    from narrative_eval.reports.juries import weighed_with_people, weighted_jury_frame
+
+    logged = {"jury": "panel", "members": ["a", "b"], "discrimination": {"a": 0.9, "b": 0.9},
+              "weights": {"a": 0.5, "b": 0.5}, "error": ""}
+    [found] = weighed_with_people([logged], {"a": 0.6, "b": -0.2, "other": 0.9})
+    assert found["weights"] == pytest.approx({"a": 1.0, "b": 0.0}) and found["human_agreement"] == {"a": 0.6, "b": -0.2}
+    assert weighed_with_people([logged], {"other": 0.9}) == [logged]  # nobody of the jury rated: as the sweep logged it
+    [nobody] = weighed_with_people([logged], {"a": 0.0, "b": -0.1})
+    assert nobody["weights"] is None and "agrees with people" in nobody["error"]
+    scores = pd.DataFrame({"model": ["m", "m"], "setting": ["L1", "L1"],
+                           "judge/a/fit": [5.0, 3.0], "judge/b/fit": [1.0, 1.0]})
+    [row] = weighted_jury_frame(scores, [found], ("model", "setting")).to_dict("records")
+    assert row["score"] == pytest.approx(4.0) and row["weights"] == "a 1.000, b 0.000 (control checks x agreement with people)"

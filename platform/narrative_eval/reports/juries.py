@@ -13,7 +13,7 @@ outputs it rests on. No cell run holds a weighted jury's scores.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import judge_key, judge_prefix
 from narrative_eval.reports.judge_checks import logged_payload
 from narrative_eval.reports.tables import write_table
-from narrative_eval.stats.judge_reliability import JURY_WEIGHTS_ARTIFACT, REPEAT_MEANS, jury_scores
+from narrative_eval.stats.judge_reliability import JURY_WEIGHTS_ARTIFACT, REPEAT_MEANS, jury_scores, member_weights
 
 pd = lazy_module("pandas")
 
@@ -39,6 +39,26 @@ def logged_weights(experiment: str, sweep: str, data_sha256: str | None = None) 
     weights, error} ([] when none, or when they were weighed on other data than `data_sha256`)."""
     payload = logged_payload(experiment, sweep, JURY_WEIGHTS_ARTIFACT, data_sha256)
     return list(payload["juries"]) if payload is not None else []
+
+
+def weighed_with_people(juries: Sequence[dict[str, Any]], agreement: Mapping[str, float]) -> list[dict[str, Any]]:
+    """The logged weighted juries (`logged_weights`) with each member's weight also scaled by its agreement with
+    people (`agreement`: judge -> its human_rho in this report's human tables), for each jury with a rated member.
+    The sweep weighs its juries by their control checks alone, because people rate its outputs after it; the report,
+    written again once they have, weighs them by both (`member_weights`). Such a jury carries the agreement it used
+    as `human_agreement`; a jury with no rated member is returned as logged."""
+    weighed = []
+    for found in juries:
+        rated = {member: float(agreement[member]) for member in found["members"] if member in agreement}
+        if not rated:
+            weighed.append(found)
+            continue
+        try:
+            weights, error = member_weights(found["discrimination"], rated), ""
+        except ValueError as problem:
+            weights, error = None, str(problem)
+        weighed.append({**found, "weights": weights, "error": error, "human_agreement": rated})
+    return weighed
 
 
 def _dimensions(rows: Any, members: Sequence[str]) -> list[str]:
@@ -64,6 +84,8 @@ def weighted_jury_frame(rows: Any, juries: Sequence[dict[str, Any]], groups: Seq
             table.append({"jury": found["jury"], "weights": found["error"]})
             continue
         label = ", ".join(f"{member} {weight:.3f}" for member, weight in weights.items())
+        if found.get("human_agreement"):
+            label += " (control checks x agreement with people)"
         members = list(found["members"])
         for dimension in _dimensions(rows, members):
             scores = pd.DataFrame({member: pd.to_numeric(rows[judge_key(member, dimension)], errors="coerce").to_numpy()
@@ -87,5 +109,5 @@ def write_weighted_juries(rows: Any, juries: Sequence[dict[str, Any]], groups: S
                                                WEIGHTED_JURIES_NAME)}
 
 
-__all__ = ["NOT_SCORES", "WEIGHTED_JURIES_NAME", "WEIGHTED_JURIES_TITLE", "logged_weights", "weighted_jury_frame",
-           "write_weighted_juries"]
+__all__ = ["NOT_SCORES", "WEIGHTED_JURIES_NAME", "WEIGHTED_JURIES_TITLE", "logged_weights", "weighed_with_people",
+           "weighted_jury_frame", "write_weighted_juries"]

@@ -18,7 +18,7 @@ from narrative_eval.reports.human_ratings import (alt_test, anchored_outputs, hu
                                                   stored_ratings)
 from narrative_eval.reports.judge_card import judge_numbers
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
-from narrative_eval.reports.juries import logged_weights, write_weighted_juries
+from narrative_eval.reports.juries import logged_weights, weighed_with_people, write_weighted_juries
 from narrative_eval.reports.tables import write_table
 from narrative_eval.stats.ppi import AnchoredOutputs
 
@@ -52,8 +52,8 @@ def write_single_turn_report(study: SingleTurnStudy, sweep: str, out_dir: str | 
     noise, numbers = judge_numbers(study.experiment, sweep, data_sha256, out_dir, rows, study.id_column)
     for judge, rho in people.rho.items():
         numbers.setdefault(judge, {})["human_rho"] = rho
-    juries = write_weighted_juries(rows, logged_weights(study.experiment, sweep, data_sha256), ("model", "setting"),
-                                   out_dir)
+    juries = write_weighted_juries(rows, weighed_with_people(logged_weights(study.experiment, sweep, data_sha256),
+                                                             people.rho), ("model", "setting"), out_dir)
     return with_judge_checks({**tables, **noise, **juries}, logged_rows(study.experiment, sweep, data_sha256), out_dir,
                              numbers=numbers)
 

@@ -213,7 +213,9 @@ def member_weights(discrimination: Mapping[str, float], human_agreement: Mapping
         raw[judge] = weight
     total = sum(raw.values())
     if total <= 0:
-        raise ValueError(f"no jury member discriminates above chance on its control items ({dict(discrimination)})")
+        agrees = " and agrees with people" if human_agreement else ""
+        raise ValueError(f"no jury member discriminates above chance on its control items{agrees} "
+                         f"({dict(discrimination)})")
     return {judge: weight / total for judge, weight in raw.items()}
 
 

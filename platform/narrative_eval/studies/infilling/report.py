@@ -24,7 +24,7 @@ from narrative_eval.records.keys import (interval_keys, is_spread, judge_key, ju
                                          metric_column, with_interval)
 from narrative_eval.reports.human_ratings import human_agreement_table, human_rho, stored_ratings
 from narrative_eval.reports.judge_card import judge_numbers
-from narrative_eval.reports.juries import logged_weights, write_weighted_juries
+from narrative_eval.reports.juries import logged_weights, weighed_with_people, write_weighted_juries
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import fold_intervals, latex_text
 from narrative_eval.stats.alt_test import EPSILON
@@ -370,8 +370,8 @@ def write_infilling_report(
     noise, numbers = judge_numbers(experiment_of(NAME), sweep, data_sha256, out_dir, gens, "instance_id")
     for judge, rho in with_people.items():
         numbers.setdefault(judge, {})["human_rho"] = rho
-    juries = write_weighted_juries(gens, logged_weights(experiment_of(NAME), sweep, data_sha256), ("model", "setting"),
-                                   out_dir)
+    juries = write_weighted_juries(gens, weighed_with_people(logged_weights(experiment_of(NAME), sweep, data_sha256),
+                                                             with_people), ("model", "setting"), out_dir)
     tables = with_judge_checks({**tables, **noise, **juries}, logged_rows(experiment_of(NAME), sweep, data_sha256),
                                out_dir, numbers=numbers)
     (out_dir / "tables.json").write_text(json.dumps(tables, indent=1, ensure_ascii=False))
