@@ -44,14 +44,23 @@ help:
 $(VENV)/bin/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip setuptools wheel
+	$(RETRY) $(PIP) install -q --upgrade pip setuptools wheel
+
+# A download dropped halfway (a 286 MB wheel cut at the same byte on every resume was seen in CI) fails an install that
+# is fine: pip resumes a cut download up to PIP_RESUME_RETRIES times and retries a refused connection PIP_RETRIES times,
+# and RETRY runs a failed install again, twice, after a pause (wheels already downloaded come from pip's cache).
+export PIP_RETRIES ?= 10
+export PIP_RESUME_RETRIES ?= 20
+export PIP_TIMEOUT ?= 60
+RETRY := sh -c 'for attempt in 1 2 3; do "$$@" && exit 0; [ $$attempt = 3 ] && exit 1; \
+	echo "install failed (attempt $$attempt of 3); trying again in 30 s" >&2; sleep 30; done' retry
 
 # pip byte-compiles every module it unpacks (about 34,000 files, 70 s of one core for the test install); compileall
 # does the same on every core once the installs are done. It leaves out the dependencies' own test folders and the
 # transformers model families that no embedded or metric model uses (about 6,000 files that nothing imports; one that
 # is imported after all is compiled on first use): 33 s on 2 cores instead of 45. It exits 1 for the few files in the
 # dependencies that are not this Python's syntax (torch's Python 3.12 test helper), which pip skips the same way.
-PIP_INSTALL := $(PIP) install --no-compile
+PIP_INSTALL := $(RETRY) $(PIP) install --no-compile
 NOT_COMPILED := /tests?/|/transformers/models/(?!(auto|llama|gemma|gemma3|bert|roberta)/)
 compile_venv = { $(PY) -m compileall -q -j 0 -x '$(NOT_COMPILED)' $(VENV)/lib >/dev/null || true; }
 
