@@ -118,6 +118,9 @@ def test_the_embedded_judge_is_checked_once_on_control_items(first_run):
     assert list(table["check"]) == ["mismatched_fill", "degenerate_fill", "padded_output"]
     assert set(table["judge"]) == {"tiny-judge"}
     assert list(table["n"] + table["n_failed"]) == [2, 2, 2]
+    measured = table[table["n"] > 0]
+    assert ((0 <= measured["lo"]) & (measured["lo"] <= measured["value"]) & (measured["value"] <= measured["hi"])
+            & (measured["hi"] <= 1)).all()
     failed = list(table.loc[~table["pass"], "check"])
     verdict = f"fail: {', '.join(failed)}" if failed else "pass"
     for run_id in [first_run.parent_run_id, *(cell.run_id for cell in first_run.cells)]:

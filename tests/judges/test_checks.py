@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from narrative_eval.backends import CachedBackend, RequestCache, backend
+from narrative_eval.backends import backend
 from narrative_eval.data.instances import sentences
 from narrative_eval.judges.checks import ControlItem, judge_controls, load_thresholds, sample_ids, shuffled_sentences
 from narrative_eval.records import Reply
@@ -23,8 +23,6 @@ from narrative_eval.studies.infilling.controls import infilling_controls
 from tests.control_judges import STORIES, OracleJudge, control_judge, shipped_instances, shipped_tasks
 
 K = 6
-EMBEDDED_K = 3
-"""Items per check for the embedded judge: enough to measure each statistic, each one a real generation."""
 
 
 @pytest.fixture(scope="module")
@@ -213,20 +211,3 @@ def test_the_table_has_the_documented_columns(items, instances, tasks, tmp_path)
     assert tuple(table.columns) == COLUMNS and len(table) == len(rows) == len(judge_checks_table(rows))
     assert table["pass"].dtype == bool and (~table["pass"]).sum() == len(failed_checks(rows))
     assert "position_bias" in markdown and (tmp_path / "report" / "judge_checks.tex").is_file()
-
-
-@pytest.mark.slow
-def test_the_embedded_judge_on_infilling_controls(instances, smollm2_backend, smollm2_judge, tmp_path):
-    """What the embedded 135M judge measures on a handful of infilling controls: printed, not asserted beyond
-    being measured (a judge this small is not expected to pass)."""
-    cached = CachedBackend(smollm2_backend, RequestCache(tmp_path / "requests.sqlite"))
-    judge = smollm2_judge.model_copy(update={"max_new_tokens": 96})
-    judgments = judge_controls(cached, judge, infilling_controls(instances, EMBEDDED_K))
-    rows = check_rows(judge.id, judgments)
-    print()
-    print(judge_checks_table(rows).to_string(index=False))
-    assert {row.check for row in rows} == {"mismatched_fill", "degenerate_fill", "padded_output"}
-    for row in rows:
-        assert row.n + row.n_failed == EMBEDDED_K and row.n_failed == sum(not j.ok for j in judgments if j.item.check == row.check)
-        if row.n:
-            assert 0 <= row.lo <= row.value <= row.hi <= 1
