@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from narrative_eval.config import load_config
 from narrative_eval.errors import UserError
 from narrative_eval.judges.checks import ControlItem, ControlJudgment
-from narrative_eval.judges.jury import combine_scores, jury_controls, jury_verdict, quorum
+from narrative_eval.judges.judge import combine_scores
+from narrative_eval.judges.jury import jury_controls, jury_verdict, quorum
 from narrative_eval.records import CellSpec, JudgeResult, JurySpec, stable_hash
 from narrative_eval.stats.judge_reliability import jury_scores
 

@@ -7,8 +7,8 @@ one (a quorum: a jury of three with two failed members is not a jury but one jud
 Everything a judge's verdict feeds (rows, headline numbers, traces, control checks, report card) takes a jury's the
 same way, under the jury's id.
 
-`combine_scores` (defined with the judging engine, which combines a pairwise judge's repeats by its majority) is the
-one rule for every jury, in a sweep and in `stats.judge_reliability.jury_scores` (a table of scores; also weighted by
+Every jury combines by `judges.judge.combine_scores` (with the judging engine, which combines a pairwise judge's
+repeats by its majority), in a sweep and in `stats.judge_reliability.jury_scores` (a table of scores; also weighted by
 the members' control checks, `member_weights` there).
 """
 
@@ -92,4 +92,4 @@ def jury_controls(jury: JurySpec, judged: Mapping[str, Sequence[ControlJudgment]
     return combined
 
 
-__all__ = ["combine_scores", "jury_controls", "jury_verdict", "quorum"]
+__all__ = ["jury_controls", "jury_verdict", "quorum"]

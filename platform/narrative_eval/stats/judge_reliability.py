@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from narrative_eval.judges.agreement import krippendorff_alpha
-from narrative_eval.judges.jury import combine_scores
+from narrative_eval.judges.judge import combine_scores
 from narrative_eval.judges.rubric import Rubric
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records import JudgeResult
@@ -243,7 +243,7 @@ def jury_weights(jury: str, members: Sequence[str], rows: Sequence[CheckRow]) ->
 
 def _majority(row: np.ndarray) -> float:
     """The most frequent score of the row, each rounded to a whole score (a repeats' mean is not one), by the one
-    rule every jury follows (judges.jury.combine_scores)."""
+    rule every jury follows (judges.judge.combine_scores)."""
     values = np.round(row[~np.isnan(row)])
     return combine_scores([float(v) for v in values], "majority") if values.size else math.nan
 
