@@ -94,11 +94,11 @@ def build(study: SingleTurnStudy, demo: gr.Blocks, store: annotations.Annotation
                  for key, name in dimensions],
         lambda: [], rater_error)
     judge, judges = build_agreement(store, [key for key, _ in dimensions], study.experiment, "Agreement with the judge",
-                                    "Pairwise: direction of preference", f"{prefix(study)}-few")
+                                    "Pairwise: direction of preference", f"{prefix(study)}-few", study.own_rubrics())
     items = source(study)
     show_intervals = where_ratings_count(
         form, store, items, judge, texts()["annotate_outputs_intervals"].format(answers=answers_name(study)),
-        lambda sweep, path: anchored_sweep(study, sweep, annotations_path=path), dict(dimensions))
+        lambda sweep, path: anchored_sweep(study, sweep, annotations_path=path), study.own_rubrics())
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise]
     form.next_button.click(form.errors.beside_the_fields(partial(show_next, items, store), len(next_outputs)),
                            [rater, form.kind, form.sweep], [*next_outputs, *form.errors.outputs])
