@@ -25,8 +25,9 @@ from narrative_eval.annotations.rate_next import (cell_intervals, design_of, jud
                                                   sweep_seed)
 from narrative_eval.judges import load_rubric
 from narrative_eval.stats.ppi import AnchoredOutputs
-from narrative_eval.stats.rating_plan import rating_plan_table
+from narrative_eval.stats.rating_plan import PLAN_COLUMNS, rating_plan_table
 from narrative_eval.tracing import log_human_feedback
+from narrative_eval.reports.human_ratings import CELL
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.reports.tables import readable
 from ui.common import FORM, FieldErrors, esc, judge_failed_checks, pick_sweep, texts, user_error
@@ -154,6 +155,16 @@ def interval_table(source: ItemSource, store: annotations.AnnotationStore, sweep
     return pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3)
 
 
+PLAN_TABLE_COLUMNS = [*CELL, "dimension", *PLAN_COLUMNS, "judge"]
+"""The columns of the rating-plan table under a pointwise form: a cell's keys as the single-turn reports read the
+outputs (reports.human_ratings), the dimension, the plan's numbers (stats.rating_plan), the judge."""
+
+
+def empty_plan(rubrics: tuple[str, ...]) -> pd.DataFrame:
+    """The rating-plan table with no row, under its labels: what it shows before a plan is made."""
+    return readable(pd.DataFrame(columns=PLAN_TABLE_COLUMNS), rubrics)
+
+
 def plan_table(anchored_of: Callable[[str, Path], list[AnchoredOutputs]], rubrics: tuple[str, ...],
                store: annotations.AnnotationStore, sweep: str | None, judge: str | None,
                width: float | None) -> pd.DataFrame:
@@ -168,7 +179,7 @@ def plan_table(anchored_of: Callable[[str, Path], list[AnchoredOutputs]], rubric
     frames = [rating_plan_table(a.outputs, a.cell_keys, a.dimensions, a.cluster, width).assign(judge=a.judge)
               for a in anchored]
     if not frames:
-        return pd.DataFrame()
+        return empty_plan(rubrics)
     plan = pd.concat(frames, ignore_index=True).round(3)
     return readable(plan, rubrics)
 
@@ -190,7 +201,7 @@ def where_ratings_count(form: RatingForm, store: annotations.AnnotationStore, so
             width = gr.Number(0.5, label="Target width of the interval", elem_id=f"{prefix}-width")
             plan_button = gr.Button("Plan ratings", scale=0, elem_id=f"{prefix}-plan")
         form.errors.box("width")
-        plan = gr.Dataframe(pd.DataFrame(), interactive=False, label="Ratings each cell needs",
+        plan = gr.Dataframe(empty_plan(rubrics), interactive=False, label="Ratings each cell needs",
                             elem_id=f"{prefix}-plan-table")
     show_intervals = (partial(interval_table, source, store), [form.sweep, judge], [intervals])
     form.sweep.change(*show_intervals)
@@ -291,21 +302,30 @@ def agreement_tables(store: annotations.AnnotationStore, judge: str | None, keys
             warning)
 
 
-def build_agreement(store: annotations.AnnotationStore, keys: Sequence[str], study: str, title: str, pairwise_label: str,
-                    few_id: str, rubrics: tuple[str, ...]) -> tuple[gr.Dropdown, Callable[[], gr.Dropdown]]:
-    """The agreement accordion (judge, Compute, the two tables, the few-items warning), the dimensions as `rubrics`
-    name them; returns the judge dropdown and the event function that refills it with the judges of the study's
-    stored items."""
-    with gr.Accordion(title, open=False):
+def build_agreement(store: annotations.AnnotationStore, keys: Sequence[str], study: str, title: str,
+                    pairwise_label: str | None, prefix: str,
+                    rubrics: tuple[str, ...]) -> tuple[gr.Dropdown, Callable[[], gr.Dropdown]]:
+    """The agreement accordion (`<prefix>-agreement`: judge, Compute, the pointwise table, the pairwise one under
+    `pairwise_label`, the few-items warning `<prefix>-few`), the dimensions as `rubrics` name them; a tab that rates
+    no pairs (`pairwise_label` None) has no pairwise table, which would stay empty. Returns the judge dropdown and the
+    event function that refills it with the judges of the study's stored items."""
+    with gr.Accordion(title, open=False, elem_id=f"{prefix}-agreement"):
         with gr.Row():
             judge = gr.Dropdown([], label="Judge", allow_custom_value=True)
-            compute = gr.Button("Compute", scale=0, elem_id=f"{few_id}-compute")
-        pointwise_table = gr.Dataframe(pd.DataFrame({"dimension": []}), label="Pointwise: human vs judge per dimension",
-                                       interactive=False)
-        pairwise_table = gr.Dataframe(pd.DataFrame({"judge": []}), label=pairwise_label, interactive=False)
-        few = gr.Markdown(texts()["agreement"]["before_compute"], elem_id=few_id)
-    compute.click(lambda j: agreement_tables(store, j, keys, study, rubrics), [judge],
-                  [pointwise_table, pairwise_table, few])
+            compute = gr.Button("Compute", scale=0, elem_id=f"{prefix}-few-compute")
+        tables = [gr.Dataframe(readable(pd.DataFrame(columns=["dimension"])),
+                               label="Pointwise: human vs judge per dimension", interactive=False,
+                               elem_id=f"{prefix}-agreement-pointwise")]
+        if pairwise_label is not None:
+            tables.append(gr.Dataframe(readable(pd.DataFrame(columns=["judge"])), label=pairwise_label,
+                                       interactive=False, elem_id=f"{prefix}-agreement-pairwise"))
+        few = gr.Markdown(texts()["agreement"]["before_compute"], elem_id=f"{prefix}-few")
+
+    def compute_tables(judge_: str | None) -> list:
+        pointwise, pairwise, warning = agreement_tables(store, judge_, keys, study, rubrics)
+        return [pointwise, *([pairwise] if pairwise_label is not None else []), warning]
+
+    compute.click(compute_tables, [judge], [*tables, few])
 
     def judges() -> gr.Dropdown:
         ids = annotations.judge_ids(store, study)
