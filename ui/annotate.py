@@ -121,10 +121,10 @@ def _build_fills(store: annotations.AnnotationStore, demo: gr.Blocks, rater: gr.
         lambda: [gr.Radio([label for label, _ in verdict_labels()], label="Which fill is better?",
                           elem_id="annotate-preference")], rater_error)
     judge, judges = build_agreement(store, [key for key, _ in dimensions()], STUDY, "Agreement with the judge",
-                                    "Pairwise: direction of preference", "annotate-few")
+                                    "Pairwise: direction of preference", "annotate", (POINTWISE_RUBRIC,))
     show_intervals = where_ratings_count(form, store, source, judge, texts()["annotate_intervals"],
                                          lambda sweep, path: anchored_sweep(sweep, annotations_path=path),
-                                         dict(dimensions()))
+                                         (POINTWISE_RUBRIC,))
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise, *form.pairwise]
     form.next_button.click(form.errors.beside_the_fields(partial(show_next, source, store), len(next_outputs)),
                            [rater, form.kind, form.sweep], [*next_outputs, *form.errors.outputs])

@@ -9,7 +9,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -25,8 +25,9 @@ from narrative_eval.annotations.rate_next import (cell_intervals, design_of, jud
                                                   sweep_seed)
 from narrative_eval.judges import load_rubric
 from narrative_eval.stats.ppi import AnchoredOutputs
-from narrative_eval.stats.rating_plan import rating_plan_table
+from narrative_eval.stats.rating_plan import PLAN_COLUMNS, rating_plan_table
 from narrative_eval.tracing import log_human_feedback
+from narrative_eval.reports.human_ratings import CELL
 from narrative_eval.reports.judge_checks import judge_warning
 from narrative_eval.reports.tables import readable
 from ui.common import FORM, FieldErrors, esc, judge_failed_checks, pick_sweep, texts, user_error
@@ -154,12 +155,22 @@ def interval_table(source: ItemSource, store: annotations.AnnotationStore, sweep
     return pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3)
 
 
-def plan_table(anchored_of: Callable[[str, Path], list[AnchoredOutputs]], dimension_labels: Mapping[str, str],
+PLAN_TABLE_COLUMNS = [*CELL, "dimension", *PLAN_COLUMNS, "judge"]
+"""The columns of the rating-plan table under a pointwise form: a cell's keys as the single-turn reports read the
+outputs (reports.human_ratings), the dimension, the plan's numbers (stats.rating_plan), the judge."""
+
+
+def empty_plan(rubrics: tuple[str, ...]) -> pd.DataFrame:
+    """The rating-plan table with no row, under its labels: what it shows before a plan is made."""
+    return readable(pd.DataFrame(columns=PLAN_TABLE_COLUMNS), rubrics)
+
+
+def plan_table(anchored_of: Callable[[str, Path], list[AnchoredOutputs]], rubrics: tuple[str, ...],
                store: annotations.AnnotationStore, sweep: str | None, judge: str | None,
                width: float | None) -> pd.DataFrame:
     """The rating plan of the sweep's cells for an interval of full width `width` (stats.rating_plan), per dimension
-    (each under its label in `dimension_labels`, the study's rubric's, where it has one), from the sweep's outputs with
-    the store's ratings (`anchored_of(sweep, store path)`, one per judge)."""
+    (each as `rubrics`, the rated rubric, name it), from the sweep's outputs with the store's ratings
+    (`anchored_of(sweep, store path)`, one per judge)."""
     if not sweep:
         raise user_error("Pick a sweep.", "sweep")
     if width is None or not width > 0:
@@ -168,17 +179,18 @@ def plan_table(anchored_of: Callable[[str, Path], list[AnchoredOutputs]], dimens
     frames = [rating_plan_table(a.outputs, a.cell_keys, a.dimensions, a.cluster, width).assign(judge=a.judge)
               for a in anchored]
     if not frames:
-        return pd.DataFrame()
+        return empty_plan(rubrics)
     plan = pd.concat(frames, ignore_index=True).round(3)
-    return readable(plan.assign(dimension=plan["dimension"].map(lambda d: dimension_labels.get(d, d))))
+    return readable(plan, rubrics)
 
 
 def where_ratings_count(form: RatingForm, store: annotations.AnnotationStore, source: ItemSource, judge: gr.Dropdown,
                         intro: str, anchored_of: Callable[[str, Path], list[AnchoredOutputs]],
-                        dimension_labels: Mapping[str, str]) -> tuple:
+                        rubrics: tuple[str, ...]) -> tuple:
     """Under a pointwise form: each cell's interval of its mean human rating (`interval_table`, refreshed when the
-    sweep or the judge changes) and the rating plan for a target width (`plan_table`). Returns the event (fn,
-    inputs, outputs) that refreshes the intervals, to run after each saved rating and when the page loads."""
+    sweep or the judge changes) and the rating plan for a target width (`plan_table`, its dimensions as `rubrics`
+    name them). Returns the event (fn, inputs, outputs) that refreshes the intervals, to run after each saved rating
+    and when the page loads."""
     prefix = form.prefix
     with gr.Accordion("Where the ratings count: each cell's interval and the rating plan", open=True):
         gr.Markdown(intro)
@@ -189,12 +201,12 @@ def where_ratings_count(form: RatingForm, store: annotations.AnnotationStore, so
             width = gr.Number(0.5, label="Target width of the interval", elem_id=f"{prefix}-width")
             plan_button = gr.Button("Plan ratings", scale=0, elem_id=f"{prefix}-plan")
         form.errors.box("width")
-        plan = gr.Dataframe(pd.DataFrame(), interactive=False, label="Ratings each cell needs",
+        plan = gr.Dataframe(empty_plan(rubrics), interactive=False, label="Ratings each cell needs",
                             elem_id=f"{prefix}-plan-table")
     show_intervals = (partial(interval_table, source, store), [form.sweep, judge], [intervals])
     form.sweep.change(*show_intervals)
     judge.change(*show_intervals)
-    plan_button.click(form.errors.beside_the_fields(partial(plan_table, anchored_of, dimension_labels, store), 1),
+    plan_button.click(form.errors.beside_the_fields(partial(plan_table, anchored_of, rubrics, store), 1),
                       [form.sweep, judge, width], [plan, *form.errors.outputs])
     return show_intervals
 
@@ -270,8 +282,9 @@ def rating_as_feedback(item: annotations.AnnotationItem, rating: annotations.Rat
 
 
 def agreement_tables(store: annotations.AnnotationStore, judge: str | None, keys: Sequence[str],
-                     study: str) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """Human-judge agreement tables of one study's items, and a warning when they rest on fewer than FEW_ITEMS items."""
+                     study: str, rubrics: tuple[str, ...] = ()) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Human-judge agreement tables of one study's items (its dimensions as `rubrics`, the rated rubric, name them),
+    and a warning when they rest on fewer than FEW_ITEMS items."""
     words = texts()["agreement"]
     if not judge:
         return pd.DataFrame(), pd.DataFrame(), words["no_judge"]
@@ -285,22 +298,34 @@ def agreement_tables(store: annotations.AnnotationStore, judge: str | None, keys
     checks = judge_failed_checks(study, judge)
     if checks:
         warning = f"**{judge_warning(judge, checks)}.** {warning}".strip()
-    return (readable(pd.DataFrame(pointwise_rows).round(3)), readable(pd.DataFrame([pairwise_row]).round(3)), warning)
+    return (readable(pd.DataFrame(pointwise_rows).round(3), rubrics), readable(pd.DataFrame([pairwise_row]).round(3)),
+            warning)
 
 
-def build_agreement(store: annotations.AnnotationStore, keys: Sequence[str], study: str, title: str, pairwise_label: str,
-                    few_id: str) -> tuple[gr.Dropdown, Callable[[], gr.Dropdown]]:
-    """The agreement accordion (judge, Compute, the two tables, the few-items warning); returns the judge dropdown
-    and the event function that refills it with the judges of the study's stored items."""
-    with gr.Accordion(title, open=False):
+def build_agreement(store: annotations.AnnotationStore, keys: Sequence[str], study: str, title: str,
+                    pairwise_label: str | None, prefix: str,
+                    rubrics: tuple[str, ...]) -> tuple[gr.Dropdown, Callable[[], gr.Dropdown]]:
+    """The agreement accordion (`<prefix>-agreement`: judge, Compute, the pointwise table, the pairwise one under
+    `pairwise_label`, the few-items warning `<prefix>-few`), the dimensions as `rubrics` name them; a tab that rates
+    no pairs (`pairwise_label` None) has no pairwise table, which would stay empty. Returns the judge dropdown and the
+    event function that refills it with the judges of the study's stored items."""
+    with gr.Accordion(title, open=False, elem_id=f"{prefix}-agreement"):
         with gr.Row():
             judge = gr.Dropdown([], label="Judge", allow_custom_value=True)
-            compute = gr.Button("Compute", scale=0, elem_id=f"{few_id}-compute")
-        pointwise_table = gr.Dataframe(pd.DataFrame({"dimension": []}), label="Pointwise: human vs judge per dimension",
-                                       interactive=False)
-        pairwise_table = gr.Dataframe(pd.DataFrame({"judge": []}), label=pairwise_label, interactive=False)
-        few = gr.Markdown(texts()["agreement"]["before_compute"], elem_id=few_id)
-    compute.click(lambda j: agreement_tables(store, j, keys, study), [judge], [pointwise_table, pairwise_table, few])
+            compute = gr.Button("Compute", scale=0, elem_id=f"{prefix}-few-compute")
+        tables = [gr.Dataframe(readable(pd.DataFrame(columns=["dimension"])),
+                               label="Pointwise: human vs judge per dimension", interactive=False,
+                               elem_id=f"{prefix}-agreement-pointwise")]
+        if pairwise_label is not None:
+            tables.append(gr.Dataframe(readable(pd.DataFrame(columns=["judge"])), label=pairwise_label,
+                                       interactive=False, elem_id=f"{prefix}-agreement-pairwise"))
+        few = gr.Markdown(texts()["agreement"]["before_compute"], elem_id=f"{prefix}-few")
+
+    def compute_tables(judge_: str | None) -> list:
+        pointwise, pairwise, warning = agreement_tables(store, judge_, keys, study, rubrics)
+        return [pointwise, *([pairwise] if pairwise_label is not None else []), warning]
+
+    compute.click(compute_tables, [judge], [*tables, few])
 
     def judges() -> gr.Dropdown:
         ids = annotations.judge_ids(store, study)

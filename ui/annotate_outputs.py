@@ -83,8 +83,8 @@ def output_rating(study: SingleTurnStudy, state: dict[str, Any], rater_: str, se
 def build(study: SingleTurnStudy, demo: gr.Blocks, store: annotations.AnnotationStore, rater: gr.Textbox,
           rater_error: gr.Markdown) -> dict[str, gr.components.Component]:
     """The study's sub-tab: sweep, Next, the item, one 1-5 rating per rubric dimension, Submit; agreement with a
-    judge, each cell's interval of its mean human rating (narrowing as ratings are saved) and the rating plan under
-    it."""
+    judge (pointwise only), each cell's interval of its mean human rating (narrowing as ratings are saved) and the
+    rating plan under it."""
     gr.Markdown(texts()["annotate_outputs"].format(answers=answers_name(study), study=study.name))
     dimensions = rating_dimensions(study)
     described = scale_descriptions(study.rubric)
@@ -93,12 +93,13 @@ def build(study: SingleTurnStudy, demo: gr.Blocks, store: annotations.Annotation
         lambda: [gr.Radio([1, 2, 3, 4, 5], label=name, info=described.get(key), elem_id=f"{prefix(study)}-{key}")
                  for key, name in dimensions],
         lambda: [], rater_error)
+    # Its form rates one answer at a time under the study's one rubric: no pair is rated, so no pairwise table.
     judge, judges = build_agreement(store, [key for key, _ in dimensions], study.experiment, "Agreement with the judge",
-                                    "Pairwise: direction of preference", f"{prefix(study)}-few")
+                                    None, prefix(study), study.own_rubrics())
     items = source(study)
     show_intervals = where_ratings_count(
         form, store, items, judge, texts()["annotate_outputs_intervals"].format(answers=answers_name(study)),
-        lambda sweep, path: anchored_sweep(study, sweep, annotations_path=path), dict(dimensions))
+        lambda sweep, path: anchored_sweep(study, sweep, annotations_path=path), study.own_rubrics())
     next_outputs = [form.current, form.view, form.message, form.counter, *form.pointwise]
     form.next_button.click(form.errors.beside_the_fields(partial(show_next, items, store), len(next_outputs)),
                            [rater, form.kind, form.sweep], [*next_outputs, *form.errors.outputs])

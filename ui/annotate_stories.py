@@ -174,7 +174,8 @@ def build(app: AppSettings, demo: gr.Blocks, store: annotations.AnnotationStore,
         lambda: [gr.Radio(list(LEVELS), label=QUESTIONS[key], elem_id=f"stories-{key}") for key in PAIRWISE_DIMENSIONS],
         rater_error)
     judge, judges = build_agreement(store, [key for key, _ in dimensions()], STUDY, "Agreement of story ratings with the judge",
-                                    "Pairwise: creative-quality preference vs the judge's mean quality", "stories-few")
+                                    "Pairwise: creative-quality preference vs the judge's mean quality", "stories",
+                                    (QUALITY_RUBRIC,))
     with gr.Accordion("Export for the human-validation report", open=False, elem_id="stories-export-section"):
         with gr.Row():
             with gr.Column():

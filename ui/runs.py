@@ -3,8 +3,9 @@ labels, a chart, a CSV download and links to MLflow.
 
 The metric columns come from the study's headlines (the metrics registry, plugins included, and the judges the
 runs logged); every other logged number sits in a named column set (judge dimensions, extraction, requests and
-time, cost ...) the user adds. Labels and sets come from narrative_eval.reports.labels, as in the reports. A
-judge that failed its control checks on a run is flagged beside the numbers it produced.
+time, cost ...) the user adds. Labels and sets come from narrative_eval.reports.labels, as in the reports (a judge
+dimension as the rubric that scored it names it). A judge that failed its control checks on a run is flagged beside
+the numbers it produced.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pandas as pd
 
 from narrative_eval.records import finite_number
 from narrative_eval.records.keys import bounded_name, interval_keys, parse_judge_key, parse_seed_key, seed_key
-from narrative_eval.reports.labels import column_set_names, column_set_of, is_count, label, labels
+from narrative_eval.reports.labels import column_set_names, column_set_of, is_count, label, labels, sweep_rubrics
 from narrative_eval.reports.tables import interval_text
 from narrative_eval.stats.judge_checks import TAG_PREFIX
 from narrative_eval.stats.reference import load_reference, reference_wide
@@ -52,6 +53,12 @@ def headline_metrics(study: str, judges: list[str]) -> list[str]:
     experiment no study owns has none (its metrics sit in the column sets)."""
     owner = study_of_experiment(study)
     return owner.headline_metrics(judges) if owner is not None else []
+
+
+def runs_rubrics(runs: pd.DataFrame, study: str) -> tuple[str, ...]:
+    """The rubrics the runs' judge dimensions read under: those their cells logged (a single-turn cell's `rubric`, a
+    multi-turn cell's `rubrics`), then those of the study of MLflow experiment `study`."""
+    return sweep_rubrics(study_of_experiment(study), [*column(runs, "params.rubric"), *column(runs, "params.rubrics")])
 
 
 def _present(runs: pd.DataFrame, prefix: str, seed: str, judge: str) -> dict[str, str]:
@@ -122,7 +129,7 @@ def runs_frame(runs: pd.DataFrame, seed: str, judge: str, sets: Sequence[str] = 
         "status": column(runs, "status").fillna("").values,
     })
     columns = metric_columns(runs, seed, judge, sets, study)
-    named = labels([metric for _, metric in columns])
+    named = labels([metric for _, metric in columns], runs_rubrics(runs, study))
     table.attrs["names"] = {named[metric]: metric for _, metric in columns}
     for source, metric in columns:
         values = pd.to_numeric(runs[source], errors="coerce")
@@ -268,7 +275,8 @@ def setting_label(study: str) -> str:
 def chart_choices(runs: pd.DataFrame, study: str) -> list[tuple[str, str]]:
     """(label, metric) the bar chart can show: the study's headline numbers the runs logged, in its order."""
     names = headline_metrics(study, judge_ids_of(list(runs.columns)))
-    return [(label(n), n) for n in names if f"metrics.{n}" in runs.columns]
+    rubrics = runs_rubrics(runs, study)
+    return [(label(n, rubrics), n) for n in names if f"metrics.{n}" in runs.columns]
 
 
 def draw_intervals(axes, frame: pd.DataFrame, pivot: pd.DataFrame, bars: str) -> None:
@@ -283,9 +291,10 @@ def draw_intervals(axes, frame: pd.DataFrame, pivot: pd.DataFrame, bars: str) ->
                       capsize=3, linewidth=1)
 
 
-def chart(runs: pd.DataFrame, shown: str | None):
+def chart(runs: pd.DataFrame, shown: str | None, study: str = ""):
     """Grouped bars: the chosen metric per model, one bar per prompt setting, or per condition when the runs share one
-    setting (finished runs only), with the runs' logged intervals as error bars, the legend beside the axes."""
+    setting (finished runs only), with the runs' logged intervals as error bars, the legend beside the axes; labelled
+    as the Runs table labels the runs of MLflow experiment `study`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -311,7 +320,7 @@ def chart(runs: pd.DataFrame, shown: str | None):
     pivot.plot.bar(ax=axes, rot=0)
     if len(bounds) == 2:
         draw_intervals(axes, frame, pivot, bars)
-    axes.set_ylabel(label(shown))
+    axes.set_ylabel(label(shown, runs_rubrics(runs, study)))
     axes.set_xlabel("")
     axes.legend(title=label(bars), **CHART_LEGEND)
     figure.tight_layout()
@@ -359,7 +368,8 @@ def build(app: AppSettings, demo: gr.Blocks) -> dict[str, gr.components.Componen
 
     def shown_chart(study_name, sweep_name, models_, settings_, conditions_, shown_):
         """The chart of the filtered runs' chosen number."""
-        return chart(filtered_runs(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or []), shown_)
+        return chart(filtered_runs(study_name, sweep_name, models_ or [], settings_ or [], conditions_ or []), shown_,
+                     study_name)
 
     def shown_runs(study_name, sweep_name, models_, settings_, conditions_, seed_, judge_, sets_, shown_,
                    published_=False):

@@ -277,6 +277,10 @@ class SingleTurnStudy(Study):
     def judge_rubric(self, judge: JudgeSpec) -> str:
         return judge.rubric or self.rubric
 
+    def own_rubrics(self) -> tuple[str, ...]:
+        """Its judges' rubric first (wherever its file lives), then its package's."""
+        return tuple(dict.fromkeys([self.rubric, *super().own_rubrics()]))
+
     def cell_records(self, cell: CellSpec, result: CellResult) -> CellRecords:
         return single_turn_records(self, cell, result)
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from narrative_eval.backends.cache import CachedBackend
 from narrative_eval.judges.checks import ControlSet
-from narrative_eval.judges.rubric import load_rubric
+from narrative_eval.judges.rubric import RUBRICS, load_rubric
 from narrative_eval.metrics import METRICS
 from narrative_eval.records import FIRST_VERSION, CellSpec, JudgeSpec, ModelSpec
 from narrative_eval.registry import Registry
@@ -393,6 +393,14 @@ class Study(ABC):
         """How its numbers read: the tables.yaml in its package folder (labels of its own words, its report's
         tables in the papers' order); a study without one presents its tables under their file names."""
         return load_presentation(Path(inspect.getfile(type(self))).with_name(TABLES_FILE))
+
+    def own_rubrics(self) -> tuple[str, ...]:
+        """The registered rubrics of its package (files beside its study module or in its `rubrics/` folder), in
+        registration order: its judges' dimensions read as these name them in its tables and the app
+        (reports.labels), where another study's rubric names the same key otherwise."""
+        folder = Path(inspect.getfile(type(self))).resolve().parent
+        return tuple(entry.name for entry in RUBRICS.entries()
+                     if Path(entry.target).parent in (folder, folder / "rubrics"))
 
     # ------------------------------------------------------------------ judge control checks (judges.checks)
 

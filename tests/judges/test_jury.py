@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from narrative_eval.config import load_config
 from narrative_eval.errors import UserError
 from narrative_eval.judges.checks import ControlItem, ControlJudgment
-from narrative_eval.judges.jury import combine_scores, jury_controls, jury_verdict, quorum
+from narrative_eval.judges.judge import combine_repeats, combine_scores, majority_verdict
+from narrative_eval.judges.jury import jury_controls, jury_verdict, quorum
 from narrative_eval.records import CellSpec, JudgeResult, JurySpec, stable_hash
 from narrative_eval.stats.judge_reliability import jury_scores
 
@@ -37,8 +38,30 @@ def test_each_aggregate_on_one_output():
              for aggregate in ("mean", "median", "majority")}
     assert found["mean"] == {"fit": 3.0, "flow": pytest.approx(10 / 3)}
     assert found["median"] == {"fit": 4.0, "flow": 3.0}
-    # fit: two members said 4; flow: no two agree, so all three are the most frequent and their mean is it.
-    assert found["majority"] == {"fit": 4.0, "flow": pytest.approx(10 / 3)}
+    # fit: two members said 4; flow: no two agree, so all three are the most frequent: their median is it.
+    assert found["majority"] == {"fit": 4.0, "flow": 3.0}
+
+
+def test_a_tied_majority_is_settled_toward_the_weaker_claim_by_every_majority():
+    """One rule for a majority of whole verdicts, ties included: the median verdict, an even split toward zero (not
+    met, no preference, the lower score); a member's mean of repeats is read as a whole verdict by the same rule. A
+    sweep's jury, a table's jury and a pairwise judge's repeats follow it alike."""
+    cases = [([1.0, 0.0], 0.0), ([1.0, 1.0, 0.0, 0.0], 0.0), ([1.0, 1.0, 0.0], 1.0),  # a 0/1 checklist requirement
+             ([1.0, -1.0], 0.0), ([2.0, 1.0], 1.0), ([-2.0, -1.0], -1.0), ([-1.0, 1.0, 2.0], 1.0),  # pairwise
+             ([-2.0, -2.0, 1.0, 1.0, 2.0], 1.0),
+             ([3.0, 4.0], 3.0), ([1.0, 5.0], 3.0), ([2.0, 4.0, 5.0], 4.0), ([1.0, 2.0, 5.0], 2.0),  # scores
+             ([3.5, 4.0, 3.0], 3.0)]
+    for values, expected in cases:
+        assert majority_verdict(values) == expected, values
+    members = ("a", "b", "c", "d", "e")
+    table = pd.DataFrame([values + [float("nan")] * (len(members) - len(values)) for values, _ in cases],
+                         columns=list(members))
+    assert jury_scores(table, "majority")[0].tolist() == [expected for _, expected in cases]
+    for values, expected in cases:
+        jury = JurySpec(id="jury", judges=members[:len(values)], aggregate="majority")
+        assert jury_verdict(jury, {m: verdict(m, fit=v) for m, v in zip(members, values)}).scores == {"fit": expected}
+        repeats = [verdict("j", fit=v) for v in values]
+        assert combine_repeats(repeats, pairwise=True).scores == {"fit": expected}
 
 
 def test_below_its_quorum_a_jury_gives_no_verdict_and_names_who_failed():

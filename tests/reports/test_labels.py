@@ -3,11 +3,14 @@ platform's tables.yaml and each study's presentation, and the Runs tab's column 
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from narrative_eval.judges import load_rubric
 from narrative_eval.metrics import METRICS, Metric, metric
-from narrative_eval.reports.labels import OTHER_SET, column_set_names, column_set_of, label, label_map, labels
+from narrative_eval.reports.labels import (OTHER_SET, column_set_names, column_set_of, label, label_map, labels,
+                                           sweep_rubrics)
+from narrative_eval.reports.tables import readable
 from narrative_eval.studies import incremental, infilling
 from narrative_eval.studies.infilling.vocabulary import RUBRIC
 from narrative_eval.study import load_study
@@ -48,6 +51,31 @@ def test_judge_numbers_read_as_judge_then_number():
 def test_dimensions_read_as_their_rubric_names_them():
     for dimension in load_rubric(RUBRIC).dimensions:
         assert label(f"judge/j/{dimension.key}") == f"j {dimension.label}"
+
+
+def test_a_dimension_reads_as_the_rubric_that_scored_it_names_it():
+    """The continuation example's rubric and the infilling one both name a dimension `coherence`: each study's numbers
+    read in its own rubric's words; without a rubric named, the shipped rubrics' words, the infilling study's, as
+    before."""
+    infilling_rubrics = load_study(infilling.NAME).own_rubrics()
+    continuation_rubrics = load_study("continuation").own_rubrics()
+    assert infilling_rubrics == (RUBRIC,) and continuation_rubrics == ("continuation_quality",)
+    assert label("judge/j/coherence", continuation_rubrics) == "j Coherence with the opening"
+    assert label("j:coherence_lo", continuation_rubrics) == "j Coherence with the opening low"  # a report column
+    assert label("judge/j/coherence", infilling_rubrics) == "j Bidirectional Coherence"
+    assert label("judge/j/coherence") == "j Bidirectional Coherence"
+    assert label("judge/j/progression", infilling_rubrics) == "j Progression"  # a key only another rubric has
+    # A report table: its dimension columns and a column of dimension names.
+    table = pd.DataFrame({"dimension": ["coherence", "fluency"], "j:coherence": [3.0, 4.0]})
+    shown = readable(table, continuation_rubrics)
+    assert list(shown.columns) == ["Dimension", "j Coherence with the opening"]
+    assert shown["Dimension"].tolist() == ["Coherence with the opening", "Fluency"]
+    assert readable(table, infilling_rubrics)["Dimension"].tolist() == ["Bidirectional Coherence", "Fluency"]
+    # A sweep's rubrics: those its cells logged (a judge naming another study's rubric; none where a run logged none,
+    # and only registered ones), then the study's own.
+    assert sweep_rubrics(load_study(infilling.NAME), ["continuation_quality", float("nan"), "gone,"]) == (
+        "continuation_quality", RUBRIC)
+    assert sweep_rubrics(None) == ()
 
 
 def test_each_study_brings_its_own_words():

@@ -91,6 +91,7 @@ def test_infilling_report_writes_ppi_for_the_rated_cell(tmp_path):
     coherence = rows.loc["coherence"]
     assert coherence["n_rated"] == 0 and coherence["reason"] == "no rated output" and np.isnan(coherence["ppi"])
     assert "ppi" in (tmp_path / "out" / "ppi_j.md").read_text()
+    assert "Bidirectional Coherence" in (tmp_path / "out" / "ppi_j.tex").read_text()  # its rubric's words
 
 
 def record(judge: str, condition: str, story: int, craft: float) -> ScoreRecord:

@@ -16,6 +16,7 @@ from experiments.report import main as report_main
 from narrative_eval import tracking
 from narrative_eval.annotations import ENV_PATH, AnnotationStore, Rating
 from narrative_eval.errors import cli_main
+from narrative_eval.reports.catalog import report_tables, shown_table
 from narrative_eval.reports.human_ratings import human_rho
 from narrative_eval.stats.alt_test import alternative_annotator_test
 from narrative_eval.stats.ppi import human_anchored_mean
@@ -98,6 +99,14 @@ def test_ratings_of_continuations_reach_the_report_and_the_card(tmp_path, monkey
     assert (alt["n_raters"], alt["n_outputs"]) == (3, 40)
     assert alt["advantage_probability"] == pytest.approx(test.advantage_probability, abs=1e-3)
 
+    # The tables name the study's rubric's dimensions in its words (the infilling rubric calls its `coherence`
+    # "Bidirectional Coherence"), in LaTeX and as the app's Figures tab shows the study's report.
+    for name in ("human_agreement_j", "ppi_j", "alt_test_j"):
+        latex = (out / f"{name}.tex").read_text()
+        assert "Coherence with the opening" in latex and "Bidirectional" not in latex, name
+    shown = {table.name: table for table in report_tables(out, study)}
+    assert "Coherence with the opening" in shown_table(shown["human_agreement_j"])["Dimension"].tolist()
+
     card = pd.read_csv(out / "judge_card.csv").set_index("judge")
     assert math.isfinite(card.loc["j", "human_rho"])
     assert card.loc["j", "human_rho"] == pytest.approx(human_rho(agreement.reset_index(), "j"), abs=2e-3)
@@ -107,6 +116,7 @@ def test_ratings_of_continuations_reach_the_report_and_the_card(tmp_path, monkey
     plan = pd.read_csv(out / "rating_plan_j.csv")
     assert sorted(zip(plan["setting"], plan["dimension"])) == sorted((s, d) for s in SETTINGS for d in DIMENSIONS)
     assert (plan["n_rated"] == ITEMS).all() and (plan["n_all"] == ITEMS).all()
+    assert "Coherence with the opening" in (out / "rating_plan_j.tex").read_text()
 
 
 def test_a_sweep_nobody_rated_has_no_human_tables_and_a_blank_card_column(tmp_path, monkeypatch):

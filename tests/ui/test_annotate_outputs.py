@@ -83,6 +83,15 @@ def test_a_continuation_is_rated_in_its_own_sub_tab_and_saved(continuation_app, 
     url, ratings_path, traces = continuation_app
     page = annotate_page(browser, url, "ana")
     open_tab(page, "Continuations (continuation)")
+    # Before any plan, the plan table shows its own columns under their labels (no placeholder headers); the
+    # agreement has its pointwise table and no pairwise one: this sub-tab rates one continuation at a time.
+    plan_table = page.locator("#annotate-continuation-plan-table")
+    for header in ("Model", "Setting", "Dimension", "N rated", "Judge"):
+        expect(plan_table.locator("th").filter(has_text=header).first).to_be_attached()
+    assert not [text for text in plan_table.locator("th").all_inner_texts() if text.strip() in ("1", "2", "3")]
+    page.locator("#annotate-continuation-agreement").get_by_text("Agreement with the judge").click()
+    expect(page.locator("#annotate-continuation-agreement-pointwise")).to_have_count(1)
+    expect(page.locator("#annotate-continuation-agreement-pairwise")).to_have_count(0)
     choose(page, "annotate-continuation-sweep", SWEEP)
     page.locator("#annotate-continuation-next").click()
     order = rate_next_plan([("m", "plain")] * ITEMS, [judge_uncertainty({"j": judged(k)}) for k in range(ITEMS)],
@@ -121,6 +130,12 @@ def test_a_continuation_is_rated_in_its_own_sub_tab_and_saved(continuation_app, 
     page.locator("#annotate-continuation-plan").click()
     for label in ("Fluency", "Coherence with the opening", "Progression"):
         expect(page.locator("#annotate-continuation-plan-table")).to_contain_text(label)
+    # Agreement with the judge: its dimensions in the study's rubric's words (the infilling rubric's `coherence` is
+    # "Bidirectional Coherence").
+    page.locator("#annotate-continuation-few-compute").click()
+    agreement = page.locator("#annotate-continuation-agreement-pointwise")
+    expect(agreement).to_contain_text("Coherence with the opening")
+    expect(agreement).not_to_contain_text("Bidirectional")
     screenshot(page, "annotate-continuation-rated")
     page.context.close()
 

@@ -45,6 +45,20 @@ def test_the_other_numbers_come_in_named_sets():
     assert "at_avg_lo" not in chosen and "at_avg_sd" not in chosen
 
 
+def test_a_judge_dimension_reads_as_its_studys_rubric_names_it():
+    """`coherence` is a dimension of the infilling rubric ("Bidirectional Coherence") and of the continuation example's
+    ("Coherence with the opening"): each study's runs show it in their own words, in the table and on the chart."""
+    runs = _runs().assign(**{"metrics.judge/j/coherence": [3.0, 4.0]})
+    infilling = runs_frame(runs, MEAN, ALL_JUDGES, ["Judge dimensions"], study="infilling")
+    assert "j Bidirectional Coherence" in infilling.columns
+    continuation = runs_frame(runs.assign(**{"params.rubric": ["continuation_quality"] * 2}), MEAN, ALL_JUDGES,
+                              ["Judge dimensions"], study="continuation")
+    assert "j Coherence with the opening" in continuation.columns
+    assert not any("Bidirectional" in name for name in continuation.columns)
+    assert chart(runs, "judge/j/coherence", "continuation").axes[0].get_ylabel() == "j Coherence with the opening"
+    assert chart(runs, "judge/j/coherence", "infilling").axes[0].get_ylabel() == "j Bidirectional Coherence"
+
+
 def test_the_csv_keeps_numbers_and_their_bounds():
     table = runs_frame(_runs(), MEAN, ALL_JUDGES, study="infilling", as_text=False)
     assert table.loc[1, "AtAvg"] == 0.3 and (table.loc[1, "AtAvg low"], table.loc[1, "AtAvg high"]) == (0.22, 0.38)

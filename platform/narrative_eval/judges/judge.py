@@ -179,9 +179,33 @@ def _mean_scores(scores: Sequence[Mapping[str, float | None]]) -> dict[str, floa
     return means
 
 
+def _whole_verdict(value: float) -> float:
+    """The whole verdict nearest `value`, an exact half toward zero: toward the weaker claim on every rubric's scale
+    (no preference on a pairwise one, centred on tie; the lower score on a scores or a 0/1 checklist one)."""
+    return float(_sign(value) * math.ceil(abs(value) - 0.5))
+
+
+def majority_verdict(values: Sequence[float]) -> float:
+    """The verdict most of `values` give (a jury's members', a pairwise judge's repeats), each read as the whole
+    verdict nearest it first (`_whole_verdict`: a member's mean over its repeats is not a verdict). Where several are
+    equally frequent, the median verdict of all of them, which at least half of them are at or above and at least half
+    at or below (2, 4 and 5 give 4; B_clearly_better twice, A_slightly_better twice and A_clearly_better give
+    A_slightly_better); an even split between two verdicts is settled toward the weaker claim (`_whole_verdict` of
+    their middle): a requirement half the jury finds met is not met (1 and 0: 0), a preference needs a majority
+    (A_slightly_better and B_slightly_better: tie; A_clearly_better and A_slightly_better: A_slightly_better), scores 3
+    and 4 give 3."""
+    if not values:
+        raise ValueError("a majority needs at least one verdict")
+    verdicts = [_whole_verdict(value) for value in values]
+    counts = Counter(verdicts).most_common()
+    if len(counts) == 1 or counts[0][1] > counts[1][1]:
+        return counts[0][0]
+    return _whole_verdict(statistics.median(verdicts))
+
+
 def combine_scores(values: Sequence[float], aggregate: str) -> float:
-    """Several scores of one dimension of one output (a jury's members', a pairwise judge's repeats) combined by
-    `aggregate`: mean, median or majority (the most frequent value; of several equally frequent, their mean)."""
+    """Several scores of one dimension of one output (a jury's members') combined by `aggregate`: mean, median or
+    majority (`majority_verdict`)."""
     if not values:
         raise ValueError("a jury combines at least one score")
     if aggregate == "mean":
@@ -189,20 +213,18 @@ def combine_scores(values: Sequence[float], aggregate: str) -> float:
     if aggregate == "median":
         return float(statistics.median(values))
     if aggregate == "majority":
-        counts = Counter(values).most_common()
-        return statistics.fmean(value for value, count in counts if count == counts[0][1])
+        return majority_verdict(values)
     raise ValueError(f"unknown jury aggregate {aggregate!r} (mean, median or majority)")
 
 
 def _majority_verdicts(scores: Sequence[Mapping[str, float | None]]) -> dict[str, float | None]:
-    """A pairwise judge's repeats of one pair in one order, dimension by dimension: the verdict most repeats gave;
-    of several equally frequent, their mean taken toward a tie to a whole verdict (A_slightly_better and
-    A_clearly_better: A_slightly_better; A_slightly_better and B_slightly_better: tie)."""
+    """A pairwise judge's repeats of one pair in one order, dimension by dimension: the verdict most repeats gave
+    (`majority_verdict`), one the rubric allows."""
     keys = list(dict.fromkeys(key for found in scores for key in found))
     verdicts: dict[str, float | None] = {}
     for key in keys:
         values = [float(found[key]) for found in scores if found.get(key) is not None]
-        verdicts[key] = float(math.trunc(combine_scores(values, "majority"))) if values else None
+        verdicts[key] = majority_verdict(values) if values else None
     return verdicts
 
 
@@ -338,6 +360,7 @@ __all__ = [
     "repeat_judges",
     "judge_pairwise_orders",
     "judge_params",
+    "majority_verdict",
     "reply_expected_scores",
     "pairwise_consistency",
     "qavg",

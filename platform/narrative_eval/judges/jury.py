@@ -1,14 +1,15 @@
 """Juries: judges already in a sweep read as one, with no call of their own (Verga et al. 2024).
 
 A jury (`JurySpec`) names two or more of the sweep's judges and how their verdicts on one output become its own:
-dimension by dimension, the mean or the median of the members' scores, or the score most members gave (several
-equally frequent: their mean). A jury gives a verdict only where more than half of its members gave a valid
-one (a quorum: a jury of three with two failed members is not a jury but one judge); its failures are those outputs.
+dimension by dimension, the mean or the median of the members' scores, or the score most members gave (each read as a
+whole score first; several equally frequent: their median, an even split toward the lower; `judges.judge.
+majority_verdict`). A jury gives a verdict only where more than half of its members gave a valid one (a quorum: a
+jury of three with two failed members is not a jury but one judge); its failures are those outputs.
 Everything a judge's verdict feeds (rows, headline numbers, traces, control checks, report card) takes a jury's the
 same way, under the jury's id.
 
-`combine_scores` (defined with the judging engine, which combines a pairwise judge's repeats by its majority) is the
-one rule for every jury, in a sweep and in `stats.judge_reliability.jury_scores` (a table of scores; also weighted by
+Every jury combines by `judges.judge.combine_scores` (with the judging engine, which combines a pairwise judge's
+repeats by its majority), in a sweep and in `stats.judge_reliability.jury_scores` (a table of scores; also weighted by
 the members' control checks, `member_weights` there).
 """
 
@@ -92,4 +93,4 @@ def jury_controls(jury: JurySpec, judged: Mapping[str, Sequence[ControlJudgment]
     return combined
 
 
-__all__ = ["combine_scores", "jury_controls", "jury_verdict", "quorum"]
+__all__ = ["jury_controls", "jury_verdict", "quorum"]

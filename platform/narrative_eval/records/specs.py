@@ -81,9 +81,10 @@ class JurySpec(Frozen):
     judges: tuple[str, ...]
     """Its members: ids of the sweep's judges, two or more, all under the same rubric."""
     aggregate: Aggregate = "mean"
-    """mean or median of the members' scores, or the score most members gave (majority; several equally frequent:
-    their mean); or weighted: their mean weighted by each member's discrimination on its control checks, which run
-    after the cells, so such a jury is no cell's and its scores are the report's (`after_checks`)."""
+    """mean or median of the members' scores, or the score most members gave (majority: each read as a whole score
+    first; several equally frequent: their median, an even split toward the lower); or weighted: their mean weighted
+    by each member's discrimination on its control checks, which run after the cells, so such a jury is no cell's and
+    its scores are the report's (`after_checks`)."""
 
     @property
     def after_checks(self) -> bool:

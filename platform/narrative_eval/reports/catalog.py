@@ -1,7 +1,8 @@
 """A report folder's tables as a paper shows them: in the order the study's presentation gives (main table first,
 then the platform's own tables, then any other), each with its title and caption, intervals folded into
-`mean [lo, hi]`, columns under their labels, and as LaTeX; a table the report could not write (reports.tables.
-missing_tables) keeps its place with why. The app's Figures tab reads reports through this."""
+`mean [lo, hi]`, columns under their labels (judge dimensions as the study's rubrics name them), and as LaTeX; a
+table the report could not write (reports.tables.missing_tables) keeps its place with why. The app's Figures tab
+reads reports through this."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import interval_keys
-from narrative_eval.reports.labels import humanize, is_count, platform_presentation
+from narrative_eval.reports.labels import humanize, is_count, platform_presentation, sweep_rubrics
 from narrative_eval.reports.tables import fold_intervals, missing_tables, readable
 from narrative_eval.study import ReportTable, Study, all_studies
 
@@ -38,6 +39,8 @@ class FoundTable:
     """The column its plain `lo`/`hi` columns bound."""
     missing: str = ""
     """Why the report could not write it (empty: it did; its file then exists)."""
+    rubrics: tuple[str, ...] = ()
+    """The rubrics its judge dimensions read under (its study's: reports.labels.sweep_rubrics)."""
 
     @property
     def name(self) -> str:
@@ -79,6 +82,7 @@ def report_tables(folder: Path, study: Study | None = None) -> list[FoundTable]:
     stems = _stems(folder)
     missing = missing_tables(folder)
     specs = [*(study.presentation().tables if study is not None else []), *platform_presentation().tables]
+    rubrics = sweep_rubrics(study)
     found: list[FoundTable] = []
     placed: set[str] = set()
     for spec in specs:
@@ -86,15 +90,16 @@ def report_tables(folder: Path, study: Study | None = None) -> list[FoundTable]:
             placed.add(stem)
             found.append(FoundTable(folder / f"{stem}.csv", spec.title.replace(JUDGE_SLOT, judge),
                                     spec.caption.replace(JUDGE_SLOT, judge), spec.source, spec.interval,
-                                    missing.get(stem, "")))
-    found += [FoundTable(folder / f"{stem}.csv", humanize(stem), "", missing=missing.get(stem, ""))
+                                    missing.get(stem, ""), rubrics))
+    found += [FoundTable(folder / f"{stem}.csv", humanize(stem), "", missing=missing.get(stem, ""), rubrics=rubrics)
               for stem in stems if stem not in placed]
     return found
 
 
 def shown_table(table: FoundTable, digits: int = 3) -> pd.DataFrame:
     """The table as a paper prints it: intervals as `mean [lo, hi]`, numbers to `digits` decimals (counts as
-    integers), names in labelled columns and the columns under their labels."""
+    integers), names in labelled columns and the columns under their labels (judge dimensions as its rubrics name
+    them)."""
     frame = pd.read_csv(table.path)
     if table.interval and {table.interval, "lo", "hi"} <= set(frame.columns):
         frame = frame.rename(columns=dict(zip(("lo", "hi"), interval_keys(table.interval), strict=True)))
@@ -105,7 +110,7 @@ def shown_table(table: FoundTable, digits: int = 3) -> pd.DataFrame:
         elif pd.api.types.is_float_dtype(frame[column]):
             # A count with a missing value reads back as floats: still a whole number.
             frame[column] = [_number(v, 0 if is_count(column) else digits) for v in frame[column]]
-    return readable(frame.fillna(""))
+    return readable(frame.fillna(""), table.rubrics)
 
 
 def _number(value: float, digits: int) -> str:

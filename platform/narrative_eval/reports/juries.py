@@ -100,13 +100,14 @@ def weighted_jury_frame(rows: Any, juries: Sequence[dict[str, Any]], groups: Seq
     return pd.DataFrame(table, columns=columns)
 
 
-def write_weighted_juries(rows: Any, juries: Sequence[dict[str, Any]], groups: Sequence[str],
-                          out_dir: str | Path) -> dict[str, str]:
-    """weighted_juries.csv (`weighted_jury_frame`) in out_dir: title -> markdown ({} without weighted juries)."""
+def write_weighted_juries(rows: Any, juries: Sequence[dict[str, Any]], groups: Sequence[str], out_dir: str | Path,
+                          rubrics: tuple[str, ...] = ()) -> dict[str, str]:
+    """weighted_juries.csv (`weighted_jury_frame`) in out_dir, its dimensions as `rubrics` name them: title ->
+    markdown ({} without weighted juries)."""
     if not juries or rows is None or rows.empty:
         return {}
     return {WEIGHTED_JURIES_TITLE: write_table(weighted_jury_frame(rows, juries, groups), Path(out_dir),
-                                               WEIGHTED_JURIES_NAME)}
+                                               WEIGHTED_JURIES_NAME, rubrics)}
 
 
 __all__ = ["NOT_SCORES", "WEIGHTED_JURIES_NAME", "WEIGHTED_JURIES_TITLE", "logged_weights", "weighed_with_people",

@@ -4,12 +4,15 @@
 The names come from the registries and the data files, never from a list here: metric labels from the metrics
 registry (`@metric(label=...)`), judge dimensions from the rubric files, the platform's own words from
 reports/tables.yaml, and each study's words from its presentation (studies/<study>/tables.yaml, through the
-Study interface)."""
+Study interface). Two rubrics may name one dimension key differently (the infilling rubric's `coherence` is
+"Bidirectional Coherence", the continuation example's "Coherence with the opening"): a dimension reads as the rubric
+that scored it names it, so whatever shows a study's or a sweep's numbers passes its rubrics (`Study.own_rubrics`,
+`sweep_rubrics`)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import cache
@@ -19,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from narrative_eval.judges import RUBRICS, load_rubric
 from narrative_eval.metrics import METRICS
-from narrative_eval.study import Presentation, all_studies, load_presentation
+from narrative_eval.study import Presentation, Study, all_studies, load_presentation
 
 PLATFORM_FILE = Path(__file__).with_name("tables.yaml")
 """The platform's own words, per-judge numbers, column sets and tables (those every sweep writes)."""
@@ -121,9 +124,19 @@ class LabelMap:
         return next((s for s in self.suffixes if name.endswith(s) and len(name) > len(s)), None)
 
 
+def _dimension_labels(rubric_name: str) -> dict[str, str]:
+    """Dimension key -> its label in one rubric (its facets' too)."""
+    rubric = load_rubric(rubric_name)
+    return {dimension.key: dimension.label or humanize(dimension.key)
+            for dimension in (*rubric.dimensions, *rubric.facets)}
+
+
 @cache
-def label_map() -> LabelMap:
-    """The one label map (built once per process, plugins included)."""
+def label_map(rubrics: tuple[str, ...] = ()) -> LabelMap:
+    """The label map of numbers scored under `rubrics` (built once per process and rubrics, plugins included): a judge
+    dimension one of them has reads as the first that has it names it, whatever else names its key; any other reads
+    as the registered rubrics name it, the shipped ones first (a plugin's rubric labels only the dimensions they
+    lack)."""
     platform = platform_presentation()
     names = {entry.name: str(entry.meta.get("label") or entry.name) for entry in METRICS.entries()}
     for key, value in platform.labels.items():
@@ -131,28 +144,37 @@ def label_map() -> LabelMap:
     for study in all_studies():
         for key, value in study.presentation().labels.items():
             names.setdefault(key, value)
-    # The shipped rubrics name a dimension first; a plugin's rubric labels only the dimensions they lack.
     for entry in sorted(RUBRICS.entries(), key=lambda entry: entry.origin.startswith("plugin ")):
-        rubric = load_rubric(entry.name)
-        for dimension in (*rubric.dimensions, *rubric.facets):
-            names.setdefault(dimension.key, dimension.label or humanize(dimension.key))
+        for key, value in _dimension_labels(entry.name).items():
+            names.setdefault(key, value)
+    for rubric in reversed(rubrics):  # the first rubric that scored a dimension names it
+        names.update(_dimension_labels(rubric))
     return LabelMap(names, platform.judge_labels, platform.prefix_labels, platform.suffix_labels)
 
 
-def label(name: str) -> str:
-    """How a metric or column name reads in the app and the reports."""
-    return label_map()(name)
+def label(name: str, rubrics: tuple[str, ...] = ()) -> str:
+    """How a metric or column name reads in the app and the reports, its judge dimensions as `rubrics` name them."""
+    return label_map(rubrics)(name)
 
 
-def labels(names: Sequence[str]) -> dict[str, str]:
-    """name -> label of each name; a label two names share keeps the later one's raw name beside it."""
+def labels(names: Sequence[str], rubrics: tuple[str, ...] = ()) -> dict[str, str]:
+    """name -> label of each name (`label`); a label two names share keeps the later one's raw name beside it."""
     found: dict[str, str] = {}
     taken: set[str] = set()
     for name in names:
-        text = label(name)
+        text = label(name, rubrics)
         found[name] = text if text not in taken else f"{text} ({name})"
         taken.add(found[name])
     return found
+
+
+def sweep_rubrics(study: Study | None, logged: Iterable[object] = ()) -> tuple[str, ...]:
+    """The rubrics a sweep's numbers were scored under, for their labels: the registered ones its cell runs logged
+    (`logged`: their `rubric` or `rubrics` params, names joined by commas; a judge may name a rubric that is not the
+    study's), then the study's own (`Study.own_rubrics`)."""
+    registered = set(RUBRICS.names())
+    names = [name for value in logged if isinstance(value, str) for name in value.split(",") if name in registered]
+    return tuple(dict.fromkeys([*names, *(study.own_rubrics() if study is not None else ())]))
 
 
 def column_set_names() -> list[str]:
@@ -180,4 +202,4 @@ def labelled_values() -> tuple[str, ...]:
 
 
 __all__ = ["OTHER_SET", "LabelMap", "column_set_names", "column_set_of", "humanize", "label", "label_map",
-           "labelled_values", "labels"]
+           "labelled_values", "labels", "sweep_rubrics"]

@@ -16,6 +16,7 @@ from narrative_eval.records.keys import judge_key, judges_logging
 from narrative_eval.reports.judge_card import JUDGE_NOISE_NAME, JUDGE_NOISE_TITLE, cell_numbers, noise_gaps, repeat_frame
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.juries import logged_weights, write_weighted_juries
+from narrative_eval.reports.labels import sweep_rubrics
 from narrative_eval.reports.tables import write_table
 from narrative_eval.stats.bootstrap import DEFAULT_N_BOOT, ClusterBootstrap
 from narrative_eval.stats.judge_reliability import REPEAT_MEANS, noise_table
@@ -42,25 +43,29 @@ class ConversationStudy(Protocol):
 
     def condition_order(self) -> Sequence[str]: ...
 
+    def own_rubrics(self) -> tuple[str, ...]: ...
+
 
 def write_multi_turn_report(study: ConversationStudy, sweep: str, out_dir: str | Path, data_sha256: str | None,
                             n_boot: int = DEFAULT_N_BOOT, seed: int = 0) -> dict[str, str]:
     """`main` and, where the sweep ran two conditions or more, `contrasts`, as CSV, markdown and LaTeX in out_dir,
-    with the judges' control checks (judge_checks.csv, a note under the tables of a judge that failed one); returns
-    title -> markdown."""
+    with the judges' control checks (judge_checks.csv, a note under the tables of a judge that failed one), judge
+    dimensions as the rubrics that scored them name them (reports.labels.sweep_rubrics); returns title -> markdown."""
     runs = tracking.report_cell_runs(study.experiment, sweep, data_sha256)
+    rubrics = sweep_rubrics(study, runs["params.rubrics"] if "params.rubrics" in runs else ())
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     # A judge whose every verdict failed logs no dimension, only its failure rate: it keeps its rows (and says so).
     judges = sorted({judge for name in (*study.dimensions, "failure_rate") for judge in judges_logging(runs.columns, name)})
-    tables = {HEADLINE_TITLE: write_table(_headline(study, runs, judges), out_dir, "main")}
+    tables = {HEADLINE_TITLE: write_table(_headline(study, runs, judges), out_dir, "main", rubrics)}
     conditions = _ordered(study, runs["params.condition"].dropna().unique())
     finals = final_rows(runs)
     if len(conditions) > 1:
         tables[CONTRAST_TITLE] = write_table(_contrasts(study, finals, judges, conditions, n_boot, seed), out_dir,
-                                             "contrasts")
+                                             "contrasts", rubrics)
     noise, numbers = conversation_numbers(study.experiment, sweep, data_sha256, out_dir, finals, study.id_column)
-    juries = write_weighted_juries(finals, logged_weights(study.experiment, sweep, data_sha256), GROUPS, out_dir)
+    juries = write_weighted_juries(finals, logged_weights(study.experiment, sweep, data_sha256), GROUPS, out_dir,
+                                   rubrics)
     return with_judge_checks({**tables, **noise, **juries}, logged_rows(study.experiment, sweep, data_sha256), out_dir,
                              numbers=numbers)
 

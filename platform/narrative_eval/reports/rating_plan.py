@@ -20,6 +20,7 @@ from pathlib import Path
 from narrative_eval import tracking
 from narrative_eval.errors import UserError
 from narrative_eval.evaluation import SingleTurnStudy
+from narrative_eval.reports.labels import sweep_rubrics
 from narrative_eval.reports.single_turn import anchored_sweep
 from narrative_eval.reports.tables import file_slug, write_table
 from narrative_eval.stats.rating_plan import rating_plan_table
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace, data_sha256: str | None) -> dict[str, str]:
         table = rating_plan_table(outputs.outputs, outputs.cell_keys, outputs.dimensions, outputs.cluster,
                                   args.target_width)
         tables[f"Rating plan for an interval of width {args.target_width:g} [{outputs.judge}]"] = write_table(
-            table, out, f"rating_plan_{file_slug(outputs.judge)}")
+            table, out, f"rating_plan_{file_slug(outputs.judge)}", sweep_rubrics(study))
     return tables
 
 

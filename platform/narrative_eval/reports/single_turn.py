@@ -19,6 +19,7 @@ from narrative_eval.reports.human_ratings import (alt_test, anchored_outputs, hu
 from narrative_eval.reports.judge_card import judge_numbers
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.juries import logged_weights, weighed_with_people, write_weighted_juries
+from narrative_eval.reports.labels import sweep_rubrics
 from narrative_eval.reports.tables import write_table
 from narrative_eval.stats.ppi import AnchoredOutputs
 
@@ -33,8 +34,10 @@ def write_single_turn_report(study: SingleTurnStudy, sweep: str, out_dir: str | 
     out_dir, titled `titles`, with the judges' control checks (judge_checks.csv, a note under the tables of a judge
     that failed one) and report card; where people rated the sweep's outputs (the annotation store at
     `annotations_path`, default the app's), `human_agreement_<judge>`, `ppi_<judge>` and `alt_test_<judge>` per
-    judge, its agreement on its card. Returns title -> markdown."""
+    judge, its agreement on its card. Judge dimensions read as the rubrics that scored them name them
+    (reports.labels.sweep_rubrics). Returns title -> markdown."""
     runs = tracking.report_cell_runs(study.experiment, sweep, data_sha256)
+    rubrics = sweep_rubrics(study, runs["params.rubric"] if "params.rubric" in runs else ())
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cells = pd.DataFrame({"model": runs["params.model_id"], "setting": runs["params.prompt_setting"]})
@@ -45,15 +48,15 @@ def write_single_turn_report(study: SingleTurnStudy, sweep: str, out_dir: str | 
     scores = [name for name in rows.columns if name in headlines or name.endswith("/qavg")]
     shown = ["model", "setting", study.id_column, "seed", study.reference, study.answer_column, *scores]
     answers = rows[shown].sort_values(["model", "setting", study.id_column, "seed"])
-    tables = {titles[0]: write_table(main.sort_values(["model", "setting"]), out_dir, "main"),
-              titles[1]: write_table(answers, out_dir, answers_file)}
-    people = human_tables(study, sweep, rows, judges, out_dir, annotations_path)
+    tables = {titles[0]: write_table(main.sort_values(["model", "setting"]), out_dir, "main", rubrics),
+              titles[1]: write_table(answers, out_dir, answers_file, rubrics)}
+    people = human_tables(study, sweep, rows, judges, out_dir, annotations_path, rubrics)
     tables.update(people.tables)
     noise, numbers = judge_numbers(study.experiment, sweep, data_sha256, out_dir, rows, study.id_column)
     for judge, rho in people.rho.items():
         numbers.setdefault(judge, {})["human_rho"] = rho
     juries = write_weighted_juries(rows, weighed_with_people(logged_weights(study.experiment, sweep, data_sha256),
-                                                             people.rho), ("model", "setting"), out_dir)
+                                                             people.rho), ("model", "setting"), out_dir, rubrics)
     return with_judge_checks({**tables, **noise, **juries}, logged_rows(study.experiment, sweep, data_sha256), out_dir,
                              numbers=numbers)
 
@@ -100,10 +103,10 @@ class HumanTables:
 
 
 def human_tables(study: SingleTurnStudy, sweep: str, rows: pd.DataFrame, judges: Sequence[str], out_dir: Path,
-                 annotations_path: str | Path | None = None) -> HumanTables:
+                 annotations_path: str | Path | None = None, rubrics: tuple[str, ...] = ()) -> HumanTables:
     """Per judge, over the dimensions of the study's rubric it scored: `human_agreement_<judge>`, `ppi_<judge>` and
-    `alt_test_<judge>` from the people's ratings of the sweep's outputs in the annotation store; nothing when no one
-    rated them."""
+    `alt_test_<judge>` from the people's ratings of the sweep's outputs in the annotation store, the dimensions as
+    `rubrics` name them; nothing when no one rated them."""
     ratings = stored_ratings(sweep, study.experiment, annotations_path)
     found = HumanTables()
     if ratings.empty or rows.empty:
@@ -115,9 +118,10 @@ def human_tables(study: SingleTurnStudy, sweep: str, rows: pd.DataFrame, judges:
         agreement = human_agreement_table(ratings, rows, judge, dimensions, study.id_column)
         found.rho[judge] = human_rho(agreement, judge)
         found.tables[f"Human-human (kappa) and human-judge (Spearman rho) agreement [{judge}]"] = write_table(
-            agreement, out_dir, f"human_agreement_{judge}")
+            agreement, out_dir, f"human_agreement_{judge}", rubrics)
         found.tables[f"Judge-only, human-only and prediction-powered means [{judge}]"] = write_table(
-            anchored_outputs(ratings, rows, judge, dimensions, study.id_column).table(), out_dir, f"ppi_{judge}")
+            anchored_outputs(ratings, rows, judge, dimensions, study.id_column).table(), out_dir, f"ppi_{judge}",
+            rubrics)
         found.tables[f"Alternative annotator test [{judge}]"] = write_table(
-            alt_test(ratings, rows, judge, dimensions, study.id_column), out_dir, f"alt_test_{judge}")
+            alt_test(ratings, rows, judge, dimensions, study.id_column), out_dir, f"alt_test_{judge}", rubrics)
     return found

@@ -1,5 +1,6 @@
 """The one writer of report tables: every table lands as CSV (numbers rounded, names as logged), markdown and
-LaTeX (columns under the label map's names, as the app shows them)."""
+LaTeX (columns under the label map's names, as the app shows them; judge dimensions as the rubrics that scored them
+name them)."""
 
 from __future__ import annotations
 
@@ -40,12 +41,13 @@ def write_csv(table: pd.DataFrame, path: Path) -> None:
     table.round(FLOAT_DIGITS).to_csv(path, index=False)
 
 
-def write_table(table: pd.DataFrame, out_dir: Path, name: str) -> str:
-    """name.csv (numbers rounded), name.md and name.tex (NaN as --); returns the markdown."""
+def write_table(table: pd.DataFrame, out_dir: Path, name: str, rubrics: tuple[str, ...] = ()) -> str:
+    """name.csv (numbers rounded), name.md and name.tex (NaN as --; judge dimensions as `rubrics` name them, the
+    rubrics that scored them: reports.labels); returns the markdown."""
     write_csv(table, out_dir / f"{name}.csv")
     markdown = markdown_table(table)
     (out_dir / f"{name}.md").write_text(markdown + "\n", encoding="utf-8")
-    (out_dir / f"{name}.tex").write_text(latex_text(table), encoding="utf-8")
+    (out_dir / f"{name}.tex").write_text(latex_text(table, rubrics=rubrics), encoding="utf-8")
     return markdown
 
 
@@ -85,18 +87,19 @@ def missing_tables(folder: Path) -> dict[str, str]:
     return {str(entry["table"]): str(entry["reason"]) for entry in json.loads(path.read_text(encoding="utf-8"))}
 
 
-def readable(table: pd.DataFrame) -> pd.DataFrame:
-    """The table under the label map's names: its columns, and the names in columns of names (a metric column)."""
+def readable(table: pd.DataFrame, rubrics: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The table under the label map's names (its judge dimensions as `rubrics` name them): its columns, and the
+    names in columns of names (a metric column, a dimension column)."""
     shown = table.copy()
     for column in labelled_values():
         if column in shown:
-            shown[column] = [label(v) if isinstance(v, str) else v for v in shown[column]]
-    return shown.rename(columns=labels([str(c) for c in shown.columns]))
+            shown[column] = [label(v, rubrics) if isinstance(v, str) else v for v in shown[column]]
+    return shown.rename(columns=labels([str(c) for c in shown.columns], rubrics))
 
 
-def latex_text(table: pd.DataFrame, float_format: str = "%.3f") -> str:
-    """The table as LaTeX under readable names, numbers to `float_format`, NaN as --."""
-    return readable(table).to_latex(index=False, float_format=float_format.__mod__, na_rep="--", escape=True)
+def latex_text(table: pd.DataFrame, float_format: str = "%.3f", rubrics: tuple[str, ...] = ()) -> str:
+    """The table as LaTeX under readable names (`readable`), numbers to `float_format`, NaN as --."""
+    return readable(table, rubrics).to_latex(index=False, float_format=float_format.__mod__, na_rep="--", escape=True)
 
 
 def interval_text(mean: object, lo: object, hi: object, digits: int = 3) -> str:

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from narrative_eval.judges.agreement import krippendorff_alpha
-from narrative_eval.judges.jury import combine_scores
+from narrative_eval.judges.judge import majority_verdict
 from narrative_eval.judges.rubric import Rubric
 from narrative_eval.lazy import lazy_module
 from narrative_eval.records import JudgeResult
@@ -241,13 +241,6 @@ def jury_weights(jury: str, members: Sequence[str], rows: Sequence[CheckRow]) ->
             "error": error}
 
 
-def _majority(row: np.ndarray) -> float:
-    """The most frequent score of the row, each rounded to a whole score (a repeats' mean is not one), by the one
-    rule every jury follows (judges.jury.combine_scores)."""
-    values = np.round(row[~np.isnan(row)])
-    return combine_scores([float(v) for v in values], "majority") if values.size else math.nan
-
-
 def jury_scores(scores: pd.DataFrame, aggregate: Aggregate, weights: Mapping[str, float] | None = None
                 ) -> tuple[pd.Series, dict[str, float]]:
     """The jury's score of each output (`scores`: outputs x member judges, NaN where a member failed) and the weights
@@ -264,7 +257,9 @@ def jury_scores(scores: pd.DataFrame, aggregate: Aggregate, weights: Mapping[str
         elif aggregate == "median":
             combined = np.nanmedian(matrix, axis=1)
         else:
-            combined = np.array([_majority(row) for row in matrix])
+            # The one majority rule (judges.judge), so a table's jury reads as a sweep's does.
+            combined = np.array([majority_verdict(given.tolist()) if (given := row[~np.isnan(row)]).size else math.nan
+                                 for row in matrix])
         return pd.Series(combined, index=scores.index, name=aggregate), used
     if weights is None or set(members) - set(weights):
         raise ValueError(f"a weighted jury needs a weight for every member ({members})")

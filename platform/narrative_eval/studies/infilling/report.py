@@ -8,6 +8,7 @@ failed one)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +23,20 @@ from narrative_eval.metrics import METRICS, at_avg_names
 from narrative_eval.records import finite_number
 from narrative_eval.records.keys import (interval_keys, is_spread, judge_key, judge_prefix, judges_logging,
                                          metric_column, with_interval)
-from narrative_eval.reports.human_ratings import human_agreement_table, human_rho, stored_ratings
+from narrative_eval.reports.human_ratings import (alt_test, anchored_outputs, human_agreement_table, human_rho,
+                                                  stored_ratings)
 from narrative_eval.reports.judge_card import judge_numbers
 from narrative_eval.reports.juries import logged_weights, weighed_with_people, write_weighted_juries
 from narrative_eval.reports.judge_checks import logged_rows, with_judge_checks
 from narrative_eval.reports.tables import fold_intervals, latex_text
 from narrative_eval.stats.alt_test import EPSILON
-from narrative_eval.stats.cell_scores import group_intervals, row_judges
+from narrative_eval.stats.cell_scores import group_intervals, passage_of, row_judges
 from narrative_eval.stats.mde import mde_table
 from narrative_eval.stats.paired import model_groups, paired_judges, paired_models, paired_settings
 from narrative_eval.stats.ppi import AnchoredOutputs
 from narrative_eval.stats.reference import beside_reference, load_reference
-from narrative_eval.studies.infilling.ppi import alt_test_infilling, anchored_fills, ppi_table
 from narrative_eval.studies.infilling.report_samples import high_quality_tables
-from narrative_eval.studies.infilling.vocabulary import NAME
+from narrative_eval.studies.infilling.vocabulary import ID_COLUMN, NAME
 from narrative_eval.study import experiment_of
 
 pd = lazy_module("pandas")
@@ -239,6 +240,14 @@ def human_ratings(sweep: str, ratings_csv: str | Path | None, annotations_path: 
     return pd.DataFrame(rows)
 
 
+def anchored_fills(ratings: pd.DataFrame, gens: pd.DataFrame, judge: str,
+                   dimensions: Sequence[str]) -> AnchoredOutputs:
+    """The fills of a sweep judged by `judge`, from the generations rows (a failed judgment has no score) and human
+    ratings (rater, model, prompt_setting, instance_id, seed and the dimensions; several raters of one fill
+    averaged), per model and setting, clustered by passage like the cell intervals."""
+    return anchored_outputs(ratings, gens, judge, dimensions, ID_COLUMN, passage_of)
+
+
 def anchored_sweep(sweep: str, data_sha256: str | None = None, ratings_csv: str | Path | None = None,
                    annotations_path: str | Path | None = None) -> list[AnchoredOutputs]:
     """The sweep's fills per judge with people's ratings so far (human_ratings), for a rating plan."""
@@ -292,7 +301,7 @@ def comparison_tables(gens: pd.DataFrame, out_dir: Path, mde_target: float | Non
     judges (per cell); the sweep's minimum detectable effect from the first two: paired_*, mde (CSV, md, LaTeX)."""
     by_setting, by_model = paired_settings(gens), paired_models(gens)
     comparisons = pd.concat([by_setting, by_model], ignore_index=True)
-    detectable = mde_table(comparisons, n_instances=int(gens["instance_id"].nunique()), target=mde_target)
+    detectable = mde_table(comparisons, n_instances=int(gens[ID_COLUMN].nunique()), target=mde_target)
     tables = {
         "Paired differences between prompt settings (Holm per model and metric)": _write(by_setting, out_dir, "paired_settings"),
         "Paired differences between models (Holm per setting and metric)": _write(by_model, out_dir, "paired_models"),
@@ -361,13 +370,13 @@ def write_infilling_report(
             table = human_agreement_table(ratings, gens, judge, _dimensions(runs, judge))
             with_people[judge] = human_rho(table, judge)
             tables[f"Human-human (kappa) and human-judge (Spearman rho) agreement [{judge}]"] = _write(table, out_dir, f"human_agreement_{judge}")
-            anchored = ppi_table(ratings, gens, judge, _dimensions(runs, judge))
+            anchored = anchored_fills(ratings, gens, judge, _dimensions(runs, judge)).table()
             tables[f"Judge-only, human-only and prediction-powered means [{judge}]"] = _write(anchored, out_dir, f"ppi_{judge}")
-            alt_test = alt_test_infilling(ratings, gens, judge, _dimensions(runs, judge), alt_test_epsilon)
+            alternative = alt_test(ratings, gens, judge, _dimensions(runs, judge), ID_COLUMN, alt_test_epsilon)
             tables[f"Alternative annotator test, epsilon {alt_test_epsilon:g} [{judge}]"] = _write(
-                alt_test, out_dir, f"alt_test_{judge}")
+                alternative, out_dir, f"alt_test_{judge}")
     figures(main, judges, out_dir)
-    noise, numbers = judge_numbers(experiment_of(NAME), sweep, data_sha256, out_dir, gens, "instance_id")
+    noise, numbers = judge_numbers(experiment_of(NAME), sweep, data_sha256, out_dir, gens, ID_COLUMN)
     for judge, rho in with_people.items():
         numbers.setdefault(judge, {})["human_rho"] = rho
     juries = write_weighted_juries(gens, weighed_with_people(logged_weights(experiment_of(NAME), sweep, data_sha256),

@@ -25,7 +25,7 @@ from narrative_eval.studies.infilling.live import InfillingLiveForm
 from narrative_eval.studies.infilling.positions import blank_position
 from narrative_eval.studies.infilling.prompts import prompt_file_for, render_infilling
 from narrative_eval.studies.infilling.report import anchored_sweep, write_infilling_report
-from narrative_eval.studies.infilling.vocabulary import EXTRACTED, NAME, PUBLISHED_SOURCE, RUBRIC, STATUSES
+from narrative_eval.studies.infilling.vocabulary import EXTRACTED, ID_COLUMN, NAME, PUBLISHED_SOURCE, RUBRIC, STATUSES
 from narrative_eval.study import ReportCommand, SweepSettings, study, sweep_arguments
 
 
@@ -57,7 +57,7 @@ class InfillingStudy(SingleTurnStudy):
     rubric = RUBRIC
     judge_sees = {"problem": "problem", "candidate": ANSWER}  # the passage with its blank and the fill, nothing else
     reference = "gold"
-    id_column, items_name, trace_name = "instance_id", "instances", "infill"
+    id_column, items_name, trace_name = ID_COLUMN, "instances", "infill"
     answers_name = "fills"
 
     def items(self, cell: CellSpec) -> list[Item]:

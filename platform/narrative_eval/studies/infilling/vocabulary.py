@@ -1,6 +1,7 @@
-"""The narrative-infilling study's words, in one place: its name, its one condition, its prompt file and judge rubric
-(registered from the package) and the rubric's dimensions (read from the rubric file), the extraction statuses it counts; its table, AtAvg and per-judge headline
-numbers are every single-turn study's (evaluation.py)."""
+"""The narrative-infilling study's words, in one place: its name, the column that names a blank, its one condition,
+its prompt file and judge rubric (registered from the package) and the rubric's dimensions (read from the rubric
+file), the extraction statuses it counts; its table, AtAvg and per-judge headline numbers are every single-turn
+study's (evaluation.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from narrative_eval.prompts.render import register_prompt_file
 
 NAME = "infilling"
 """The study's registry name (and its MLflow experiment)."""
+
+ID_COLUMN = "instance_id"
+"""What names a blank in the generations rows and the ratings."""
 
 CONDITION = "standard"
 """The only condition of an infilling grid."""
@@ -48,5 +52,5 @@ REPEATS_PASSAGE = ("⚠ **This fill repeats the passage**: it contains the text 
 PUBLISHED_SOURCE = "published, Table 3"
 """The rows of the published reference (data/reference/) the Runs tab can show beside a sweep."""
 
-__all__ = ["AT_AVG", "CONDITION", "DIMENSIONS", "EXTRACTED", "JUDGE_HEADLINES", "NAME", "PUBLISHED_SOURCE",
+__all__ = ["AT_AVG", "CONDITION", "DIMENSIONS", "EXTRACTED", "ID_COLUMN", "JUDGE_HEADLINES", "NAME", "PUBLISHED_SOURCE",
            "REPEATS_PASSAGE", "RUBRIC", "STATUSES", "STATUS_WORDS", "TABLE"]
