@@ -19,7 +19,7 @@ from narrative_eval.data.files import file_sha256
 from narrative_eval.errors import UserError, require_file
 from narrative_eval.executors import EXECUTORS
 from narrative_eval.judges.checks import judge_controls
-from narrative_eval.judges.jury import jury_controls
+from narrative_eval.judges.jury import jury_controls, jury_versions
 from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import metric_names
 from narrative_eval.records import CellSpec, JurySpec, ModelSpec
@@ -62,8 +62,9 @@ def expand_grid(config: SweepConfig) -> list[CellSpec]:
     metrics = config.metrics.model_copy(update={"names": metric_names(config.metrics, load_study(config.study).metrics)})
     extra = {**config.extra, **config.section.cell_extra()}
     # The code that makes the numbers is part of each cell's hash: a study or metric whose version went up (or a
-    # plugin's whose distribution changed) is new cells, never skipped ones.
-    versions = code_versions(config.study, metrics.names or ())
+    # plugin's whose distribution changed), or a jury rule that changed, is new cells, never skipped ones.
+    juries = tuple(jury for jury in config.juries if not jury.after_checks)  # a weighted one is no cell's
+    versions = {**code_versions(config.study, metrics.names or ()), **jury_versions(juries)}
     return [
         CellSpec(
             study=config.study,
@@ -74,7 +75,7 @@ def expand_grid(config: SweepConfig) -> list[CellSpec]:
             seeds=tuple(config.seeds),
             generation=config.generation,
             judges=tuple(config.judges),
-            juries=tuple(jury for jury in config.juries if not jury.after_checks),  # a weighted one is no cell's
+            juries=juries,
             data_path=config.data,
             data_sha256=data_sha,
             limit=config.limit,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from narrative_eval.config import load_config
 from narrative_eval.errors import UserError
 from narrative_eval.judges.checks import ControlItem, ControlJudgment
-from narrative_eval.judges.judge import combine_repeats, combine_scores, majority_verdict
+from narrative_eval.judges.judge import MAJORITY_VERSION, combine_repeats, combine_scores, majority_verdict
 from narrative_eval.judges.jury import jury_controls, jury_verdict, quorum
 from narrative_eval.records import CellSpec, JudgeResult, JurySpec, stable_hash
 from narrative_eval.stats.judge_reliability import jury_scores
@@ -157,6 +157,24 @@ def test_a_weighted_jury_is_no_cells_and_needs_the_control_checks(tmp_path):
     with pytest.raises(UserError, match=r"weighted.yaml:\d+: juries.0.aggregate: a weighted jury's weights come from "
                                         r"its members' control checks: turn judge_checks on"):
         load_config(path, catalog=CATALOG)
+
+
+def test_a_majority_jury_marks_its_cells_with_the_rules_version(tmp_path):
+    """The majority rule changed (equally frequent scores once gave their mean): a cell whose jury combines by majority
+    holds the rule's version in its spec, so a cell finished under the first rule is made again, not skipped; a jury
+    by mean or median leaves the versions as they were."""
+    from narrative_eval.sweep import expand_grid
+
+    base = (f"study: infilling\nsweep: s\ndata: {SAMPLE}\nmodels: [smollm2]\n"
+            "judges: [{id: a, model: smollm2}, {id: b, model: smollm2, seed: 7}]\n")
+    path = tmp_path / "majority.yaml"
+    path.write_text(base + "juries: [{id: panel, judges: [a, b], aggregate: majority}]\n")
+    [cell, *_] = expand_grid(load_config(path, catalog=CATALOG))
+    assert cell.versions == {"jury/majority": f"version {MAJORITY_VERSION}"} and MAJORITY_VERSION == 2
+    first_rule = cell.model_copy(update={"versions": {}})
+    assert cell.spec_hash != first_rule.spec_hash
+    path.write_text(base + "juries: [{id: panel, judges: [a, b], aggregate: median}]\n")
+    assert all(cell.versions == {} for cell in expand_grid(load_config(path, catalog=CATALOG)))
 
 
 def test_a_weighted_jury_listens_to_the_members_that_discriminate_and_combines_their_logged_scores(tmp_path):

@@ -185,6 +185,12 @@ def _whole_verdict(value: float) -> float:
     return float(_sign(value) * math.ceil(abs(value) - 0.5))
 
 
+MAJORITY_VERSION = 2
+"""The version of the majority rule (`majority_verdict`): the first took the mean of equally frequent scores, so a
+cell whose jury combines by majority holds it in its spec's versions (`judges.jury.jury_versions`) and is made again
+under this rule instead of being skipped."""
+
+
 def majority_verdict(values: Sequence[float]) -> float:
     """The verdict most of `values` give (a jury's members', a pairwise judge's repeats), each read as the whole
     verdict nearest it first (`_whole_verdict`: a member's mean over its repeats is not a verdict). Where several are
@@ -361,6 +367,7 @@ __all__ = [
     "judge_pairwise_orders",
     "judge_params",
     "majority_verdict",
+    "MAJORITY_VERSION",
     "reply_expected_scores",
     "pairwise_consistency",
     "qavg",

@@ -18,10 +18,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from narrative_eval.judges.checks import PAIRWISE_RELATIONS, ControlJudgment
-from narrative_eval.judges.judge import combine_scores
+from narrative_eval.judges.judge import MAJORITY_VERSION, combine_scores
 from narrative_eval.judges.resumable import json_form
 from narrative_eval.judges.validate import ADHERENCE, checklist_scores
 from narrative_eval.records import JudgeResult, JurySpec, stable_hash
+
+
+def jury_versions(juries: Sequence[JurySpec]) -> dict[str, str]:
+    """What a cell's spec records of the code that combines its juries (`CellSpec.versions`, part of its hash): the
+    majority rule's version where a jury combines by majority, so a cell made under the first rule is made again."""
+    if any(jury.aggregate == "majority" for jury in juries):
+        return {"jury/majority": f"version {MAJORITY_VERSION}"}
+    return {}
 
 
 def quorum(members: int) -> int:
@@ -93,4 +101,4 @@ def jury_controls(jury: JurySpec, judged: Mapping[str, Sequence[ControlJudgment]
     return combined
 
 
-__all__ = ["jury_controls", "jury_verdict", "quorum"]
+__all__ = ["jury_controls", "jury_verdict", "jury_versions", "quorum"]

@@ -158,8 +158,9 @@ class CellSpec(Frozen):
     """Study-specific settings (system prompt file, constraints file, ...)."""
     versions: dict[str, str] = Field(default_factory=dict)
     """The code that makes its numbers, where it is not what a first version is: `study` or `metric/<name>` -> its
-    version past the first and, for a plugin's, the installed distribution ('version 2, my-plugin 0.3.1'); filled
-    by the sweep (`study.code_versions`). Empty (every one at its first version, none from a plugin), it leaves the
+    version past the first and, for a plugin's, the installed distribution ('version 2, my-plugin 0.3.1'), and
+    `jury/majority` -> the majority rule's version where a jury combines by majority; filled by the sweep
+    (`study.code_versions`, `judges.jury.jury_versions`). Empty (every one at its first version, none from a plugin), it leaves the
     spec hash what it was before versions existed, so finished sweeps stay finished."""
 
     @property
