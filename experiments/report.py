@@ -18,6 +18,7 @@ from narrative_eval import tracking
 from narrative_eval.data.files import file_sha256
 from narrative_eval.errors import UserError, add_debug_flag, cli_main, require_file
 from narrative_eval.reports import rating_plan
+from narrative_eval.reports.catalog import record_report_source
 from narrative_eval.reports.tables import MISSING_TABLES, missing_tables
 from narrative_eval.stats.reference import load_reference
 from narrative_eval.study import ReportCommand, all_studies
@@ -29,7 +30,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     sub = parser.add_subparsers(dest="kind", required=True)
     add_debug_flag(parser)
     taken: set[str] = set()
-    commands = [command for study in all_studies() for command in study.report_commands()]
+    study_of: dict[int, str] = {}  # a study's report command -> the study's name (the rating plan is no study's)
+    commands = []
+    for study in all_studies():
+        for command in study.report_commands():
+            study_of[id(command)] = study.name
+            commands.append(command)
     for command in [*commands, rating_plan.COMMAND]:  # the rating plan serves every study: after theirs
         names = [name for name in (command.name, *command.aliases) if name not in taken]
         if not names or names[0] != command.name:
@@ -37,7 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         taken.update(names)
         child = sub.add_parser(command.name, aliases=names[1:], help=command.help)
         command.add_arguments(child)
-        child.set_defaults(command=command)
+        child.set_defaults(command=command, study=study_of.get(id(command)))
         add_debug_flag(child)
     return parser.parse_args(argv)
 
@@ -66,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     check_inputs(args, command)
     data_sha256 = file_sha256(args.data) if getattr(args, "data", None) else None
     tables = command.run(args, data_sha256)
+    if args.study is not None and getattr(args, "out", None):
+        record_report_source(Path(args.out), args.study, getattr(args, "sweep", None))
     for title, markdown in tables.items():
         print(f"## {title}\n{markdown}\n")
     missing = missing_tables(Path(args.out))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import mlflow
 import pandas as pd
 import pytest
@@ -107,7 +108,9 @@ def test_report_written_and_attached_to_parent(first_run, tiny_config):
     assert (first_run.report_dir / "main.csv").exists()
     assert "AtAvg per model x prompt setting" in first_run.tables
     artifacts = [a.path for a in tracking.client().list_artifacts(first_run.parent_run_id, "report")]
-    assert "report/main.csv" in artifacts
+    assert "report/main.csv" in artifacts and "report/report_source.json" in artifacts
+    assert json.loads((first_run.report_dir / "report_source.json").read_text()) == {"study": "infilling",
+                                                                                     "sweep": tiny_config.sweep}
 
 
 def test_the_embedded_judge_is_checked_once_on_control_items(first_run):

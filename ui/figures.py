@@ -16,7 +16,8 @@ import gradio as gr
 import pandas as pd
 from markdown_it import MarkdownIt
 
-from narrative_eval.reports.catalog import FoundTable, latex_table, report_tables, shown_table, study_of_report
+from narrative_eval.reports.catalog import (FoundTable, latex_table, report_sweep, report_tables, shown_table,
+                                           study_of_report)
 from narrative_eval.reports.judge_checks import failing_in_report, judge_warning, report_notes, sweep_failing_judges
 from narrative_eval.reports.tables import MISSING_TABLES, file_slug
 from ui.common import AppSettings, counted, html_table, texts
@@ -84,7 +85,7 @@ def failing_judges_of(folder: Path) -> dict[str, list[str]]:
     failed = {judge: list(checks) for judge, checks in failing_in_report(folder).items()}
     study = study_of_report(folder)
     try:
-        tagged = sweep_failing_judges(study.experiment, folder.name) if study is not None else {}
+        tagged = sweep_failing_judges(study.experiment, report_sweep(folder)) if study is not None else {}
     except Exception:  # an unreachable store: the report's own table still speaks
         tagged = {}
     for judge, checks in tagged.items():

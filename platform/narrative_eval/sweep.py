@@ -23,6 +23,7 @@ from narrative_eval.judges.jury import jury_controls, jury_versions
 from narrative_eval.lazy import lazy_module
 from narrative_eval.metrics import metric_names
 from narrative_eval.records import CellSpec, JurySpec, ModelSpec
+from narrative_eval.reports.catalog import record_report_source
 from narrative_eval.stats.judge_checks import (
     JUDGMENTS_ARTIFACT,
     ROWS_ARTIFACT,
@@ -135,6 +136,7 @@ def run_sweep(
     if write_report and any(o.status != "failed" for o in outcomes):
         out_dir = config.resolved_report_dir()
         _after_cells(study, config, cells, outcome, out_dir, progress)
+        record_report_source(out_dir, study.name, config.sweep)
         outcome.report_dir = out_dir
         _step(progress, RECORD_STEP, lambda: _record_report(outcome, out_dir))
     tracking.end_run(parent, "FAILED" if outcome.count("failed") else "FINISHED")

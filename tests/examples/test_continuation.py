@@ -19,6 +19,7 @@ from narrative_eval import tracking
 from narrative_eval.data.instances import load_instances, sentences
 from narrative_eval.errors import UserError
 from narrative_eval.registry import PLUGIN_GROUP
+from narrative_eval.reports.catalog import REPORT_SOURCE, report_sweep, study_of_report
 from narrative_eval.reports.labels import label
 from tests.shared_sweeps import CONTINUATION, tracking_store
 from ui.common import STUDIES
@@ -125,9 +126,12 @@ def test_the_report_command_writes_its_tables(swept, tmp_path):
     name, _, runs = swept
     code, printed = run(report, "continuation", "--sweep", name, "--out", str(tmp_path))
     assert code == 0 and "Continuations beside the true next sentence" in printed
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([REPORT_SOURCE, *(
         f"{table}.{ext}" for table in ("main", "continuations", "judge_checks", "judge_card")
-        for ext in ("csv", "md", "tex"))
+        for ext in ("csv", "md", "tex"))])
+    # The folder says whose report it is: the app reads it with the study's titles, not infilling's (whose main table
+    # has the same name).
+    assert study_of_report(tmp_path).name == "continuation" and report_sweep(tmp_path) == name
     main = pd.read_csv(tmp_path / "main.csv")
     assert sorted(main["setting"]) == sorted(SETTINGS) and set(main["model"]) == {"smollm2"}
     by_setting = runs.set_index("params.prompt_setting")

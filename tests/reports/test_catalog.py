@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from narrative_eval.reports.catalog import latex_table, report_tables, shown_table, study_of_report
+from narrative_eval.reports.catalog import (latex_table, record_report_source, report_source, report_sweep, report_tables,
+                                           shown_table, study_of_report)
 from narrative_eval.study import Presentation, all_studies, load_presentation
 
 
@@ -53,6 +54,17 @@ def test_a_folder_no_study_describes_keeps_its_tables(tmp_path):
     pd.DataFrame({"x": [1]}).to_csv(folder / "numbers.csv", index=False)
     assert study_of_report(folder) is None
     assert [t.title for t in report_tables(folder)] == ["Numbers"]
+
+
+def test_a_folder_that_names_its_study_and_sweep_is_read_as_theirs(tmp_path):
+    """Tables of the same names may be two studies' (a plugin's `main`): the folder's record says whose they are; a
+    study not registered here, or no record, falls back to the tables it holds."""
+    folder = _folder(tmp_path)
+    record_report_source(folder, "continuation", "cont-sweep")
+    assert study_of_report(folder).name == "continuation" and report_sweep(folder) == "cont-sweep"
+    assert report_source(folder) == {"study": "continuation", "sweep": "cont-sweep"}
+    record_report_source(folder, "not-installed-here", None)
+    assert study_of_report(folder).name == "infilling" and report_sweep(folder) == "report"
 
 
 def test_every_study_presents_distinct_tables_main_first():

@@ -6,6 +6,7 @@ reads reports through this."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from narrative_eval.lazy import lazy_module
 from narrative_eval.records.keys import interval_keys
 from narrative_eval.reports.labels import humanize, is_count, platform_presentation, sweep_rubrics
 from narrative_eval.reports.tables import fold_intervals, missing_tables, readable
-from narrative_eval.study import ReportTable, Study, all_studies
+from narrative_eval.study import STUDIES, ReportTable, Study, all_studies, load_study
 
 pd = lazy_module("pandas")
 
@@ -58,8 +59,38 @@ def _matches(spec: ReportTable, stems: list[str]) -> list[tuple[str, str]]:
     return [(stem, found.groupdict().get("judge") or "") for stem in stems if (found := pattern.match(stem))]
 
 
+REPORT_SOURCE = "report_source.json"
+"""A report folder's record of the study and sweep it reports (docs/formats.md): two studies may write tables of the
+same names, so a folder is not read by its tables where it says whose it is."""
+
+
+def record_report_source(folder: Path, study: str, sweep: str | None) -> None:
+    """Write the folder's REPORT_SOURCE: the study (its registered name) and the sweep its tables come from."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / REPORT_SOURCE).write_text(json.dumps({"study": study, "sweep": sweep}, indent=1) + "\n", encoding="utf-8")
+
+
+def report_source(folder: Path) -> dict[str, str | None]:
+    """The folder's REPORT_SOURCE ({"study": ..., "sweep": ...}); empty for a folder written before it existed, or by
+    hand."""
+    path = folder / REPORT_SOURCE
+    if not path.is_file():
+        return {}
+    found = json.loads(path.read_text(encoding="utf-8"))
+    return {key: found.get(key) for key in ("study", "sweep")}
+
+
+def report_sweep(folder: Path) -> str:
+    """The sweep a report folder reports: as its REPORT_SOURCE says, else the folder's name (a sweep's default)."""
+    return report_source(folder).get("sweep") or folder.name
+
+
 def study_of_report(folder: Path) -> Study | None:
-    """The study whose presentation describes the most of the folder's tables (None: no study describes any)."""
+    """The study a report folder reports: the one its REPORT_SOURCE names, where that study is registered here; else
+    the study whose presentation describes the most of its tables (None: no study describes any)."""
+    recorded = report_source(folder).get("study")
+    if recorded and recorded in STUDIES:
+        return load_study(recorded)
     stems = _stems(folder)
     scores = [(sum(len(_matches(spec, stems)) for spec in study.presentation().tables), study)
               for study in all_studies()]
@@ -124,4 +155,5 @@ def latex_table(shown: pd.DataFrame, title: str) -> str:
     return f"\\begin{{table}}[ht]\n\\centering\n\\caption{{{caption}}}\n{body}\\end{{table}}\n"
 
 
-__all__ = ["FoundTable", "latex_table", "report_tables", "shown_table", "study_of_report"]
+__all__ = ["REPORT_SOURCE", "FoundTable", "latex_table", "record_report_source", "report_source", "report_sweep",
+           "report_tables", "shown_table", "study_of_report"]
