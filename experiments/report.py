@@ -30,20 +30,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     sub = parser.add_subparsers(dest="kind", required=True)
     add_debug_flag(parser)
     taken: set[str] = set()
-    study_of: dict[int, str] = {}  # a study's report command -> the study's name (the rating plan is no study's)
-    commands = []
-    for study in all_studies():
-        for command in study.report_commands():
-            study_of[id(command)] = study.name
-            commands.append(command)
-    for command in [*commands, rating_plan.COMMAND]:  # the rating plan serves every study: after theirs
+    commands = [(study.name, command) for study in all_studies() for command in study.report_commands()]
+    # The rating plan serves every study, after theirs: it reports none (no study named in its folder).
+    for study_name, command in [*commands, (None, rating_plan.COMMAND)]:
         names = [name for name in (command.name, *command.aliases) if name not in taken]
         if not names or names[0] != command.name:
             continue  # a name another study's report already has: the first registered keeps it
         taken.update(names)
         child = sub.add_parser(command.name, aliases=names[1:], help=command.help)
         command.add_arguments(child)
-        child.set_defaults(command=command, study=study_of.get(id(command)))
+        child.set_defaults(command=command, study=study_name)
         add_debug_flag(child)
     return parser.parse_args(argv)
 
