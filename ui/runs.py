@@ -56,9 +56,9 @@ def headline_metrics(study: str, judges: list[str]) -> list[str]:
 
 
 def runs_rubrics(runs: pd.DataFrame, study: str) -> tuple[str, ...]:
-    """The rubrics the runs' judge dimensions read under: those their cells logged (a single-turn cell's `rubric`, a
-    multi-turn cell's `rubrics`), then those of the study of MLflow experiment `study`."""
-    return sweep_rubrics(study_of_experiment(study), [*column(runs, "params.rubric"), *column(runs, "params.rubrics")])
+    """The rubrics the runs' judge dimensions read under: those their cells logged, then those of the study of MLflow
+    experiment `study` (reports.labels.sweep_rubrics)."""
+    return sweep_rubrics(study_of_experiment(study), runs)
 
 
 def _present(runs: pd.DataFrame, prefix: str, seed: str, judge: str) -> dict[str, str]:

@@ -73,7 +73,8 @@ def test_a_dimension_reads_as_the_rubric_that_scored_it_names_it():
     assert readable(table, infilling_rubrics)["Dimension"].tolist() == ["Bidirectional Coherence", "Fluency"]
     # A sweep's rubrics: those its cells logged (a judge naming another study's rubric; none where a run logged none,
     # and only registered ones), then the study's own.
-    assert sweep_rubrics(load_study(infilling.NAME), ["continuation_quality", float("nan"), "gone,"]) == (
+    assert sweep_rubrics(load_study(infilling.NAME),
+                         {"params.rubric": ["continuation_quality", float("nan")], "params.rubrics": ["gone,"]}) == (
         "continuation_quality", RUBRIC)
     assert sweep_rubrics(None) == ()
 

@@ -168,11 +168,17 @@ def labels(names: Sequence[str], rubrics: tuple[str, ...] = ()) -> dict[str, str
     return found
 
 
-def sweep_rubrics(study: Study | None, logged: Iterable[object] = ()) -> tuple[str, ...]:
-    """The rubrics a sweep's numbers were scored under, for their labels: the registered ones its cell runs logged
-    (`logged`: their `rubric` or `rubrics` params, names joined by commas; a judge may name a rubric that is not the
-    study's), then the study's own (`Study.own_rubrics`)."""
+RUBRIC_PARAMS = ("params.rubric", "params.rubrics")
+"""The cell-run params that name the rubrics its judges scored under: a single-turn cell's `rubric`, a multi-turn
+cell's `rubrics` (names joined by commas)."""
+
+
+def sweep_rubrics(study: Study | None, runs: Mapping[str, Iterable[object]] | None = None) -> tuple[str, ...]:
+    """The rubrics a sweep's numbers were scored under, for their labels: the registered ones its cell runs (`runs`,
+    as MLflow's search_runs frames them) logged in RUBRIC_PARAMS (a judge may name a rubric that is not the study's),
+    then the study's own (`Study.own_rubrics`)."""
     registered = set(RUBRICS.names())
+    logged = [value for param in RUBRIC_PARAMS if runs is not None and param in runs for value in runs[param]]
     names = [name for value in logged if isinstance(value, str) for name in value.split(",") if name in registered]
     return tuple(dict.fromkeys([*names, *(study.own_rubrics() if study is not None else ())]))
 

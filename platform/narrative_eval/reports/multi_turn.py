@@ -52,7 +52,7 @@ def write_multi_turn_report(study: ConversationStudy, sweep: str, out_dir: str |
     with the judges' control checks (judge_checks.csv, a note under the tables of a judge that failed one), judge
     dimensions as the rubrics that scored them name them (reports.labels.sweep_rubrics); returns title -> markdown."""
     runs = tracking.report_cell_runs(study.experiment, sweep, data_sha256)
-    rubrics = sweep_rubrics(study, runs["params.rubrics"] if "params.rubrics" in runs else ())
+    rubrics = sweep_rubrics(study, runs)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     # A judge whose every verdict failed logs no dimension, only its failure rate: it keeps its rows (and says so).

@@ -37,7 +37,7 @@ def write_single_turn_report(study: SingleTurnStudy, sweep: str, out_dir: str | 
     judge, its agreement on its card. Judge dimensions read as the rubrics that scored them name them
     (reports.labels.sweep_rubrics). Returns title -> markdown."""
     runs = tracking.report_cell_runs(study.experiment, sweep, data_sha256)
-    rubrics = sweep_rubrics(study, runs["params.rubric"] if "params.rubric" in runs else ())
+    rubrics = sweep_rubrics(study, runs)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cells = pd.DataFrame({"model": runs["params.model_id"], "setting": runs["params.prompt_setting"]})
