@@ -34,6 +34,31 @@ def _slow_idle_polling(demo) -> None:
             setattr(queue, name, max(getattr(queue, name), QUEUE_POLL_S))
 
 
+def _forgive_a_second_session_close(demo) -> None:
+    """Let Gradio's queue forget a browser session twice without raising.
+
+    A page with two event streams open (two events in flight) that closes has both streams cancelled at once; each
+    one's clean-up deletes the session's message queue, and the second delete raises KeyError (Gradio 6.31). That
+    prints a traceback on the app's console for nothing the user did wrong, and cuts the second stream's clean-up
+    short, leaving its heartbeat task running. A missing session is already the state the delete wants, so the app's
+    table of sessions treats deleting one as done. A Gradio without this table is left as it is."""
+    queue = getattr(demo, "_queue", None)
+    sessions = getattr(queue, "pending_messages_per_session", None)
+    if not isinstance(sessions, dict) or isinstance(sessions, _SessionsClosedOnce):
+        return
+
+    class Sessions(_SessionsClosedOnce, type(sessions)):
+        pass
+
+    sessions.__class__ = Sessions
+
+
+class _SessionsClosedOnce(dict):
+    def __delitem__(self, session_hash) -> None:
+        if session_hash in self:
+            super().__delitem__(session_hash)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m ui", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -118,6 +143,7 @@ def serve(argv: list[str] | None = None) -> int:
         print(f"warning: serving on {args.host} without --auth; anyone who can reach this port can use the app")
     demo.queue(default_concurrency_limit=4)
     _slow_idle_polling(demo)
+    _forgive_a_second_session_close(demo)
     for attempt in range(LAUNCH_ATTEMPTS):
         try:
             demo.launch(

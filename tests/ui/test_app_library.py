@@ -134,6 +134,65 @@ def test_an_idle_app_polls_its_queue_every_20_ms_not_every_millisecond():
     assert demo._queue.progress_update_sleep_when_free == 0.5
 
 
+def test_a_page_that_closes_with_two_event_streams_open_leaves_no_traceback(monkeypatch):
+    """Two events in flight on one page means two open event streams for its session; closing the page cancels both,
+    and both clean-ups delete the session. Gradio's second delete raises KeyError and logs a traceback; the app's
+    queue takes the second delete as done."""
+    import logging
+    import threading
+    import time
+
+    import gradio as gr
+    import httpx
+
+    from ui.__main__ import _forgive_a_second_session_close
+
+    monkeypatch.setenv("GRADIO_HEARTBEAT_INTERVAL", "0.2")  # each open stream hears from the server within 0.2 s
+    release = threading.Event()
+
+    def wait_for_release(text):
+        release.wait(60)
+        return text
+
+    with gr.Blocks() as demo:
+        box, out = gr.Textbox(), gr.Textbox()
+        box.submit(wait_for_release, box, out, api_name="wait")
+    demo.queue()
+    _forgive_a_second_session_close(demo)
+    errors: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = errors.append
+    server_log = logging.getLogger("uvicorn.error")
+    demo.launch(prevent_thread_lock=True, quiet=True)
+    server_log.addHandler(handler)
+    try:
+        api = demo.local_url.rstrip("/") + "/gradio_api"
+        fn_index = next(i for i, fn in demo.fns.items() if fn.api_name == "wait")
+        session = "two-streams"
+        for _ in range(2):
+            join = httpx.post(f"{api}/queue/join", json={"data": ["x"], "fn_index": fn_index, "session_hash": session})
+            assert join.status_code == 200, join.text
+        with httpx.Client(timeout=60) as first, httpx.Client(timeout=60) as second:
+            streams = [client.stream("GET", f"{api}/queue/data", params={"session_hash": session})
+                       for client in (first, second)]
+            lines = [stream.__enter__().iter_lines() for stream in streams]
+            assert all(next(line).startswith("data:") for line in lines)  # both streams are open and served
+            for stream in streams:
+                stream.__exit__(None, None, None)
+        requests_in_flight = demo.server.server_state.tasks  # uvicorn's: a request's task leaves it when it ends
+        deadline = time.monotonic() + 60
+        while requests_in_flight and time.monotonic() < deadline:  # the server sees the closed connections later
+            time.sleep(0.05)
+        assert not requests_in_flight
+        sessions = demo._queue.pending_messages_per_session
+        assert session not in sessions
+        assert errors == [], [record.getMessage() for record in errors]
+    finally:
+        release.set()
+        server_log.removeHandler(handler)
+        demo.close()
+
+
 def test_a_tables_latex_download_is_written_once_per_version_of_its_csv(tmp_path):
     """The Figures tab is drawn again on every page load: its LaTeX files are made once per CSV version (not a new
     temporary folder per table per draw), and a rewritten CSV gets a file of its own."""
