@@ -27,7 +27,6 @@ from narrative_eval.studies.infilling.report import anchored_sweep
 from narrative_eval.studies.live import live_form
 from narrative_eval.study import experiment_of, load_study
 from ui import annotate_outputs, annotate_stories
-from ui.annotate_common import INTERVAL_COLUMNS  # noqa: F401 (the columns of the fills' interval table, read here)
 from ui.annotate_common import (ItemSource, build_agreement, rate_next_groups, rating_form, rubric_dimensions,
                                 save_rating, scale_descriptions, show_next, where_ratings_count, wire_submit)
 from ui.common import REPO, AppSettings, FieldErrors, cell_runs, esc, passage_html, run_table, texts, user_error

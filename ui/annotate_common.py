@@ -123,7 +123,7 @@ class ItemSource:
 
 
 INTERVAL_COLUMNS = ["model", "setting", "rated", "outputs", "mean", "lo", "hi", "width", "reason"]
-"""The columns of the table of each cell's interval under a pointwise form."""
+"""The columns of the table of each cell's interval under a pointwise form, in order (shown under their labels)."""
 
 
 def judge_mean(group: list, judge: str) -> float:
@@ -138,7 +138,7 @@ def interval_table(source: ItemSource, store: annotations.AnnotationStore, sweep
     `source`; over raters and dimensions), with `judge`'s mean score as the prediction, in the strata of the
     rate-next order."""
     if not sweep or not judge:
-        return pd.DataFrame(columns=INTERVAL_COLUMNS)
+        return readable(pd.DataFrame(columns=INTERVAL_COLUMNS))
     groups = source.groups(sweep, "pointwise")
     ratings: dict[str, list[float]] = {}
     for rating in store.ratings(kind="pointwise"):
@@ -152,7 +152,7 @@ def interval_table(source: ItemSource, store: annotations.AnnotationStore, sweep
     rows = [{"model": cell[0], "setting": cell[1], "rated": result.n_rated, "outputs": result.n_all,
              "mean": result.estimate.mean, "lo": result.estimate.lo, "hi": result.estimate.hi,
              "width": result.estimate.hi - result.estimate.lo, "reason": result.reason} for cell, result in found]
-    return pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3)
+    return readable(pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3))
 
 
 PLAN_TABLE_COLUMNS = [*CELL, "dimension", *PLAN_COLUMNS, "judge"]
@@ -194,7 +194,7 @@ def where_ratings_count(form: RatingForm, store: annotations.AnnotationStore, so
     prefix = form.prefix
     with gr.Accordion("Where the ratings count: each cell's interval and the rating plan", open=True):
         gr.Markdown(intro)
-        intervals = gr.Dataframe(pd.DataFrame(columns=INTERVAL_COLUMNS), interactive=False,
+        intervals = gr.Dataframe(readable(pd.DataFrame(columns=INTERVAL_COLUMNS)), interactive=False,
                                  label="Each cell's mean human rating (stratified PPI++, 95% interval)",
                                  elem_id=f"{prefix}-intervals")
         with gr.Row():

@@ -86,7 +86,7 @@ def test_a_continuation_is_rated_in_its_own_sub_tab_and_saved(continuation_app, 
     # Before any plan, the plan table shows its own columns under their labels (no placeholder headers); the
     # agreement has its pointwise table and no pairwise one: this sub-tab rates one continuation at a time.
     plan_table = page.locator("#annotate-continuation-plan-table")
-    for header in ("Model", "Setting", "Dimension", "N rated", "Judge"):
+    for header in ("Model", "Setting", "Dimension", "Rated", "Ratings needed (with the judge)", "Judge"):
         expect(plan_table.locator("th").filter(has_text=header).first).to_be_attached()
     assert not [text for text in plan_table.locator("th").all_inner_texts() if text.strip() in ("1", "2", "3")]
     page.locator("#annotate-continuation-agreement").get_by_text("Agreement with the judge").click()

@@ -20,7 +20,7 @@ from narrative_eval.annotations.rate_next import cell_intervals, judge_uncertain
 from narrative_eval.studies.infilling.vocabulary import NAME as EXPERIMENT
 from narrative_eval.tracking.store import TAG_KIND, TAG_SWEEP
 from tests.servers import start_app, stop
-from ui.annotate import INTERVAL_COLUMNS
+from ui.annotate_common import INTERVAL_COLUMNS
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
