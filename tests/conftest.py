@@ -14,12 +14,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import settings
 
 from experiments import sweep
 from narrative_eval.quiet import KNOWN_WARNINGS
 from tests.shared_sweeps import CONTINUATION, SharedSweep, tracking_store
 
 REPO = Path(__file__).resolve().parents[1]
+# No property test fails for the time an example took: Hypothesis's default 200 ms deadline failed a 1 ms example that
+# took 480 ms with a second suite running on the same two cores. Timing belongs in bench/. No example database either:
+# a failing example is printed with the failure, and nothing is written into the checkout.
+settings.register_profile("narrative-eval", deadline=None, database=None)
+settings.load_profile("narrative-eval")
 # Session fixtures that take minutes: every test that uses one, directly or through another fixture (the app is
 # started on the judged sweep), runs on the same xdist worker, so each is built once. Any other test runs on the
 # worker its module runs on (module fixtures too).
