@@ -122,7 +122,7 @@ class ItemSource:
     (annotations.rate_next); None: pointwise items come in a random order."""
 
 
-INTERVAL_COLUMNS = ["model", "setting", "rated", "outputs", "mean", "lo", "hi", "width", "reason"]
+INTERVAL_COLUMNS = ["model", "setting", "n_rated", "n_all", "mean", "lo", "hi", "width", "reason"]
 """The columns of the table of each cell's interval under a pointwise form, in order (shown under their labels)."""
 
 
@@ -149,7 +149,7 @@ def interval_table(source: ItemSource, store: annotations.AnnotationStore, sweep
              for g in groups]
     found = cell_intervals([cell_of(g) for g in groups], [judge_uncertainty(judge_scores_of(g[0][1])) for g in groups],
                            [judge_mean(g, judge) for g in groups], human)
-    rows = [{"model": cell[0], "setting": cell[1], "rated": result.n_rated, "outputs": result.n_all,
+    rows = [{"model": cell[0], "setting": cell[1], "n_rated": result.n_rated, "n_all": result.n_all,
              "mean": result.estimate.mean, "lo": result.estimate.lo, "hi": result.estimate.hi,
              "width": result.estimate.hi - result.estimate.lo, "reason": result.reason} for cell, result in found]
     return readable(pd.DataFrame(rows, columns=INTERVAL_COLUMNS).round(3))

@@ -114,7 +114,7 @@ def test_a_continuation_is_rated_in_its_own_sub_tab_and_saved(continuation_app, 
     expect(page.locator("#annotate-continuation-message")).to_contain_text("Saved")
     expect(page.locator("#annotate-continuation-progress")).to_contain_text(f"1 of {ITEMS}")
     rated_cell = page.locator("#annotate-continuation-intervals tbody tr").first.locator("td")
-    expect(rated_cell.nth(INTERVAL_COLUMNS.index("rated"))).to_have_text("1")
+    expect(rated_cell.nth(INTERVAL_COLUMNS.index("n_rated"))).to_have_text("1")
     # The rest in the rate-next order, each following the saved one: the cell's interval appears.
     for position, k in enumerate(order[1:], start=2):
         expect(item).to_contain_text(f"continuation number {k}")
@@ -122,7 +122,7 @@ def test_a_continuation_is_rated_in_its_own_sub_tab_and_saved(continuation_app, 
             page.locator(f"#annotate-continuation-{key}").get_by_text(str(1 + (k + position) % 5), exact=True).click()
         page.locator("#annotate-continuation-submit").click()
         expect(page.locator("#annotate-continuation-progress")).to_contain_text(f"{position} of {ITEMS}")
-    expect(rated_cell.nth(INTERVAL_COLUMNS.index("rated"))).to_have_text(str(ITEMS))
+    expect(rated_cell.nth(INTERVAL_COLUMNS.index("n_rated"))).to_have_text(str(ITEMS))
     expect(rated_cell.nth(INTERVAL_COLUMNS.index("width"))).to_have_text(re.compile(r"^\s*\d+\.\d+\s*$"))
     expect(item).to_contain_text("No continuations left to rate")
     # The rating plan from the same ratings, a row per dimension of the study's rubric, under its labels.

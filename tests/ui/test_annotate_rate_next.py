@@ -102,7 +102,7 @@ def test_fills_come_where_they_count_and_the_interval_narrows(rate_next_app, bro
             page.locator(f"#annotate-{key}").get_by_text(str(score), exact=True).click()
         page.locator("#annotate-submit").click()
         expect(page.locator("#annotate-progress")).to_contain_text(f"{rated + 1} of {PASSAGES}")
-        expect(shown(page, "rated")).to_have_text(str(rated + 1))
+        expect(shown(page, "n_rated")).to_have_text(str(rated + 1))
         if rated + 1 in (6, 12):
             expect(shown(page, "width")).to_have_text(re.compile(r"^\s*\d+\.\d+\s*$"))  # re-rendered after each save
             screenshot(page, f"annotate-rate-next-{rated + 1}")
